@@ -1,0 +1,3 @@
+from fitspeed.cli import main
+
+main()

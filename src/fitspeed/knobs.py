@@ -1,0 +1,269 @@
+"""The knobs: every setting fitspeed can turn, with Keras's own names.
+
+A knob knows its valid values, its default, which backends can do it, whether
+it is process-wide or belongs to one model, and the one place that applies it
+(its `stage`, see `fitspeed.apply`). `fitspeed knobs` prints this table.
+
+This module is imported by the parent process, so it never imports keras.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fitspeed.errors import KnobError
+
+BACKENDS = ("tensorflow", "jax", "torch")
+
+Scope = Literal["process", "model", "data"]
+Stage = Literal["environment", "process", "compile", "data"]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _bool(name: str, raw: object) -> bool:
+    """Accept a JSON bool or the usual spellings of one.
+
+    >>> _bool("deterministic", "yes")
+    True
+    """
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise KnobError(
+        f"Expected `{name}` to be true or false. Received: {raw!r}. "
+        f"Use --set {name}=true or --set {name}=false."
+    )
+
+
+def _int(name: str, raw: object, minimum: int) -> int:
+    if isinstance(raw, bool):
+        value = None
+    elif isinstance(raw, int):
+        value = raw
+    else:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = None
+    if value is None or value < minimum:
+        raise KnobError(
+            f"Expected `{name}` to be an integer >= {minimum}. Received: {raw!r}. "
+            f"Use for example --set {name}={max(minimum, 1)}."
+        )
+    return value
+
+
+def _choice(name: str, raw: object, choices: tuple[str, ...]) -> str:
+    text = str(raw).strip()
+    if text not in choices:
+        raise KnobError(
+            f"Expected `{name}` to be one of {', '.join(choices)}. Received: {raw!r}. "
+            f"Use for example --set {name}={choices[-1]}."
+        )
+    return text
+
+
+def _steps_per_execution(raw: object) -> int:
+    if str(raw).strip().lower() == "auto":
+        raise KnobError(
+            "Expected `steps_per_execution` to be an integer >= 1. Received: 'auto', "
+            "which Keras 3 does not accept (tf-keras did). Use an integer such as "
+            "--set steps_per_execution=32."
+        )
+    return _int("steps_per_execution", raw, 1)
+
+
+def _jit_compile(raw: object) -> bool | str:
+    if str(raw).strip().lower() == "auto":
+        return "auto"
+    try:
+        return _bool("jit_compile", raw)
+    except KnobError:
+        raise KnobError(
+            f"Expected `jit_compile` to be auto, true or false. Received: {raw!r}. "
+            "Use for example --set jit_compile=true."
+        ) from None
+
+
+def _torch_single_step(value: Any, backend: str) -> str | None:
+    if backend == "torch" and value != 1:
+        return "the PyTorch backend of Keras runs one step per execution only"
+    return None
+
+
+def _jax_no_threads(value: Any, backend: str) -> str | None:
+    if backend == "jax" and value != 0:
+        return "JAX has no per-process thread-pool setting that Keras exposes"
+    return None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting fitspeed can turn.
+
+    `parse` turns a CLI string or a JSON value into the knob's value and raises
+    `KnobError` on anything else. `unsupported(value, backend)` gives the reason
+    a backend cannot do a value, or None.
+    """
+
+    name: str
+    description: str
+    values: str
+    default: Any
+    scope: Scope
+    stage: Stage
+    parse: Callable[[object], Any]
+    changes_numerics: bool = False
+    unsupported_on: Callable[[Any, str], str | None] = lambda value, backend: None
+
+    def unsupported(self, value: Any, backend: str) -> str | None:
+        if value == self.default:
+            return None
+        return self.unsupported_on(value, backend)
+
+    def backends(self) -> tuple[str, ...]:
+        """The backends that can do at least one non-default value."""
+        probe = _probe_value(self)
+        return tuple(b for b in BACKENDS if self.unsupported_on(probe, b) is None)
+
+
+def _probe_value(knob: Knob) -> Any:
+    probes: Mapping[str, Any] = {
+        "steps_per_execution": 2,
+        "intra_op_threads": 1,
+        "inter_op_threads": 1,
+    }
+    return probes.get(knob.name, knob.default)
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob(
+        name="backend",
+        description="Keras backend that runs the model (KERAS_BACKEND).",
+        values="tensorflow, jax, torch",
+        default="tensorflow",
+        scope="process",
+        stage="environment",
+        parse=lambda raw: _choice("backend", raw, BACKENDS),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="batch_size",
+        description="Samples per training step; changes the recipe (re-tune the learning rate).",
+        values="integer >= 1",
+        default=32,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _int("batch_size", raw, 1),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="steps_per_execution",
+        description="Batches run per compiled call: compile(steps_per_execution=N).",
+        values="integer >= 1",
+        default=1,
+        scope="model",
+        stage="compile",
+        parse=_steps_per_execution,
+        unsupported_on=_torch_single_step,
+    ),
+    Knob(
+        name="jit_compile",
+        description="XLA compilation of the train step: compile(jit_compile=...).",
+        values="auto, true, false",
+        default="auto",
+        scope="model",
+        stage="compile",
+        parse=_jit_compile,
+        changes_numerics=True,
+    ),
+    Knob(
+        name="precision",
+        description="Global dtype policy: keras.mixed_precision.set_global_policy(...).",
+        values="float32, mixed_float16, mixed_bfloat16",
+        default="float32",
+        scope="process",
+        stage="process",
+        parse=lambda raw: _choice(
+            "precision", raw, ("float32", "mixed_float16", "mixed_bfloat16")
+        ),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="data_format",
+        description="Image layout: keras.config.set_image_data_format(...); data is transposed to match.",
+        values="channels_last, channels_first",
+        default="channels_last",
+        scope="process",
+        stage="process",
+        parse=lambda raw: _choice("data_format", raw, ("channels_last", "channels_first")),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="deterministic",
+        description="Deterministic ops plus fixed seeds (TF op determinism, XLA or torch flags).",
+        values="true, false",
+        default=False,
+        scope="process",
+        stage="environment",
+        parse=lambda raw: _bool("deterministic", raw),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="intra_op_threads",
+        description="Threads inside one op; 0 keeps the backend's default.",
+        values="integer >= 0",
+        default=0,
+        scope="process",
+        stage="process",
+        parse=lambda raw: _int("intra_op_threads", raw, 0),
+        unsupported_on=_jax_no_threads,
+    ),
+    Knob(
+        name="inter_op_threads",
+        description="Ops run side by side; 0 keeps the backend's default.",
+        values="integer >= 0",
+        default=0,
+        scope="process",
+        stage="process",
+        parse=lambda raw: _int("inter_op_threads", raw, 0),
+        unsupported_on=_jax_no_threads,
+    ),
+)
+
+KNOBS_BY_NAME: Mapping[str, Knob] = {knob.name: knob for knob in KNOBS}
+
+
+def get_knob(name: str) -> Knob:
+    """The knob called `name`, or a KnobError that lists the known ones."""
+    try:
+        return KNOBS_BY_NAME[name]
+    except KeyError:
+        raise KnobError(
+            f"Unknown knob {name!r}. Expected one of: {', '.join(KNOBS_BY_NAME)}. "
+            "Run `fitspeed knobs` to see them all."
+        ) from None
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Split and parse one `name=value` from the command line.
+
+    >>> parse_assignment("steps_per_execution=32")
+    ('steps_per_execution', 32)
+    """
+    name, sep, raw = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise KnobError(
+            f"Expected a knob setting of the form name=value. Received: {text!r}. "
+            "Use for example --set steps_per_execution=32."
+        )
+    return name, get_knob(name).parse(raw)

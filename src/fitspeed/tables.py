@@ -1,0 +1,167 @@
+"""Terminal tables, drawn with rich from plain records.
+
+Each function takes the data and a Console, so tests render into a
+`Console(file=io.StringIO(), width=..., color_system=None)` and read the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fitspeed.compare import Comparison, throughput
+from fitspeed.config import TrialConfig
+from fitspeed.knobs import KNOBS
+from fitspeed.workloads import DATA, MODELS
+
+_STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
+                 "timeout": "yellow", "crashed": "red"}
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _config_label(record: dict[str, Any]) -> str:
+    return TrialConfig.from_dict(record["spec"]["knobs"]).label()
+
+
+def _speed(metrics: dict[str, Any]) -> tuple[str, str]:
+    speed = metrics.get("samples_per_s")
+    if not speed:
+        return "–", "–"
+    return (
+        f"{speed['median']:,.0f} ({speed['min']:,.0f}–{speed['max']:,.0f})",
+        f"{100 * speed['cv']:.1f}%",
+    )
+
+
+def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) -> Table:
+    """One row per trial: speed with its spread, step time, compile time, final loss."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("config")
+    table.add_column("status")
+    table.add_column("samples/s (min–max)", justify="right")
+    table.add_column("ms/step", justify="right")
+    table.add_column("compile s", justify="right")
+    table.add_column("loss", justify="right")
+    for record in records:
+        metrics = record.get("metrics") or {}
+        speed, _ = _speed(metrics) if record["status"] == "ok" else ("–", "–")
+        table.add_row(
+            _config_label(record),
+            _status(record["status"]),
+            speed,
+            _num(metrics.get("ms_per_step"), 2),
+            _num(metrics.get("compile_s"), 2),
+            _num(metrics.get("final_loss"), 4),
+        )
+    return table
+
+
+def _status(status: str) -> str:
+    style = _STATUS_STYLE.get(status)
+    return f"[{style}]{status}[/]" if style else status
+
+
+def measure_table(record: dict[str, Any]) -> Table:
+    """One trial, one figure per row."""
+    spec = record["spec"]
+    metrics = record.get("metrics") or {}
+    ok = record["status"] == "ok"
+    speed, cv = _speed(metrics) if ok else ("–", "–")
+    table = Table(title=f"{spec['model']} · {spec['data'] or 'synthetic'}", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", justify="right")
+    rows = [
+        ("config", _config_label(record)),
+        ("status", _status(record["status"])),
+        ("samples/s median (min–max)", speed),
+        ("coefficient of variation", cv),
+        ("ms/step", _num(metrics.get("ms_per_step"), 2)),
+        ("batch size", _num(metrics.get("batch_size"), 0)),
+        ("timed steps × repeats",
+         f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
+        ("compile s (excluded)", _num(metrics.get("compile_s"), 2)),
+        ("peak host memory MiB", _num(metrics.get("peak_host_mb"), 0)),
+        ("peak device memory MiB", _num(metrics.get("peak_device_mb"), 0)),
+        ("final loss", _num(metrics.get("final_loss"), 4)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def print_trials(console: Console, records: Sequence[dict[str, Any]], title: str | None = None) -> None:
+    if len(records) == 1:
+        console.print(measure_table(records[0]))
+    else:
+        console.print(trials_table(records, title))
+    for record in records:
+        if record["status"] != "ok" and record.get("reason"):
+            console.print(f"[bold]{record['status']}[/]: {record['reason']}", highlight=False)
+
+
+def print_comparison(console: Console, comparison: Comparison) -> None:
+    table = Table(title=f"A: {comparison.spec_a.config.label()}   B: {comparison.spec_b.config.label()}",
+                  header_style="bold")
+    table.add_column("pair", justify="right")
+    table.add_column("A samples/s", justify="right")
+    table.add_column("B samples/s", justify="right")
+    table.add_column("B / A", justify="right")
+    for index, (a, b) in enumerate(comparison.pairs, start=1):
+        ta, tb = throughput(a), throughput(b)
+        table.add_row(
+            str(index),
+            _num(ta, 0) if ta else a["status"],
+            _num(tb, 0) if tb else b["status"],
+            f"{tb / ta:.3f}" if ta and tb else "–",
+        )
+    console.print(table)
+    estimate = comparison.estimate()
+    if estimate and len(estimate.ratios) >= 2:
+        console.print(
+            f"median B/A {estimate.median:.3f}, 95% CI {estimate.low:.3f}–{estimate.high:.3f} "
+            f"over {len(estimate.ratios)} pairs",
+            highlight=False,
+        )
+    console.print(f"[bold]{comparison.verdict()}[/]", highlight=False)
+    for pair in comparison.pairs:
+        for record in pair:
+            if record["status"] != "ok":
+                console.print(f"{record['arm']} (pair {record['pair'] + 1}) {record['status']}: "
+                              f"{record.get('reason')}", highlight=False)
+
+
+def print_knobs(console: Console) -> None:
+    table = Table(title="knobs", header_style="bold")
+    table.add_column("knob", no_wrap=True)
+    table.add_column("values")
+    table.add_column("default", no_wrap=True)
+    table.add_column("scope", no_wrap=True)
+    table.add_column("backends")
+    table.add_column("description")
+    for knob in KNOBS:
+        table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
+                      ", ".join(knob.backends()), knob.description)
+    console.print(table)
+
+
+def print_workloads(console: Console) -> None:
+    models = Table(title="models", header_style="bold")
+    for column in ("model", "parameters", "input (channels_last)", "description"):
+        models.add_column(column, justify="right" if column == "parameters" else "left")
+    for info in MODELS.values():
+        models.add_row(info.name, f"{info.params:,}", "×".join(map(str, info.input_shape)),
+                       info.description)
+    models.add_row("module:function", "–", "–", "your builder, returning a keras.Model")
+    data = Table(title="data (--data)", header_style="bold")
+    data.add_column("data")
+    data.add_column("description")
+    for entry in DATA.values():
+        data.add_row(entry.name, entry.description)
+    console.print(models)
+    console.print(data)

@@ -1,0 +1,69 @@
+"""The clock inside a trial: a Keras callback that reads it at window edges.
+
+Runs in the trial child only. With `steps_per_execution=N`, Keras calls batch
+callbacks once per execution, with `batch` set to the *last* step of that
+execution; the timer keys its marks on that step index, never on a count of
+calls, so it stays right for any N.
+
+Device synchronization: Keras converts the logs to Python floats before a
+batch callback sees them (in a worker thread when callbacks run
+asynchronously), which waits until the step that produced the loss has
+finished on the device. The timer reads the clock only after that.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import keras
+
+
+class StepTimer(keras.callbacks.Callback):
+    """Record the clock at chosen step indices of every epoch.
+
+    Args:
+        marks: step indices (0-based, within an epoch) at whose end to read the
+            clock; each must be the last step of an execution.
+    """
+
+    async_safe = True  # let Keras keep dispatching batch callbacks off the main thread
+
+    def __init__(self, marks: tuple[int, ...]) -> None:
+        super().__init__()
+        self.marks = frozenset(marks)
+        self.train_begin: float | None = None
+        self.times: dict[tuple[int, int], float] = {}
+        self.epoch_losses: list[float] = []
+        self.calls_per_epoch: dict[int, int] = {}
+        self.nonfinite: str | None = None
+        self._epoch = 0
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self.train_begin = time.perf_counter()
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        now = time.perf_counter()
+        epoch = self._epoch
+        self.calls_per_epoch[epoch] = self.calls_per_epoch.get(epoch, 0) + 1
+        if batch in self.marks:
+            self.times[(epoch, batch)] = now
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)) and self.nonfinite is None:
+            self.nonfinite = f"the loss became {float(loss)} at step {batch} of epoch {epoch}"
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is not None:
+            self.epoch_losses.append(float(loss))
+
+    def span(self, epoch: int, start: int, end: int) -> float | None:
+        """Seconds from the end of step `start` to the end of step `end` in `epoch`."""
+        if (epoch, start) not in self.times or (epoch, end) not in self.times:
+            return None
+        return self.times[(epoch, end)] - self.times[(epoch, start)]

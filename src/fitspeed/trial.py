@@ -1,0 +1,191 @@
+"""One trial, in its own process: `python -m fitspeed.trial SPEC.json`.
+
+The child applies the knobs (see `fitspeed.apply` for who owns which), builds
+the model and data, measures, and prints one record after `record.MARKER`.
+Any failure becomes a record too: a user's mistake as `failed` with
+`user_error`, running out of memory as `oom`, a non-finite loss as `nan`.
+
+The measurement protocol:
+1. Warm-up: one `fit()` of two executions. Tracing and compilation happen
+   here; `compile_s` is the first execution's time less a steady one.
+2. Timed: one `fit()` of `repeats` epochs, each of one lead-in execution and
+   then `steps` timed steps. An epoch's window runs from the end of its
+   lead-in execution to the end of its last step, so iterator creation,
+   epoch-boundary work and `fit()` set-up and teardown stay outside it.
+3. Samples/s per window = steps * batch_size / window seconds; the record
+   keeps every window, the median with its min, max and coefficient of
+   variation, and the loss of every epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fitspeed import apply
+from fitspeed.errors import DataError, UserError
+from fitspeed.record import TrialSpec, encode, new_record
+
+
+def measure(spec: TrialSpec) -> dict[str, Any]:
+    """Run the protocol and return an `ok` or `nan` record."""
+    config = spec.config
+    apply.before_import(config, spec.seed)
+    import keras  # noqa: F401  (imported after the environment is set)
+
+    from fitspeed import datasets, environment, models
+    from fitspeed.timing import StepTimer
+
+    apply.after_import(config, spec.seed)
+    env = environment.collect(config.backend)
+    started = time.perf_counter()
+    model = models.build(spec.model)
+    models.compile_model(model, apply.compile_kwargs(config))
+    data_ref = spec.data or "synthetic"
+    shape = datasets.channels_last_shape(model)
+    if shape is None and data_ref == "synthetic":
+        raise DataError(
+            f"Cannot make synthetic data for {spec.model!r}: its input shape is not fully "
+            "known. Give the model a fixed keras.Input shape, or pass --data."
+        )
+    num_classes = int(model.output_shape[-1])
+    data = datasets.load(data_ref, shape or (), num_classes, config.batch_size, spec.seed)
+    data = datasets.fit_layout(data, model, data_ref)
+    batch = data.batch_size or config.batch_size
+    build_s = time.perf_counter() - started
+
+    n = config.steps_per_execution
+    warm = StepTimer(marks=(n - 1, 2 * n - 1))
+    model.fit(
+        **datasets.fit_input(data, 2 * n, batch),
+        epochs=1,
+        steps_per_epoch=2 * n,
+        verbose=0,
+        callbacks=[warm],
+    )
+    first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
+    steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
+    if warm.nonfinite:
+        return new_record(spec, "nan", reason=warm.nonfinite, environment=env)
+
+    steps = spec.steps or n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
+    cap = (datasets.max_steps(data, batch) - n) // n * n
+    steps = max(n, min(steps, cap)) if spec.steps is None else steps
+    timer = StepTimer(marks=(n - 1, n + steps - 1))
+    model.fit(
+        **datasets.fit_input(data, n + steps, batch),
+        epochs=spec.repeats,
+        steps_per_epoch=n + steps,
+        verbose=0,
+        callbacks=[timer],
+    )
+    losses = [*warm.epoch_losses, *timer.epoch_losses]
+    notes = []
+    if config.jit_compile is True and not getattr(model, "jit_compile", False):
+        notes.append(
+            "Keras ran without XLA although jit_compile=true was asked for: the model has a "
+            "layer that does not support it, or op determinism is on (Keras turns XLA off then)."
+        )
+    if timer.nonfinite:
+        return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
+                          metrics={"loss_curve": losses})
+    windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
+    if any(w is None for w in windows):
+        raise RuntimeError(f"timed windows incomplete: {windows}")
+    return new_record(
+        spec,
+        "ok" if losses and math.isfinite(losses[-1]) else "nan",
+        reason=None if losses and math.isfinite(losses[-1]) else "the final loss is not finite",
+        environment=env,
+        metrics=_metrics(
+            windows=[w for w in windows if w is not None],
+            steps=steps,
+            steps_per_execution=n,
+            batch=batch,
+            first_s=first_s,
+            build_s=build_s,
+            losses=losses,
+            calls=timer.calls_per_epoch,
+            jit_compile=bool(getattr(model, "jit_compile", False)),
+            device_mb=environment.peak_device_memory_mb(config.backend),
+            params=int(model.count_params()),
+        ),
+        notes=notes,
+    )
+
+
+def _metrics(
+    *,
+    windows: list[float],
+    steps: int,
+    steps_per_execution: int,
+    batch: int,
+    first_s: float,
+    build_s: float,
+    losses: list[float],
+    calls: dict[int, int],
+    jit_compile: bool,
+    device_mb: float | None,
+    params: int,
+) -> dict[str, Any]:
+    from fitspeed.stats import summarize
+
+    throughput = summarize([steps * batch / w for w in windows])
+    seconds_per_step = batch / throughput.median
+    return {
+        "samples_per_s": throughput.to_dict(),
+        "ms_per_step": 1000 * seconds_per_step,
+        "steps_per_repeat": steps,
+        "batch_size": batch,
+        "window_s": windows,
+        "compile_s": max(0.0, first_s - seconds_per_step * steps_per_execution),
+        "first_execution_s": first_s,
+        "build_s": build_s,
+        "peak_host_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_device_mb": device_mb,
+        "final_loss": losses[-1] if losses else None,
+        "loss_curve": losses,
+        "batch_callbacks_per_epoch": sorted(set(calls.values())),
+        "jit_compile_resolved": jit_compile,
+        "params": params,
+    }
+
+
+def _is_oom(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    name = type(error).__name__
+    text = str(error).lower()
+    return name == "ResourceExhaustedError" or "out of memory" in text or "oom" in text.split()
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    """`measure`, with every exception turned into a record."""
+    try:
+        return measure(spec)
+    except UserError as error:
+        return new_record(spec, "failed", reason=str(error), user_error=True)
+    except BaseException as error:  # a failure is data: record it, whatever it is
+        status = "oom" if _is_oom(error) else "failed"
+        traceback.print_exc()
+        reason = f"{type(error).__name__}: {error}".strip()
+        return new_record(spec, status, reason=reason[:2000])
+
+
+def main(argv: list[str]) -> int:
+    spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
+    record = run(spec)
+    sys.stdout.flush()
+    sys.stdout.write(encode(record))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

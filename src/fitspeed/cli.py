@@ -129,6 +129,7 @@ def compare(
     a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=1, help="Interleaved A/B pairs, each trial a fresh process.")] = 5,
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
     data: DataOpt = None,
     set_: SetOpt = None,
     steps: StepsOpt = None,
@@ -157,7 +158,7 @@ def compare(
             progress.advance(task)
             progress.update(task, description=f"pair {pair + 1}/{pairs}: {arm} {record['status']}")
 
-        comparison = run_compare(spec_a, spec_b, pairs, on_trial=landed)
+        comparison = run_compare(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence)
     summary = comparison.record()
     results.append(results_path, [summary])
     if as_json:

@@ -32,6 +32,7 @@ class Comparison:
     spec_a: TrialSpec
     spec_b: TrialSpec
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    confidence: float = 0.95
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def ratios(self) -> list[float]:
@@ -44,7 +45,7 @@ class Comparison:
 
     def estimate(self) -> RatioEstimate | None:
         ratios = self.ratios()
-        return ratio_estimate(ratios) if ratios else None
+        return ratio_estimate(ratios, self.confidence) if ratios else None
 
     def verdict(self) -> str:
         estimate = self.estimate()
@@ -81,9 +82,10 @@ def compare(
     *,
     run: TrialRunner = run_trial,
     on_trial: Callable[[str, int, dict[str, Any]], None] | None = None,
+    confidence: float = 0.95,
 ) -> Comparison:
     """Run `pairs` interleaved pairs; `on_trial(arm, pair, record)` sees each record as it lands."""
-    comparison = Comparison(spec_a, spec_b)
+    comparison = Comparison(spec_a, spec_b, confidence=confidence)
     for index in range(pairs):
         records = []
         for arm, spec in (("a", spec_a), ("b", spec_b)):

@@ -41,7 +41,7 @@ def summarize(values: Sequence[float]) -> Summary:
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """B over A: the median per-pair ratio and a 95% confidence interval.
+    """B over A: the median per-pair ratio and a confidence interval (95% by default).
 
     The interval is a t interval on the log ratios, turned back into a ratio;
     with one pair there is no interval and both ends equal the ratio.

@@ -124,7 +124,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     estimate = comparison.estimate()
     if estimate and len(estimate.ratios) >= 2:
         console.print(
-            f"median B/A {estimate.median:.3f}, 95% CI {estimate.low:.3f}–{estimate.high:.3f} "
+            f"median B/A {estimate.median:.3f}, {100 * estimate.confidence:g}% CI {estimate.low:.3f}–{estimate.high:.3f} "
             f"over {len(estimate.ratios)} pairs",
             highlight=False,
         )

@@ -18,6 +18,7 @@ from rich.console import Console
 from fitspeed import results, tables
 from fitspeed.config import TrialConfig
 from fitspeed.errors import UserError
+from fitspeed.knobs import check_backend_installed
 from fitspeed.record import TrialSpec
 from fitspeed.workloads import check_data, check_model
 
@@ -75,10 +76,12 @@ def _spec(
     memory_limit: str | None,
     base: TrialConfig | None = None,
 ) -> TrialSpec:
+    config = TrialConfig.from_assignments(assignments, base=base)
+    check_backend_installed(config.backend)
     return TrialSpec(
         model=check_model(workload),
         data=check_data(data),
-        config=TrialConfig.from_assignments(assignments, base=base),
+        config=config,
         steps=steps,
         repeats=repeats,
         seed=seed,

@@ -253,6 +253,19 @@ def get_knob(name: str) -> Knob:
         ) from None
 
 
+def check_backend_installed(backend: str) -> None:
+    """Refuse a backend whose package is not installed, without importing it."""
+    import importlib.util
+
+    if importlib.util.find_spec(backend) is None:
+        extra = {"tensorflow": "", "jax": "[jax]", "torch": "[torch]"}[backend]
+        raise KnobError(
+            f"The {backend} backend is not installed in this environment. Received: "
+            f"backend={backend}. Install it with pip install 'fitspeed{extra}', "
+            "or choose another backend."
+        )
+
+
 def parse_assignment(text: str) -> tuple[str, Any]:
     """Split and parse one `name=value` from the command line.
 

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set up, then run the whole test suite (real training on tiny models; a few minutes).
+set -euo pipefail
+cd "$(dirname "$0")"
+source scripts/ensure-venv.sh
+.venv/bin/python -m pytest -q "$@"

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-venv.sh
+.venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"

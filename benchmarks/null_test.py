@@ -1,6 +1,6 @@
 """A/A test: compare a configuration with itself; the interval must contain 1.
 
-    python benchmarks/null_test.py [--model tiny] [--pairs 10] [--steps 64] [--repeats 3]
+    python benchmarks/null_test.py [--model tiny] [--pairs 10] [--steps N] [--repeats 3]
 
 Prints every pair's ratio, the median ratio, its 95% interval and the
 interval's width: the smallest speed-up `fitspeed compare` can tell from noise
@@ -22,7 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per repeat [default: about 1 s]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], help="knob name=value for both arms")
     args = parser.parse_args()
@@ -41,7 +41,7 @@ def main() -> None:
     print()
     print(f"machine: {host['cpu']} ({host['cpu_count']} cores), fitspeed {host['fitspeed']}")
     print(f"A = B = {args.model} {config.label()}, {args.pairs} pairs, "
-          f"{args.steps} steps x {args.repeats} repeats per trial")
+          f"{args.steps or 'about 1 s of'} steps x {args.repeats} repeats per trial")
     if estimate is None:
         print("no pair finished ok")
         return

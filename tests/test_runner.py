@@ -55,6 +55,9 @@ def test_timeout_when_it_runs_too_long(tmp_path: Path) -> None:
     record = run("userwork:sleeps", tmp_path, timeout_s=8)
     assert record["status"] == "timeout"
     assert record["wall_s"] < 30
+    # killed records still say what ran: versions come from package metadata
+    assert record["environment"]["versions"]["keras"].startswith("3.")
+    assert record["environment"]["backend"] == "tensorflow"
 
 
 def test_failed_keeps_the_error_message(tmp_path: Path) -> None:

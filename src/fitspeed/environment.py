@@ -31,8 +31,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def host() -> dict[str, Any]:
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata without importing anything."""
     return {
+        "keras": _version("keras"),
+        "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
+        "jax": _version("jax"),
+        "torch": _version("torch"),
+        "numpy": _version("numpy"),
+    }
+
+
+def host(backend: str | None = None) -> dict[str, Any]:
+    """What the parent can tell without importing a framework."""
+    return {
+        "backend": backend,
+        "versions": package_versions(),
         "fitspeed": _version("fitspeed"),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -73,18 +87,10 @@ def collect(backend: str) -> dict[str, Any]:
     import keras
 
     gpus, driver = nvidia_gpus()
-    backend_package = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}[backend]
-    versions = {
-        "keras": keras.__version__,
-        backend_package: _version(backend_package)
-        or _version(f"{backend_package}-cpu")
-        or "unknown",
-        "numpy": _version("numpy"),
-    }
+    env = host(backend)
+    env["versions"]["keras"] = keras.__version__
     return {
-        **host(),
-        "backend": backend,
-        "versions": versions,
+        **env,
         "gpus": gpus,
         "driver": driver,
         "accelerators": accelerators(backend),

@@ -128,7 +128,7 @@ def run_trial(
     wall_s = time.perf_counter() - started
     if killed:
         status, reason = killed
-        record = new_record(spec, status, reason=reason, environment=environment.host())
+        record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout)
         if decoded is None:
@@ -141,7 +141,7 @@ def run_trial(
                 spec,
                 "crashed",
                 reason=f"the trial process {how} before it sent a record{hint}",
-                environment=environment.host(),
+                environment=environment.host(spec.config.backend),
             )
         else:
             record = decoded

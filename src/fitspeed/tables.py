@@ -25,6 +25,10 @@ def _num(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
+def _loss(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
 def _config_label(record: dict[str, Any]) -> str:
     return TrialConfig.from_dict(record["spec"]["knobs"]).label()
 
@@ -57,7 +61,7 @@ def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) ->
             speed,
             _num(metrics.get("ms_per_step"), 2),
             _num(metrics.get("compile_s"), 2),
-            _num(metrics.get("final_loss"), 4),
+            _loss(metrics.get("final_loss")),
         )
     return table
 
@@ -88,7 +92,7 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("compile s (excluded)", _num(metrics.get("compile_s"), 2)),
         ("peak host memory MiB", _num(metrics.get("peak_host_mb"), 0)),
         ("peak device memory MiB", _num(metrics.get("peak_device_mb"), 0)),
-        ("final loss", _num(metrics.get("final_loss"), 4)),
+        ("final loss", _loss(metrics.get("final_loss"))),
     ]
     for name, value in rows:
         table.add_row(name, value)
@@ -139,11 +143,11 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
 def print_knobs(console: Console) -> None:
     table = Table(title="knobs", header_style="bold")
     table.add_column("knob", no_wrap=True)
-    table.add_column("values")
+    table.add_column("values", max_width=16)
     table.add_column("default", no_wrap=True)
     table.add_column("scope", no_wrap=True)
-    table.add_column("backends")
-    table.add_column("description")
+    table.add_column("backends", max_width=12)
+    table.add_column("description", min_width=34, overflow="fold")
     for knob in KNOBS:
         table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
                       ", ".join(knob.backends()), knob.description)

@@ -2,7 +2,7 @@
 
 A knob knows its valid values, its default, which backends can do it, whether
 it is process-wide or belongs to one model, and the one place that applies it
-(its `stage`, see `fitspeed.apply`). `fitspeed knobs` prints this table.
+(its `stage`, see `fitspeed.apply_knobs`). `fitspeed knobs` prints this table.
 
 This module is imported by the parent process, so it never imports keras.
 """

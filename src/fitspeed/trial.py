@@ -1,6 +1,6 @@
 """One trial, in its own process: `python -m fitspeed.trial SPEC.json`.
 
-The child applies the knobs (see `fitspeed.apply` for who owns which), builds
+The child applies the knobs (see `fitspeed.apply_knobs` for who owns which), builds
 the model and data, measures, and prints one record after `record.MARKER`.
 Any failure becomes a record too: a user's mistake as `failed` with
 `user_error`, running out of memory as `oom`, a non-finite loss as `nan`.
@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from fitspeed import apply
+from fitspeed import apply_knobs
 from fitspeed.errors import DataError, UserError
 from fitspeed.record import TrialSpec, encode, new_record
 
@@ -36,17 +36,17 @@ from fitspeed.record import TrialSpec, encode, new_record
 def measure(spec: TrialSpec) -> dict[str, Any]:
     """Run the protocol and return an `ok` or `nan` record."""
     config = spec.config
-    apply.before_import(config, spec.seed)
+    apply_knobs.before_import(config, spec.seed)
     import keras  # noqa: F401  (imported after the environment is set)
 
     from fitspeed import datasets, environment, models
     from fitspeed.timing import StepTimer
 
-    apply.after_import(config, spec.seed)
+    apply_knobs.after_import(config, spec.seed)
     env = environment.collect(config.backend)
     started = time.perf_counter()
     model = models.build(spec.model)
-    models.compile_model(model, apply.compile_kwargs(config))
+    models.compile_model(model, apply_knobs.compile_kwargs(config))
     data_ref = spec.data or "synthetic"
     shape = datasets.channels_last_shape(model)
     if shape is None and data_ref == "synthetic":

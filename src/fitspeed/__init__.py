@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from fitspeed.apply_knobs import apply as apply
+from fitspeed.apply_knobs import compile_kwargs as compile_kwargs
 from fitspeed.config import TrialConfig as TrialConfig
 from fitspeed.errors import UserError as UserError
 from fitspeed.knobs import KNOBS as KNOBS
@@ -19,4 +21,13 @@ try:
 except metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["KNOBS", "TrialConfig", "TrialSpec", "UserError", "__version__", "run_trial"]
+__all__ = [
+    "KNOBS",
+    "TrialConfig",
+    "TrialSpec",
+    "UserError",
+    "__version__",
+    "apply",
+    "compile_kwargs",
+    "run_trial",
+]

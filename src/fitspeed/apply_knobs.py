@@ -18,11 +18,54 @@ trial runs in a fresh one. `before_import` must run before keras is imported.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from fitspeed.config import TrialConfig
+from fitspeed.errors import UserError
+
+
+def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> TrialConfig:
+    """Apply a configuration's process-wide knobs in this process, from Python.
+
+    `config` is a TrialConfig, a mapping of knob values, or the path of a
+    `best.json` written by `fitspeed tune`. Call it before building the model,
+    and best before importing keras (the backend and determinism flags are
+    read at import). Compile arguments (steps_per_execution, jit_compile) are
+    yours to pass to `model.compile()`; `compile_kwargs(config)` gives them.
+    """
+    if isinstance(config, (str, Path)):
+        try:
+            data = json.loads(Path(config).read_text())
+            config = dict(data["best"]["config"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(
+                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error})."
+            ) from None
+    if not isinstance(config, TrialConfig):
+        config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    if "keras" in sys.modules:
+        import keras
+
+        if keras.backend.backend() != config.backend:
+            raise UserError(
+                f"keras is already imported with the {keras.backend.backend()} backend, but the "
+                f"configuration wants {config.backend}. Call fitspeed.apply() before importing keras."
+            )
+    else:
+        before_import(config, seed)
+    try:
+        after_import(config, seed)
+    except RuntimeError as error:
+        raise UserError(
+            f"Could not apply the thread settings: {error}. Call fitspeed.apply() before running "
+            "any TensorFlow operation."
+        ) from None
+    return config
 
 
 def before_import(config: TrialConfig, seed: int) -> None:

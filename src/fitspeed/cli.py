@@ -174,6 +174,125 @@ def compare(
         raise typer.Exit(1)
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds from '90', '90s', '20m' or '1.5h'.
+
+    >>> parse_duration("20m")
+    1200.0
+    """
+    if text is None:
+        return None
+    match = _DURATION.match(text)
+    if not match:
+        raise UserError(f"Expected --time as a duration such as 90s, 20m or 1h. Received: {text!r}.")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2).lower()]
+
+
+def _int_list(text: str | None, option: str) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise UserError(f"Expected {option} as positive integers separated by commas, such as "
+                        f"32,64,128. Received: {text!r}.")
+    return values
+
+
+@app.command()
+def tune(
+    workload: Workload,
+    data: DataOpt = None,
+    set_: SetOpt = None,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Configurations to measure in the study (a rerun continues to this total).")] = 30,
+    time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, help="Interleaved pairs that verify the best against the baseline.")] = 5,
+    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the fastest configuration that trains the same, and verify it."""
+    from fitspeed import best as best_file
+    from fitspeed.summary import study_data, summarize
+    from fitspeed.tuner import Tuner, TuneSettings
+
+    base = TrialConfig.from_assignments(set_ or [])
+    check_backend_installed(base.backend)
+    settings = TuneSettings(
+        model=check_model(workload), data=check_data(data), base=base, trials=trials,
+        time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
+        seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
+        tolerance=tolerance, space=tuple(space or ()), batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+    )
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("tuning", total=None)
+
+        def event(kind: str, info: dict[str, Any]) -> None:
+            if kind == "start":
+                progress.update(task, description=f"{info['phase']}: {info['config'].label()}")
+            elif kind == "trial":
+                record = info["record"]
+                speed = record["metrics"]["samples_per_s"]["median"] if record["status"] == "ok" else None
+                label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
+                _check_user_error(record)
+                err.print(f"{info['phase']:>9} {label}: {record['status']}"
+                          + (f", {speed:,.0f} samples/s" if speed else f" ({record.get('reason')})"),
+                          highlight=False)
+            elif kind == "guard":
+                verdict = info["verdict"]
+                err.print(f"{'guard':>9} {info['config'].label()}: {'ok' if verdict['ok'] else 'rejected'}, "
+                          f"{verdict['reason']}", highlight=False)
+            elif kind == "verify":
+                progress.update(task, description=f"verifying {info['config'].label()} in {info['pairs']} pairs")
+            elif kind == "note":
+                err.print(info["text"], highlight=False)
+
+        Tuner(settings, on_event=event).run()
+        from fitspeed.study import load_study
+
+        summary = summarize(study_data(load_study(settings.study_name, storage)))
+    best_file.write(best_path, summary)
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        tables.print_tune(out, summary)
+        err.print(f"study {settings.study_name} in {storage}; best configuration and snippet in {best_path}",
+                  highlight=False)
+
+
+@app.command()
+def show(
+    study: Annotated[Optional[str], typer.Argument(help="Study name [default: the newest].")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a study's table again, without running anything."""
+    from fitspeed.study import load_study
+    from fitspeed.summary import study_data, summarize
+
+    summary = summarize(study_data(load_study(study, storage)))
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        tables.print_tune(out, summary)
+
+
 @app.command()
 def workloads() -> None:
     """List the built-in models (with parameter counts) and data sources."""

@@ -28,6 +28,9 @@ class TrialSpec:
 
     `steps` is the number of timed steps per repeat (a multiple of
     steps_per_execution), or None to size each repeat to `target_seconds`.
+    `mode` "time" runs the measurement protocol; "train" trains `repeats`
+    epochs of `steps` steps from the seed with no warm-up, for the numerics
+    guard's loss curve.
     """
 
     model: str
@@ -39,8 +42,13 @@ class TrialSpec:
     target_seconds: float = 1.0
     timeout_s: float | None = 900.0
     memory_limit_mb: int | None = None
+    mode: str = "time"
 
     def __post_init__(self) -> None:
+        if self.mode not in ("time", "train"):
+            raise ValueError(f"unknown trial mode {self.mode!r}")
+        if self.mode == "train" and self.steps is None:
+            raise ValueError("a train-mode trial needs a fixed number of steps")
         n = self.config.steps_per_execution
         if self.steps is not None and (self.steps < 1 or self.steps % n):
             suggestion = max(n, (self.steps // n) * n)
@@ -73,6 +81,7 @@ class TrialSpec:
             "target_seconds": self.target_seconds,
             "timeout_s": self.timeout_s,
             "memory_limit_mb": self.memory_limit_mb,
+            "mode": self.mode,
         }
 
     @classmethod

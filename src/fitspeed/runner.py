@@ -63,6 +63,16 @@ def _tail(path: Path) -> str:
         return ""
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to kill it if the parent dies (kill -9 included)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _signal_name(returncode: int) -> str:
     try:
         return signal.Signals(-returncode).name
@@ -96,6 +106,7 @@ def run_trial(
                 cwd=cwd,
                 env=child_env,
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
             killed: tuple[str, str] | None = None
             peak_mb = 0.0

@@ -169,3 +169,59 @@ def print_workloads(console: Console) -> None:
         data.add_row(entry.name, entry.description)
     console.print(models)
     console.print(data)
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def print_tune(console: Console, summary: dict[str, Any]) -> None:
+    """The tuner's answer: baseline, verified best, each knob alone, rejections."""
+    base, best = summary["baseline"], summary["best"]
+    head = Table(title=f"study {summary['study']} · {summary['model']} · {summary['data'] or 'synthetic'}",
+                 show_header=False)
+    head.add_column("", style="bold")
+    head.add_column("")
+    head.add_row("baseline", f"{TrialConfig.from_dict(base['config']).label()}: "
+                             f"{_num(base['samples_per_s'], 0)} samples/s")
+    head.add_row("best", f"{best['label']}: {_num(best['samples_per_s'], 0)} samples/s")
+    estimate = best.get("estimate")
+    if estimate:
+        head.add_row("verified", f"median {estimate['median']:.2f}× "
+                                 f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
+                                 f"over {len(estimate['ratios'])} interleaved pairs")
+    head.add_row("verdict", f"[bold]{best['verdict']}[/]" + (f" — {best['why']}" if best.get("why") else ""))
+    console.print(head)
+
+    effects = Table(title="each knob alone (one trial each, against the baseline)", header_style="bold")
+    for column in ("knob", "samples/s", "vs baseline", "outcome"):
+        effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")
+    for row in summary["effects"]:
+        effects.add_row(row["config"], _num(row["samples_per_s"], 0), _ratio(row["ratio"]), row["outcome"])
+    for knob, reason in summary["skipped"].items():
+        effects.add_row(knob, "–", "–", f"skipped: {reason}")
+    console.print(effects)
+
+    if summary["rejected"]:
+        rejected = Table(title="rejected", header_style="bold")
+        rejected.add_column("config")
+        rejected.add_column("phase")
+        rejected.add_column("reason", overflow="fold")
+        for row in summary["rejected"]:
+            rejected.add_row(row["config"], row["phase"] or "–", row["outcome"])
+        console.print(rejected)
+
+    batch = summary["batch_sizes"]
+    if batch["rows"]:
+        sizes = Table(title="throughput against batch size (re-tune the learning rate if you change it)",
+                      header_style="bold")
+        for column in ("batch size", "status", "samples/s", "vs baseline"):
+            sizes.add_column(column, justify="right")
+        for row in batch["rows"]:
+            sizes.add_row(str(row["changes"].get("batch_size", base["config"]["batch_size"])), row["status"],
+                          _num(row["samples_per_s"], 0), _ratio(row["ratio"]))
+        console.print(sizes)
+        if batch["first_oom"]:
+            console.print(f"largest batch that fit: {batch['largest_fitting']}; out of memory at "
+                          f"{batch['first_oom']}. Leave a margin: use at most {batch['largest_fitting']}.",
+                          highlight=False)

@@ -61,6 +61,8 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     build_s = time.perf_counter() - started
 
     n = config.steps_per_execution
+    if spec.mode == "train":
+        return _train(spec, model, data, batch, env)
     warm = StepTimer(marks=(n - 1, 2 * n - 1))
     model.fit(
         **datasets.fit_input(data, 2 * n, batch),
@@ -118,6 +120,29 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         ),
         notes=notes,
     )
+
+
+def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
+    """Train from the seed for a fixed number of steps and keep the loss curve."""
+    from fitspeed import datasets
+    from fitspeed.timing import StepTimer
+
+    steps = spec.steps or 0
+    timer = StepTimer(marks=())
+    model.fit(
+        **datasets.fit_input(data, steps, batch),
+        epochs=spec.repeats,
+        steps_per_epoch=steps,
+        verbose=0,
+        callbacks=[timer],
+    )
+    losses = timer.epoch_losses
+    metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
+               "steps_per_repeat": steps, "batch_size": batch}
+    if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
+        reason = timer.nonfinite or "the final loss is not finite"
+        return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics)
+    return new_record(spec, "ok", environment=env, metrics=metrics)
 
 
 def _metrics(

@@ -1,0 +1,116 @@
+"""The tuner's search space: which values of which knobs to try, and which to skip.
+
+Pure and framework-free. Each dimension either lists values to try (besides
+the baseline's) or says why it is skipped on this backend and hardware.
+`--space knob=v1,v2` replaces a dimension's values, and un-skips it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fitspeed.config import TrialConfig
+from fitspeed.errors import KnobError
+from fitspeed.knobs import get_knob
+from fitspeed.workloads import MODELS
+
+
+@dataclass(frozen=True)
+class Dimension:
+    knob: str
+    values: tuple[Any, ...]  # values to try besides the baseline's
+    skipped: str | None = None  # why it is not searched
+
+    @property
+    def searched(self) -> bool:
+        return self.skipped is None and bool(self.values)
+
+
+def _auto_jit(backend: str, has_gpu: bool) -> bool:
+    """What Keras resolves jit_compile="auto" to (Trainer._resolve_auto_jit_compile)."""
+    if backend == "torch":
+        return False
+    if backend == "tensorflow":
+        return has_gpu
+    return True
+
+
+def _image_model(model: str) -> bool | None:
+    info = MODELS.get(model)
+    if info is None:
+        return None  # a user's model: try it, a trial will say if it cannot
+    return len(info.input_shape) == 3 and model != "mlp"
+
+
+def default_space(
+    model: str, base: TrialConfig, has_gpu: bool, cores: int | None = None
+) -> list[Dimension]:
+    """The dimensions to sweep, in the order the articles try them."""
+    cores = cores or os.cpu_count() or 1
+    backend = base.backend
+    dims: list[Dimension] = []
+    if backend == "torch":
+        dims.append(Dimension("steps_per_execution", (), "the PyTorch backend runs one step per execution"))
+    else:
+        dims.append(Dimension("steps_per_execution", (4, 16, 64)))
+    dims.append(Dimension("jit_compile", (not _auto_jit(backend, has_gpu),)))
+    precision: tuple[str, ...] = ("mixed_bfloat16",)
+    if has_gpu:
+        precision = ("mixed_float16", "mixed_bfloat16")
+    dims.append(Dimension("precision", precision))
+    if not has_gpu:
+        dims.append(Dimension("precision", (), "mixed_float16: no NVIDIA GPU here, and a CPU has no fast float16"))
+    if _image_model(model) is False:
+        dims.append(Dimension("data_format", (), "the model has no image layers"))
+    else:
+        dims.append(Dimension("data_format", ("channels_first",)))
+    if backend == "jax":
+        reason = "JAX has no thread-pool setting that Keras exposes"
+        dims.append(Dimension("intra_op_threads", (), reason))
+        dims.append(Dimension("inter_op_threads", (), reason))
+    else:
+        if cores > 1:
+            dims.append(Dimension("intra_op_threads", (1,)))
+        else:
+            dims.append(Dimension("intra_op_threads", (), "this machine has one core"))
+        dims.append(Dimension("inter_op_threads", (1,)))
+    dims.append(Dimension("deterministic", (True,)))
+    return [_drop_baseline(d, base) for d in dims]
+
+
+def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:
+    current = getattr(base, dim.knob)
+    return Dimension(dim.knob, tuple(v for v in dim.values if v != current), dim.skipped)
+
+
+def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfig) -> list[Dimension]:
+    """Apply `knob=v1,v2,...` overrides: replace that knob's values, searched or not."""
+    out = [d for d in dims]
+    for text in assignments:
+        name, sep, raw = text.partition("=")
+        name = name.strip()
+        if not sep or not raw.strip():
+            raise KnobError(
+                f"Expected --space as knob=value1,value2. Received: {text!r}. "
+                "Use for example --space steps_per_execution=1,8,32."
+            )
+        knob = get_knob(name)
+        values = tuple(dict.fromkeys(knob.parse(part) for part in raw.split(",")))
+        for value in values:
+            base.replace(**{name: value})  # refuses values the backend cannot do
+        out = [d for d in out if d.knob != name]
+        out.append(_drop_baseline(Dimension(name, values), base))
+    return out
+
+
+def choices(dims: list[Dimension], base: TrialConfig) -> dict[str, tuple[Any, ...]]:
+    """Every searched knob's values, the baseline's first: Optuna's categorical choices."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dim in dims:
+        if dim.searched:
+            current = getattr(base, dim.knob)
+            out[dim.knob] = tuple(dict.fromkeys((current, *out.get(dim.knob, ()), *dim.values)))
+    return out

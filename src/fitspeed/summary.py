@@ -1,0 +1,120 @@
+"""Pure summaries of a tuning study: plain data the tables and best.json draw from.
+
+`study_data` reads an Optuna study into plain dicts; `summarize` turns those
+into the answer: the baseline, the verified best, each knob's own effect, and
+every rejected configuration with its reason. Nothing here runs a trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from fitspeed import guard
+from fitspeed.compare import throughput
+from fitspeed.config import TrialConfig
+from fitspeed.study import config_key
+
+
+def study_data(study: optuna.Study) -> dict[str, Any]:
+    trials = []
+    for trial in study.get_trials(deepcopy=False):
+        if "record" not in trial.user_attrs:
+            continue
+        trials.append({"number": trial.number, "phase": trial.user_attrs.get("phase"),
+                       "config": trial.user_attrs["config"], "record": trial.user_attrs["record"]})
+    attrs = study.user_attrs
+    return {
+        "study": study.study_name,
+        "meta": {k: v for k, v in attrs.items() if not k.startswith("guard") and k != "verification"},
+        "trials": trials,
+        "guards": {k[len("guard:"):]: v for k, v in attrs.items() if k.startswith("guard:")},
+        "verification": attrs.get("verification"),
+    }
+
+
+def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for trial in trials:
+        out.setdefault(config_key(TrialConfig.from_dict(trial["config"])), trial)
+    return out
+
+
+def summarize(data: dict[str, Any]) -> dict[str, Any]:
+    meta = data["meta"]
+    base = TrialConfig.from_dict(meta["base"])
+    by_key = _first_by_key(data["trials"])
+    baseline = by_key.get(config_key(base))
+    base_speed = throughput(baseline["record"]) if baseline else None
+    min_gain = float(meta.get("min_gain", 0.05))
+    guards = data["guards"]
+
+    rows, effects, rejected, batch_sizes = [], [], [], []
+    for key, trial in by_key.items():
+        config = TrialConfig.from_dict(trial["config"])
+        record = trial["record"]
+        speed = throughput(record)
+        ratio = speed / base_speed if speed and base_speed else None
+        changes = {k: v for k, v in config.to_dict().items() if v != getattr(base, k)}
+        verdict = guards.get(key)
+        numeric = bool(guard.numeric_changes(config, base))
+        if record["status"] != "ok":
+            outcome = f"{record['status']}: {record.get('reason') or 'no reason given'}"
+            if record["status"] == "nan":
+                outcome = f"numerics: {record.get('reason')}"
+        elif numeric and verdict and not verdict["ok"]:
+            outcome = f"numerics changed: {verdict['reason']}"
+        elif config == base:
+            outcome = "baseline"
+        elif ratio is not None and ratio <= 1 + min_gain:
+            outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
+        elif numeric and not verdict:
+            outcome = "faster, numerics not checked"
+        else:
+            outcome = "faster"
+        row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
+               "status": record["status"], "samples_per_s": speed, "ratio": ratio,
+               "outcome": outcome, "guard": verdict,
+               "compile_s": (record.get("metrics") or {}).get("compile_s")}
+        rows.append(row)
+        if trial["phase"] == "batch_size" or (changes.keys() == {"batch_size"}):
+            batch_sizes.append(row)
+        elif trial["phase"] == "sweep" and len(changes) == 1:
+            effects.append(row)
+        if outcome not in ("baseline", "faster") and trial["phase"] != "batch_size":
+            rejected.append(row)
+
+    verification = data.get("verification") or {}
+    best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
+    best_trial = by_key.get(config_key(best_config))
+    fits = [r for r in batch_sizes if r["status"] == "ok"]
+    oom = [r for r in batch_sizes if r["status"] == "oom"]
+    return {
+        "study": data["study"],
+        "model": meta.get("model"),
+        "data": meta.get("data"),
+        "environment": meta.get("environment"),
+        "skipped": meta.get("skipped") or {},
+        "tolerance": meta.get("tolerance"),
+        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed},
+        "best": {
+            "config": best_config.to_dict(),
+            "label": best_config.label(),
+            "samples_per_s": throughput(best_trial["record"]) if best_trial else None,
+            "claimed": bool(verification.get("claimed")),
+            "verdict": verification.get("verdict") or "not verified yet",
+            "why": verification.get("why"),
+            "estimate": verification.get("estimate"),
+        },
+        "effects": effects,
+        "rejected": rejected,
+        "batch_sizes": {
+            "rows": sorted(batch_sizes, key=lambda r: r["changes"].get("batch_size", base.batch_size)),
+            "largest_fitting": max((r["changes"]["batch_size"] for r in fits if "batch_size" in r["changes"]),
+                                   default=None),
+            "first_oom": min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]),
+                             default=None),
+        },
+        "trials": rows,
+    }

@@ -1,0 +1,299 @@
+"""`fitspeed tune`: find the fastest configuration that trains the same.
+
+The search, in order (every measured configuration is one Optuna trial):
+1. the baseline: Keras's defaults at the user's batch size and `--set`;
+2. a sweep of one knob at a time from the baseline, as the articles do;
+3. the combination of every knob value that beat the baseline by `min_gain`;
+4. Optuna's sampler (TPE) over the joint space, with the rest of the budget.
+
+A configuration counts only if its trial is ok and, when it changes numerics,
+its loss matches the baseline's (`fitspeed.guard`). The best one is then run
+again against the baseline, interleaved (`fitspeed.compare`); a speed-up is
+claimed only when the interval's lower bound exceeds 1.
+
+Trials run one at a time, each in its own process. Budget: `trials` measured
+configurations in the study (a rerun continues towards the same total), and/or
+`time_s` seconds of this run's search.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.trial import TrialState
+
+from fitspeed import environment, guard, study as studies
+from fitspeed.compare import compare, throughput
+from fitspeed.config import TrialConfig
+from fitspeed.errors import KnobError
+from fitspeed.record import TrialSpec
+from fitspeed.runner import run_trial
+from fitspeed.space import Dimension, choices, default_space, override
+
+Runner = Callable[[TrialSpec], dict[str, Any]]
+Event = Callable[[str, dict[str, Any]], None]
+MAX_DUPLICATE_ASKS = 25
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    model: str
+    data: str | None = None
+    base: TrialConfig = field(default_factory=TrialConfig)
+    trials: int = 30
+    time_s: float | None = None
+    study: str | None = None
+    storage: str = "sqlite:///fitspeed.db"
+    steps: int | None = None
+    repeats: int = 3
+    seed: int = 0
+    timeout_s: float | None = 900.0
+    memory_limit_mb: int | None = None
+    pairs: int = 5
+    tolerance: float = guard.DEFAULT_TOLERANCE
+    min_gain: float = 0.05
+    space: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+
+    @property
+    def study_name(self) -> str:
+        return self.study or f"{self.model}-{self.data or 'synthetic'}"
+
+    def spec(self, config: TrialConfig, steps: int | None = None) -> TrialSpec:
+        return TrialSpec(
+            model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
+            repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
+            memory_limit_mb=self.memory_limit_mb,
+        )
+
+    def steps_for(self, config: TrialConfig) -> int | None:
+        """--steps rounded up to whole executions of this config."""
+        if self.steps is None:
+            return None
+        n = config.steps_per_execution
+        return max(n, -(-self.steps // n) * n)
+
+
+class Tuner:
+    def __init__(self, settings: TuneSettings, run: Runner = run_trial, on_event: Event | None = None) -> None:
+        self.settings = settings
+        self.run_trial = run
+        self.emit = on_event or (lambda kind, info: None)
+        self.started = time.perf_counter()
+        self.base = settings.base
+        self.dims: list[Dimension] = override(
+            default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0])),
+            settings.space,
+            settings.base,
+        )
+        self.choices = choices(self.dims, self.base)
+        self.study = studies.open_study(
+            settings.study_name,
+            settings.storage,
+            {"model": settings.model, "data": settings.data, "base": settings.base.to_dict(),
+             "tolerance": settings.tolerance, "min_gain": settings.min_gain,
+             "skipped": {d.knob: d.skipped for d in self.dims if d.skipped},
+             "environment": environment.host(settings.base.backend)},
+            seed=settings.seed,
+        )
+
+    # -- budget -------------------------------------------------------------
+
+    def _spent(self) -> bool:
+        done = len(studies.measured(self.study))
+        if done >= self.settings.trials:
+            return True
+        return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
+
+    # -- measuring ----------------------------------------------------------
+
+    def _distributions(self) -> dict[str, BaseDistribution]:
+        return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
+
+    def measure(self, config: TrialConfig, phase: str) -> dict[str, Any] | None:
+        """Measure `config` once, or return its stored record; None when out of budget."""
+        key = studies.config_key(config)
+        done = studies.measured(self.study)
+        if key in done:
+            return dict(done[key].user_attrs["record"])
+        if self._spent():
+            return None
+        params = {name: getattr(config, name) for name in self.choices}
+        self.study.enqueue_trial(params, skip_if_exists=False)
+        trial = self.study.ask(self._distributions())
+        trial.set_user_attr("phase", phase)
+        trial.set_user_attr("config_key", key)
+        trial.set_user_attr("config", config.to_dict())
+        self.emit("start", {"phase": phase, "config": config})
+        record = self.run_trial(self.settings.spec(config))
+        self._finish(trial, record, phase)
+        return record
+
+    def _finish(self, trial: optuna.Trial, record: dict[str, Any], phase: str) -> None:
+        trial.set_user_attr("record", studies.plain(record))
+        speed = throughput(record)
+        if speed is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, speed)
+        self.emit("trial", {"phase": phase, "record": record})
+
+    def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
+        """The guard verdict for `config` (stored), or None if it changes no numerics."""
+        if not guard.numeric_changes(config, self.base):
+            return None
+        key = "guard:" + studies.config_key(config)
+        stored = self.study.user_attrs.get(key)
+        if stored:
+            return dict(stored)
+        baseline = self._guard_curve(self.base)
+        candidate = self._guard_curve(config)
+        verdict = guard.check(baseline, candidate, self.settings.tolerance).to_dict()
+        self.study.set_user_attr(key, verdict)
+        self.emit("guard", {"config": config, "verdict": verdict})
+        return verdict
+
+    def _guard_curve(self, config: TrialConfig) -> list[float | None]:
+        key = "guard-run:" + studies.config_key(guard.guard_spec(self.settings.spec(config), self.base).config)
+        stored = self.study.user_attrs.get(key)
+        if stored is None:
+            record = self.run_trial(guard.guard_spec(self.settings.spec(config), self.base))
+            metrics = record.get("metrics") or {}
+            stored = {"status": record["status"], "reason": record.get("reason"),
+                      "curve": metrics.get("loss_curve") or []}
+            self.study.set_user_attr(key, studies.plain(stored))
+        return list(stored["curve"]) if stored["status"] == "ok" else [None]
+
+    def accepted(self, config: TrialConfig, record: dict[str, Any] | None) -> bool:
+        if record is None or throughput(record) is None:
+            return False
+        verdict = self.guarded(config)
+        return verdict is None or bool(verdict["ok"])
+
+    # -- the search ---------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        interrupted = studies.recover_interrupted(self.study)
+        if interrupted:
+            self.emit("note", {"text": f"{interrupted} interrupted trial(s) will be measured again"})
+        baseline = self.measure(self.base, "baseline")
+        if baseline is None or throughput(baseline) is None:
+            return self.finish()
+        base_speed = throughput(baseline) or 0.0
+        winners: dict[str, Any] = {}
+        for dim in self.dims:
+            if not dim.searched or dim.knob == "batch_size":
+                continue
+            best: tuple[float, Any] | None = None
+            for value in dim.values:
+                config = self._config(knob_values={dim.knob: value})
+                record = self.measure(config, "sweep") if config else None
+                speed = throughput(record) if record else None
+                if speed and speed > base_speed * (1 + self.settings.min_gain):
+                    if self.accepted(config, record) and (best is None or speed > best[0]):  # type: ignore[arg-type]
+                        best = (speed, value)
+            if best:
+                winners[dim.knob] = best[1]
+        if len(winners) > 1:
+            combined = self._config(knob_values=winners)
+            if combined:
+                self.accepted(combined, self.measure(combined, "combine"))
+        self._sample(base_speed)
+        self._batch_sizes()
+        return self.finish()
+
+    def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
+        try:
+            return self.base.replace(**knob_values)
+        except KnobError as error:
+            self.emit("note", {"text": f"skipped {knob_values}: {error}"})
+            return None
+
+    def _sample(self, base_speed: float) -> None:
+        duplicates = 0
+        while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
+            trial = self.study.ask(self._distributions())
+            config = self._config(knob_values=dict(trial.params))
+            if config is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            key = studies.config_key(config)
+            done = studies.measured(self.study)
+            if key in done:
+                duplicates += 1
+                previous = done[key]
+                value = previous.value if previous.state == TrialState.COMPLETE else None
+                if value is None:
+                    self.study.tell(trial, state=TrialState.FAIL)
+                else:
+                    self.study.tell(trial, value)
+                continue
+            duplicates = 0
+            trial.set_user_attr("phase", "sampler")
+            trial.set_user_attr("config_key", key)
+            trial.set_user_attr("config", config.to_dict())
+            self.emit("start", {"phase": "sampler", "config": config})
+            record = self.run_trial(self.settings.spec(config))
+            self._finish(trial, record, "sampler")
+            speed = throughput(record)
+            if speed and speed > base_speed * (1 + self.settings.min_gain):
+                self.accepted(config, record)
+
+    def _batch_sizes(self) -> None:
+        for size in sorted(self.settings.batch_sizes):
+            config = self._config(knob_values={"batch_size": size})
+            if config is None:
+                continue
+            record = self.measure(config, "batch_size")
+            if record is None or record["status"] == "oom":
+                break  # larger batches will not fit either
+
+    # -- the answer ---------------------------------------------------------
+
+    def candidates(self) -> list[tuple[TrialConfig, dict[str, Any]]]:
+        """Accepted configurations (batch size kept at the baseline's), fastest first."""
+        out = []
+        for trial in studies.measured(self.study).values():
+            config = TrialConfig.from_dict(trial.user_attrs["config"])
+            record = dict(trial.user_attrs["record"])
+            if config.batch_size != self.base.batch_size or throughput(record) is None:
+                continue
+            verdict = self.study.user_attrs.get("guard:" + studies.config_key(config))
+            if guard.numeric_changes(config, self.base) and not (verdict and verdict["ok"]):
+                continue
+            out.append((config, record))
+        return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
+
+    def finish(self) -> dict[str, Any]:
+        ranked = self.candidates()
+        if not ranked or ranked[0][0] == self.base:
+            verification = {"config": self.base.to_dict(), "verdict": "keep the defaults",
+                            "claimed": False, "estimate": None,
+                            "why": "no configuration beat the baseline" if ranked else "no baseline"}
+            self.study.set_user_attr("verification", verification)
+            return verification
+        best = ranked[0][0]
+        stored = self.study.user_attrs.get("verification")
+        if stored and stored.get("config") == best.to_dict():
+            return dict(stored)
+        self.emit("verify", {"config": best, "pairs": self.settings.pairs})
+        comparison = compare(self.settings.spec(self.base), self.settings.spec(best), self.settings.pairs,
+                             run=self.run_trial,
+                             on_trial=lambda arm, pair, record: self.emit("verify-trial", {"arm": arm, "pair": pair, "record": record}))
+        estimate = comparison.estimate()
+        claimed = bool(estimate and len(estimate.ratios) >= 2 and estimate.low > 1.0)
+        verification = {
+            "config": best.to_dict(),
+            "estimate": estimate.to_dict() if estimate else None,
+            "claimed": claimed,
+            "verdict": comparison.verdict() if claimed else "keep the defaults",
+            "why": None if claimed else f"the speed-up was not confirmed: {comparison.verdict()}",
+            "trials": studies.plain([r for pair in comparison.pairs for r in pair]),
+        }
+        self.study.set_user_attr("verification", verification)
+        return verification

@@ -214,6 +214,7 @@ def tune(
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
     space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
+    knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, help="Interleaved pairs that verify the best against the baseline.")] = 5,
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
@@ -236,7 +237,8 @@ def tune(
         model=check_model(workload), data=check_data(data), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
-        tolerance=tolerance, space=tuple(space or ()), batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+        tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
     )
     from rich.progress import Progress
 

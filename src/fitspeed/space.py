@@ -23,6 +23,7 @@ class Dimension:
     knob: str
     values: tuple[Any, ...]  # values to try besides the baseline's
     skipped: str | None = None  # why it is not searched
+    cost_only: bool = False  # measured alone for its cost, never recommended for speed
 
     @property
     def searched(self) -> bool:
@@ -77,13 +78,13 @@ def default_space(
         else:
             dims.append(Dimension("intra_op_threads", (), "this machine has one core"))
         dims.append(Dimension("inter_op_threads", (1,)))
-    dims.append(Dimension("deterministic", (True,)))
+    dims.append(Dimension("deterministic", (True,), cost_only=True))
     return [_drop_baseline(d, base) for d in dims]
 
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:
     current = getattr(base, dim.knob)
-    return Dimension(dim.knob, tuple(v for v in dim.values if v != current), dim.skipped)
+    return Dimension(dim.knob, tuple(v for v in dim.values if v != current), dim.skipped, dim.cost_only)
 
 
 def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfig) -> list[Dimension]:
@@ -106,11 +107,19 @@ def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfi
     return out
 
 
+def only(dims: list[Dimension], knobs: Iterable[str]) -> list[Dimension]:
+    """Search only the named knobs; the others keep the baseline's values."""
+    names = [get_knob(name.strip()).name for name in knobs if name.strip()]
+    if not names:
+        return dims
+    return [d for d in dims if d.knob in names]
+
+
 def choices(dims: list[Dimension], base: TrialConfig) -> dict[str, tuple[Any, ...]]:
     """Every searched knob's values, the baseline's first: Optuna's categorical choices."""
     out: dict[str, tuple[Any, ...]] = {}
     for dim in dims:
-        if dim.searched:
+        if dim.searched and not dim.cost_only:
             current = getattr(base, dim.knob)
             out[dim.knob] = tuple(dict.fromkeys((current, *out.get(dim.knob, ()), *dim.values)))
     return out

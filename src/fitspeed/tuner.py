@@ -33,7 +33,7 @@ from fitspeed.config import TrialConfig
 from fitspeed.errors import KnobError
 from fitspeed.record import TrialSpec
 from fitspeed.runner import run_trial
-from fitspeed.space import Dimension, choices, default_space, override
+from fitspeed.space import Dimension, choices, default_space, only, override
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 Event = Callable[[str, dict[str, Any]], None]
@@ -58,6 +58,7 @@ class TuneSettings:
     tolerance: float = guard.DEFAULT_TOLERANCE
     min_gain: float = 0.05
     space: tuple[str, ...] = ()
+    knobs: tuple[str, ...] = ()  # search only these (empty: all)
     batch_sizes: tuple[int, ...] = ()
 
     @property
@@ -86,10 +87,13 @@ class Tuner:
         self.emit = on_event or (lambda kind, info: None)
         self.started = time.perf_counter()
         self.base = settings.base
-        self.dims: list[Dimension] = override(
-            default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0])),
-            settings.space,
-            settings.base,
+        self.dims: list[Dimension] = only(
+            override(
+                default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0])),
+                settings.space,
+                settings.base,
+            ),
+            settings.knobs,
         )
         self.choices = choices(self.dims, self.base)
         self.study = studies.open_study(
@@ -115,9 +119,9 @@ class Tuner:
     def _distributions(self) -> dict[str, BaseDistribution]:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
-    def measure(self, config: TrialConfig, phase: str) -> dict[str, Any] | None:
-        """Measure `config` once, or return its stored record; None when out of budget."""
-        key = studies.config_key(config)
+    def measure(self, config: TrialConfig, phase: str, tag: str = "") -> dict[str, Any] | None:
+        """Measure `config` once (per `tag`), or return its stored record; None when out of budget."""
+        key = studies.config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:
             return dict(done[key].user_attrs["record"])
@@ -184,15 +188,23 @@ class Tuner:
         baseline = self.measure(self.base, "baseline")
         if baseline is None or throughput(baseline) is None:
             return self.finish()
-        base_speed = throughput(baseline) or 0.0
         winners: dict[str, Any] = {}
-        for dim in self.dims:
-            if not dim.searched or dim.knob == "batch_size":
+        sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
+        for dim in sweep:
+            for value in dim.values:
+                config = self._config(knob_values={dim.knob: value})
+                if config:
+                    self.measure(config, "sweep")
+        # The baseline again, after the sweep: a knob must beat the faster of the two.
+        again = self.measure(self.base, "baseline", tag="#again")
+        base_speed = max(throughput(r) or 0.0 for r in (baseline, again) if r)
+        for dim in sweep:
+            if dim.cost_only:
                 continue
             best: tuple[float, Any] | None = None
             for value in dim.values:
                 config = self._config(knob_values={dim.knob: value})
-                record = self.measure(config, "sweep") if config else None
+                record = self.measure(config, "sweep") if config else None  # stored: no new run
                 speed = throughput(record) if record else None
                 if speed and speed > base_speed * (1 + self.settings.min_gain):
                     if self.accepted(config, record) and (best is None or speed > best[0]):  # type: ignore[arg-type]

@@ -88,3 +88,21 @@ def test_study_for_another_workload_is_refused(workdir: Path) -> None:
     assert "was made for model None, not 'tiny'" in " ".join(result.stderr.split())
     missing = fitspeed("show", "nope", "--storage", storage, cwd=workdir)
     assert missing.returncode == 2 and "No study named 'nope'" in missing.stderr
+
+
+def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'study.db'}"
+    # fitspeed cycles a whole epoch of arrays, so memory grows with the batch: 1200 MiB caps it
+    result = fitspeed("tune", "mlp", "--knobs", "steps_per_execution", "--space", "steps_per_execution=4",
+                      "--trials", "2", "--batch-sizes", "2048,16384", "--memory-limit", "1200",
+                      "--storage", storage, *FAST, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "re-tune the learning rate" in result.stdout
+    summary = json_out(fitspeed("show", "--storage", storage, "--json", cwd=workdir))
+    batch = summary["batch_sizes"]
+    statuses = {row["changes"].get("batch_size", 32): row["status"] for row in batch["rows"]}
+    assert statuses[32] == "ok" and statuses[2048] == "ok" and statuses[16384] == "oom"
+    assert len(statuses) > 3  # it bisected between the last fit and the first out-of-memory
+    assert batch["largest_fitting"] < batch["first_oom"]
+    assert batch["recommended_max"] < batch["largest_fitting"]
+    assert summary["best"]["config"]["batch_size"] == 32  # batch size is never slipped into "best"

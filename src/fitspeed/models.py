@@ -174,7 +174,7 @@ def build(ref: str) -> keras.Model:
 
 
 def compile_model(model: keras.Model, compile_kwargs: dict[str, Any]) -> None:
-    """Compile with fitspeed's knobs; a user's compiled model keeps its loss and optimizer."""
+    """Compile with fitspeed's knobs; a compiled model keeps its loss, optimizer and metrics."""
     if model.compiled:
         # Keras keeps the original compile() arguments; reuse them as given, so
         # custom losses and metrics need no serialization round trip.

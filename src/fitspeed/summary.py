@@ -52,6 +52,7 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
     guards = data["guards"]
 
     rows, effects, rejected, batch_sizes = [], [], [], []
+    baseline_row: dict[str, Any] | None = None
     for key, trial in by_key.items():
         config = TrialConfig.from_dict(trial["config"])
         record = trial["record"]
@@ -79,6 +80,8 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
                "outcome": outcome, "guard": verdict,
                "compile_s": (record.get("metrics") or {}).get("compile_s")}
         rows.append(row)
+        if config == base:
+            baseline_row = row
         if trial["phase"] == "batch_size" or (changes.keys() == {"batch_size"}):
             batch_sizes.append(row)
         elif trial["phase"] == "sweep" and len(changes) == 1:
@@ -91,6 +94,13 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
     best_trial = by_key.get(config_key(best_config))
     fits = [r for r in batch_sizes if r["status"] == "ok"]
     oom = [r for r in batch_sizes if r["status"] == "oom"]
+    first_oom = min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]), default=None)
+    largest = max((r["changes"].get("batch_size", base.batch_size) for r in fits),
+                  default=base.batch_size if baseline_row else None)
+    # a margin: 10% below the largest that fit, rounded down to a multiple of 8
+    safe = max(8, largest * 9 // 10 // 8 * 8) if largest and first_oom else largest
+    if batch_sizes and baseline_row:
+        batch_sizes.append(baseline_row)
     return {
         "study": data["study"],
         "model": meta.get("model"),
@@ -112,10 +122,9 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
         "rejected": rejected,
         "batch_sizes": {
             "rows": sorted(batch_sizes, key=lambda r: r["changes"].get("batch_size", base.batch_size)),
-            "largest_fitting": max((r["changes"]["batch_size"] for r in fits if "batch_size" in r["changes"]),
-                                   default=None),
-            "first_oom": min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]),
-                             default=None),
+            "largest_fitting": largest,
+            "first_oom": first_oom,
+            "recommended_max": safe,
         },
         "trials": rows,
     }

@@ -223,5 +223,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         console.print(sizes)
         if batch["first_oom"]:
             console.print(f"largest batch that fit: {batch['largest_fitting']}; out of memory at "
-                          f"{batch['first_oom']}. Leave a margin: use at most {batch['largest_fitting']}.",
+                          f"{batch['first_oom']}. With a margin, use at most {batch['recommended_max']}.",
                           highlight=False)
+        console.print("A larger batch changes the training recipe: re-tune the learning rate "
+                      "(and check accuracy) before you keep it.", highlight=False)

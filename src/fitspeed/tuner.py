@@ -80,6 +80,21 @@ class TuneSettings:
         return max(n, -(-self.steps // n) * n)
 
 
+def next_batch_probe(fits: int, fails: int) -> int | None:
+    """The next batch size to try between one that fit and one that ran out of memory.
+
+    Midpoints rounded down to a multiple of 8 (article 001), until the gap is
+    within 1/8 of the size that fit (or one step of 8):
+
+    >>> next_batch_probe(256, 512), next_batch_probe(256, 384), next_batch_probe(256, 288)
+    (384, 320, None)
+    """
+    if fails - fits <= max(8, fits // 8):
+        return None
+    middle = (fits + fails) // 2 // 8 * 8
+    return middle if fits < middle < fails else None
+
+
 class Tuner:
     def __init__(self, settings: TuneSettings, run: Runner = run_trial, on_event: Event | None = None) -> None:
         self.settings = settings
@@ -109,7 +124,7 @@ class Tuner:
     # -- budget -------------------------------------------------------------
 
     def _spent(self) -> bool:
-        done = len(studies.measured(self.study))
+        done = sum(1 for t in studies.measured(self.study).values() if t.user_attrs.get("phase") != "batch_size")
         if done >= self.settings.trials:
             return True
         return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
@@ -119,13 +134,15 @@ class Tuner:
     def _distributions(self) -> dict[str, BaseDistribution]:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
-    def measure(self, config: TrialConfig, phase: str, tag: str = "") -> dict[str, Any] | None:
+    def measure(
+        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True
+    ) -> dict[str, Any] | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget."""
         key = studies.config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:
             return dict(done[key].user_attrs["record"])
-        if self._spent():
+        if budgeted and self._spent():
             return None
         params = {name: getattr(config, name) for name in self.choices}
         self.study.enqueue_trial(params, skip_if_exists=False)
@@ -257,13 +274,33 @@ class Tuner:
                 self.accepted(config, record)
 
     def _batch_sizes(self) -> None:
+        """Throughput against batch size, up to the first that runs out of memory.
+
+        Asked for explicitly, so outside the --trials budget. After an
+        out-of-memory, sizes between the last that fit and the first that did
+        not are bisected (multiples of 8) to find the largest that fits.
+        """
+        fits: list[int] = []
         for size in sorted(self.settings.batch_sizes):
-            config = self._config(knob_values={"batch_size": size})
-            if config is None:
-                continue
-            record = self.measure(config, "batch_size")
-            if record is None or record["status"] == "oom":
+            status = self._batch_size_status(size)
+            if status == "oom":
+                low, high = max(fits, default=0), size
+                while True:
+                    middle = next_batch_probe(low, high)
+                    if middle is None:
+                        break
+                    if self._batch_size_status(middle) == "oom":
+                        high = middle
+                    else:
+                        low = middle
                 break  # larger batches will not fit either
+            if status == "ok":
+                fits.append(size)
+
+    def _batch_size_status(self, size: int) -> str | None:
+        config = self._config(knob_values={"batch_size": size})
+        record = self.measure(config, "batch_size", budgeted=False) if config else None
+        return record["status"] if record else None
 
     # -- the answer ---------------------------------------------------------
 

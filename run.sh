@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job on the built-in defaults: set up, measure, then compare two settings.
+# The main job on the built-in defaults: set up, then tune the built-in `tiny`
+# workload (SQLite study in ./fitspeed.db, answer in ./best.json).
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-venv.sh
-.venv/bin/fitspeed measure mlp --set steps_per_execution=32
-.venv/bin/fitspeed compare mlp --a steps_per_execution=1 --b steps_per_execution=32 --pairs 5
+.venv/bin/fitspeed tune tiny --trials 12

@@ -16,7 +16,7 @@ def by_knob(dims):  # noqa: ANN001, ANN201
 
 def test_cpu_tensorflow_space() -> None:
     dims = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, cores=2))
-    assert dims["steps_per_execution"][0].values == (4, 16, 64)
+    assert dims["steps_per_execution"][0].values == (64, 16, 4)
     assert dims["jit_compile"][0].values == (True,)  # auto is off on a CPU
     assert dims["precision"][0].values == ("mixed_bfloat16",)
     assert "no fast float16" in dims["precision"][1].skipped
@@ -38,7 +38,7 @@ def test_gpu_and_other_backends() -> None:
 
 def test_baseline_values_are_not_tried_again() -> None:
     dims = by_knob(default_space("tiny", TrialConfig(steps_per_execution=16), has_gpu=False))
-    assert dims["steps_per_execution"][0].values == (4, 64)
+    assert dims["steps_per_execution"][0].values == (64, 4)
 
 
 def test_overrides_and_only() -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import optuna
+import psutil
 from optuna.trial import TrialState
 
 from conftest import child_env, fitspeed, json_out
@@ -62,7 +63,7 @@ def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     shown = fitspeed("show", "k", "--storage", storage, cwd=workdir)
     assert shown.returncode == 0, shown.stderr
     assert "baseline" in shown.stdout and "each knob alone" in shown.stdout
-    assert "steps_per_execution=4" in shown.stdout
+    assert "steps_per_execution=64" in shown.stdout
 
 
 def test_float16_overflow_is_rejected_for_numerics(workdir: Path) -> None:
@@ -106,3 +107,24 @@ def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
     assert batch["largest_fitting"] < batch["first_oom"]
     assert batch["recommended_max"] < batch["largest_fitting"]
     assert summary["best"]["config"]["batch_size"] == 32  # batch size is never slipped into "best"
+
+
+def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'study.db'}"
+    args = ["tune", "tiny", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
+            "--study", "c", *FAST]
+    parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir, env=child_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(t.state == TrialState.COMPLETE for t in trials(storage, "c")):
+        time.sleep(0.3)
+    parent.send_signal(signal.SIGINT)
+    _, stderr = parent.communicate(timeout=60)
+    assert parent.returncode == 130, stderr
+    assert "run the same command again to resume" in " ".join(stderr.split()) and "Traceback" not in stderr
+    time.sleep(0.5)
+    assert not [p for p in psutil.process_iter(["cmdline", "cwd"])
+                if "fitspeed.trial" in " ".join(p.info["cmdline"] or []) and p.info["cwd"] == str(workdir)]
+    done = fitspeed(*args, cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert len([t for t in trials(storage, "c") if "record" in t.user_attrs]) == 3

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -90,6 +92,16 @@ def _spec(
     )
 
 
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C: the running trial is stopped, what finished is saved; say so and exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("Interrupted. Every finished trial is saved; run the same command again to resume.")
+        raise typer.Exit(130) from None
+
+
 def _check_user_error(record: dict[str, Any]) -> None:
     """A record that failed on the user's input ends the command with its message."""
     if record.get("user_error"):
@@ -113,7 +125,7 @@ def measure(
     from fitspeed.runner import run_trial
 
     spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, memory_limit)
-    with err.status(f"measuring {workload} ({spec.config.label()})…"):
+    with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
     _check_user_error(record)
     results.append(results_path, [record])
@@ -152,7 +164,7 @@ def compare(
 
     from rich.progress import Progress
 
-    with Progress(console=err, transient=True) as progress:
+    with _interruptible(), Progress(console=err, transient=True) as progress:
         task = progress.add_task("comparing", total=2 * pairs)
 
         def landed(arm: str, pair: int, record: dict[str, Any]) -> None:
@@ -242,10 +254,12 @@ def tune(
     )
     from rich.progress import Progress
 
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("tuning", total=None)
+    with _interruptible(), Progress(console=err, transient=True) as progress:
+        task = progress.add_task("tuning", total=trials)
 
         def event(kind: str, info: dict[str, Any]) -> None:
+            if kind == "trial" and info["phase"] != "batch_size":
+                progress.advance(task)
             if kind == "start":
                 progress.update(task, description=f"{info['phase']}: {info['config'].label()}")
             elif kind == "trial":
@@ -313,3 +327,4 @@ def main() -> None:
     except UserError as error:
         err.print(f"[bold red]Error:[/] {error}", highlight=False)
         sys.exit(error.exit_code)
+

@@ -80,6 +80,26 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def _watch(proc: subprocess.Popen[bytes], spec: TrialSpec, started: float) -> tuple[str, str] | None:
+    """Wait for the child; return (status, reason) if it must be killed for its limits."""
+    peak_mb = 0.0
+    watcher = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        elapsed = time.perf_counter() - started
+        if spec.memory_limit_mb is not None:
+            peak_mb = max(peak_mb, _tree_rss_mb(watcher))
+            if peak_mb > spec.memory_limit_mb:
+                return (
+                    "oom",
+                    f"the trial used {peak_mb:.0f} MiB, over the memory limit of "
+                    f"{spec.memory_limit_mb} MiB",
+                )
+        if spec.timeout_s is not None and elapsed > spec.timeout_s:
+            return ("timeout", f"the trial ran past its timeout of {spec.timeout_s:g} s")
+        time.sleep(POLL_S)
+    return None
+
+
 def run_trial(
     spec: TrialSpec,
     *,
@@ -108,24 +128,11 @@ def run_trial(
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
-            killed: tuple[str, str] | None = None
-            peak_mb = 0.0
-            watcher = psutil.Process(proc.pid)
-            while proc.poll() is None:
-                elapsed = time.perf_counter() - started
-                if spec.memory_limit_mb is not None:
-                    peak_mb = max(peak_mb, _tree_rss_mb(watcher))
-                    if peak_mb > spec.memory_limit_mb:
-                        killed = (
-                            "oom",
-                            f"the trial used {peak_mb:.0f} MiB, over the memory limit of "
-                            f"{spec.memory_limit_mb} MiB",
-                        )
-                        break
-                if spec.timeout_s is not None and elapsed > spec.timeout_s:
-                    killed = ("timeout", f"the trial ran past its timeout of {spec.timeout_s:g} s")
-                    break
-                time.sleep(POLL_S)
+            try:
+                killed = _watch(proc, spec, started)
+            except BaseException:  # Ctrl-C or any error here: never leave the child running
+                _kill_group(proc)
+                raise
             if killed:
                 _kill_group(proc)
             else:

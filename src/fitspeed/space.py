@@ -56,7 +56,7 @@ def default_space(
     if backend == "torch":
         dims.append(Dimension("steps_per_execution", (), "the PyTorch backend runs one step per execution"))
     else:
-        dims.append(Dimension("steps_per_execution", (4, 16, 64)))
+        dims.append(Dimension("steps_per_execution", (64, 16, 4)))  # most promising first
     dims.append(Dimension("jit_compile", (not _auto_jit(backend, has_gpu),)))
     precision: tuple[str, ...] = ("mixed_bfloat16",)
     if has_gpu:

@@ -205,36 +205,54 @@ class Tuner:
         baseline = self.measure(self.base, "baseline")
         if baseline is None or throughput(baseline) is None:
             return self.finish()
-        winners: dict[str, Any] = {}
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
-        for dim in sweep:
-            for value in dim.values:
-                config = self._config(knob_values={dim.knob: value})
-                if config:
-                    self.measure(config, "sweep")
+        # Breadth first: every knob's most promising value, then the winners
+        # combined, then the knobs' other values. A small budget still tries
+        # every knob once and their combination.
+        rounds = max((len(d.values) for d in sweep), default=0)
+        base_speed = throughput(baseline) or 0.0
+        for index in range(rounds):
+            for dim in sweep:
+                if index < len(dim.values):
+                    config = self._config(knob_values={dim.knob: dim.values[index]})
+                    if config:
+                        self.measure(config, "sweep")
+            if index == 0:
+                self._combine(self._winners(sweep, base_speed))
         # The baseline again, after the sweep: a knob must beat the faster of the two.
         again = self.measure(self.base, "baseline", tag="#again")
         base_speed = max(throughput(r) or 0.0 for r in (baseline, again) if r)
+        self._combine(self._winners(sweep, base_speed))
+        self._sample(base_speed)
+        self._batch_sizes()
+        return self.finish()
+
+    def _winners(self, sweep: list[Dimension], base_speed: float) -> dict[str, Any]:
+        """Each knob's fastest value among those measured that beat `base_speed` by min_gain."""
+        done = {studies.config_key(TrialConfig.from_dict(t.user_attrs["config"])): t
+                for t in studies.measured(self.study).values()}
+        winners: dict[str, Any] = {}
         for dim in sweep:
             if dim.cost_only:
                 continue
             best: tuple[float, Any] | None = None
             for value in dim.values:
                 config = self._config(knob_values={dim.knob: value})
-                record = self.measure(config, "sweep") if config else None  # stored: no new run
+                trial = done.get(studies.config_key(config)) if config else None
+                record = dict(trial.user_attrs["record"]) if trial else None
                 speed = throughput(record) if record else None
-                if speed and speed > base_speed * (1 + self.settings.min_gain):
-                    if self.accepted(config, record) and (best is None or speed > best[0]):  # type: ignore[arg-type]
+                if speed and speed > base_speed * (1 + self.settings.min_gain) and (best is None or speed > best[0]):
+                    if self.accepted(config, record):  # type: ignore[arg-type]
                         best = (speed, value)
             if best:
                 winners[dim.knob] = best[1]
+        return winners
+
+    def _combine(self, winners: dict[str, Any]) -> None:
         if len(winners) > 1:
             combined = self._config(knob_values=winners)
             if combined:
                 self.accepted(combined, self.measure(combined, "combine"))
-        self._sample(base_speed)
-        self._batch_sizes()
-        return self.finish()
 
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:

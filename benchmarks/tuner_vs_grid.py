@@ -2,7 +2,7 @@
 
     python benchmarks/tuner_vs_grid.py [--model mlp] [--steps 64] [--repeats 3] [--pairs 3]
 
-1. The grid: every combination of steps_per_execution in {1, 4, 16, 64},
+1. The grid: every combination of steps_per_execution in {1, 64, 16, 4},
    jit_compile in {auto, true} and intra_op_threads in {0 (default), 1}
    (16 configurations), one trial each.
 2. The tuner, in a fresh SQLite study, with a third of the grid's trials.
@@ -27,7 +27,8 @@ from fitspeed.record import TrialSpec
 from fitspeed.runner import run_trial
 from fitspeed.tuner import Tuner, TuneSettings
 
-GRID = {"steps_per_execution": (1, 4, 16, 64), "jit_compile": ("auto", True), "intra_op_threads": (0, 1)}
+GRID = {"steps_per_execution": (1, 64, 16, 4),  # the tuner tries the most promising first
+        "jit_compile": ("auto", True), "intra_op_threads": (0, 1)}
 
 
 def main() -> None:

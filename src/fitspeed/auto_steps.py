@@ -56,9 +56,9 @@ def choose(samples_per_s: dict[int, float], tolerance: float = 0.05) -> int:
 
 def _data(x: Any, y: Any, batch_size: int | None) -> datasets.Data:
     if isinstance(x, keras.utils.PyDataset):
-        return datasets.Data("pydataset", source=x, batch_size=datasets._peek_batch(x[0]))
+        return datasets.Data("pydataset", source=x, batch_size=datasets.batch_size_of(x[0]))
     if hasattr(x, "element_spec"):
-        return datasets.Data("dataset", source=x, batch_size=datasets._dataset_batch_size(x, "x"))
+        return datasets.Data("dataset", source=x, batch_size=datasets.dataset_batch_size(x, "x"))
     return datasets.Data("arrays", x=x, y=y)
 
 

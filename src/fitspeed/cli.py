@@ -46,25 +46,41 @@ MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Reside
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {"": 1.0, "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024, "m": 1.0, "mb": 1.0, "mib": 1.0,
+                 "g": 1024.0, "gb": 1024.0, "gib": 1024.0, "t": 1024.0**2, "tb": 1024.0**2, "tib": 1024.0**2}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _quantity(text: str, units: dict[str, float], option: str, examples: str) -> float:
+    """A number with an optional unit, scaled by `units`; a UserError otherwise."""
+    match = _QUANTITY.match(text)
+    if not match or match.group(2).lower() not in units:
+        raise UserError(f"Expected {option} as {examples}. Received: {text!r}.")
+    return float(match.group(1)) * units[match.group(2).lower()]
 
 
 def parse_memory(text: str | None) -> int | None:
     """MiB from '2048', '512MiB', '4GiB' or '1.5G'.
 
-    >>> parse_memory("4GiB")
-    4096
+    >>> parse_memory("4GiB"), parse_memory("1.5G"), parse_memory("2048")
+    (4096, 1536, 2048)
     """
     if text is None:
         return None
-    match = _SIZE.match(text)
-    if not match:
-        raise UserError(
-            f"Expected --memory-limit as a size such as 4GiB, 512MiB or 2048 (MiB). Received: {text!r}."
-        )
-    number, unit = float(match.group(1)), (match.group(2) or "m").lower()
-    scale = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}[unit]
-    return max(1, int(number * scale))
+    mib = _quantity(text, _MEMORY_UNITS, "--memory-limit", "a size such as 4GiB, 512MiB or 2048 (MiB)")
+    return max(1, int(mib))
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds from '90', '90s', '20m' or '1.5h'.
+
+    >>> parse_duration("20m"), parse_duration("1.5h")
+    (1200.0, 5400.0)
+    """
+    if text is None:
+        return None
+    return _quantity(text, _TIME_UNITS, "--time", "a duration such as 90s, 20m or 1h")
 
 
 def _spec(
@@ -184,23 +200,6 @@ def compare(
         err.print(f"records appended to {results_path}", highlight=False)
     if summary["status"] != "ok":
         raise typer.Exit(1)
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$", re.IGNORECASE)
-
-
-def parse_duration(text: str | None) -> float | None:
-    """Seconds from '90', '90s', '20m' or '1.5h'.
-
-    >>> parse_duration("20m")
-    1200.0
-    """
-    if text is None:
-        return None
-    match = _DURATION.match(text)
-    if not match:
-        raise UserError(f"Expected --time as a duration such as 90s, 20m or 1h. Received: {text!r}.")
-    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2).lower()]
 
 
 def _int_list(text: str | None, option: str) -> tuple[int, ...]:

@@ -110,9 +110,9 @@ def _user(ref: str, batch_size: int) -> Data:
         kwargs["batch_size"] = batch_size
     result = function(**kwargs)
     if isinstance(result, keras.utils.PyDataset):
-        return Data("pydataset", source=result, batch_size=_peek_batch(result[0]))
+        return Data("pydataset", source=result, batch_size=batch_size_of(result[0]))
     if type(result).__module__.startswith("tensorflow") and hasattr(result, "element_spec"):
-        return Data("dataset", source=result, batch_size=_dataset_batch_size(result, ref))
+        return Data("dataset", source=result, batch_size=dataset_batch_size(result, ref))
     if isinstance(result, dict) and {"x", "y"} <= set(result):
         result = (result["x"], result["y"])
     if isinstance(result, (tuple, list)) and len(result) == 2:
@@ -129,14 +129,14 @@ def _user(ref: str, batch_size: int) -> Data:
     )
 
 
-def _peek_batch(batch: Any) -> int:
+def batch_size_of(batch: Any) -> int:
     inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
     return int(np.shape(inputs)[0])
 
 
-def _dataset_batch_size(dataset: Any, ref: str) -> int:
+def dataset_batch_size(dataset: Any, ref: str) -> int:
     for batch in dataset.take(1):
-        return _peek_batch(batch)
+        return batch_size_of(batch)
     raise DataError(f"Expected {ref!r} to return a dataset with data. It is empty.")
 
 

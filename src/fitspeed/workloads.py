@@ -81,8 +81,10 @@ def check_model(ref: str) -> str:
 def check_data(ref: str | None) -> str | None:
     """Return the data reference in its canonical form, or None for the model's default.
 
-    >>> check_data("runs/train.npz")
-    'npz:runs/train.npz'
+    A path ending in `.npz` becomes `npz:PATH` (and must exist):
+
+    >>> check_data("cifar10"), check_data("mypkg.data:load"), check_data(None)
+    ('cifar10', 'mypkg.data:load', None)
     """
     if ref is None or ref in DATA and ":" not in ref:
         return ref

@@ -11,8 +11,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
-
 
 @dataclass(frozen=True)
 class Summary:
@@ -89,6 +87,8 @@ def ratio_estimate(ratios: Sequence[float], confidence: float = 0.95) -> RatioEs
     median = statistics.median(ratios)
     if len(logs) < 2:
         return RatioEstimate(tuple(ratios), median, median, median, confidence)
+    from scipy import stats as scipy_stats  # imported here: it costs half a second at start-up
+
     mean = statistics.fmean(logs)
     half = scipy_stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs)
     half /= math.sqrt(len(logs))

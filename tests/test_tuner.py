@@ -128,3 +128,13 @@ def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     done = fitspeed(*args, cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert len([t for t in trials(storage, "c") if "record" in t.user_attrs]) == 3
+
+
+def test_time_budget_stops_the_search(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'study.db'}"
+    result = fitspeed("tune", "tiny", "--time", "1s", "--knobs", "steps_per_execution", "--storage", storage,
+                      "--study", "t", "--json", *FAST, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    summary = json_out(result)
+    assert [row["phase"] for row in summary["trials"]] == ["baseline"]  # the budget ran out after it
+    assert summary["best"]["verdict"] == "keep the defaults"

@@ -262,11 +262,13 @@ class Tuner:
             return None
 
     def _sample(self, base_speed: float) -> None:
+        """Optuna's sampler over the joint space; configurations measured before are not run again."""
         duplicates = 0
         while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
             trial = self.study.ask(self._distributions())
             config = self._config(knob_values=dict(trial.params))
-            if config is None:
+            if config is None:  # a combination the backend cannot do: not measured
+                duplicates += 1
                 self.study.tell(trial, state=TrialState.FAIL)
                 continue
             key = studies.config_key(config)

@@ -278,10 +278,9 @@ def tune(
             elif kind == "note":
                 err.print(info["text"], highlight=False)
 
-        Tuner(settings, on_event=event).run()
-        from fitspeed.study import load_study
-
-        summary = summarize(study_data(load_study(settings.study_name, storage)))
+        tuner = Tuner(settings, on_event=event)
+        tuner.run()
+        summary = summarize(study_data(tuner.study))
     best_file.write(best_path, summary)
     if as_json:
         print(json.dumps(summary, indent=2, default=str))

@@ -130,17 +130,10 @@ def run_trial(
             )
             try:
                 killed = _watch(proc, spec, started)
-            except BaseException:  # Ctrl-C or any error here: never leave the child running
+            finally:
+                # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
+                # it stops the child, and any worker processes it left behind.
                 _kill_group(proc)
-                raise
-            if killed:
-                _kill_group(proc)
-            else:
-                # Reap any worker processes the child left behind.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
         stdout = stdout_path.read_text("utf-8", "replace")
         stderr_tail = _tail(stderr_path)
     wall_s = time.perf_counter() - started

@@ -146,16 +146,15 @@ class Tuner:
             return None
         params = {name: getattr(config, name) for name in self.choices}
         self.study.enqueue_trial(params, skip_if_exists=False)
-        trial = self.study.ask(self._distributions())
+        return self._run(self.study.ask(self._distributions()), config, key, phase)
+
+    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str) -> dict[str, Any]:
+        """Run `config` as the Optuna trial `trial`; its record and speed go to the study."""
         trial.set_user_attr("phase", phase)
         trial.set_user_attr("config_key", key)
         trial.set_user_attr("config", config.to_dict())
         self.emit("start", {"phase": phase, "config": config})
         record = self.run_trial(self.settings.spec(config))
-        self._finish(trial, record, phase)
-        return record
-
-    def _finish(self, trial: optuna.Trial, record: dict[str, Any], phase: str) -> None:
         trial.set_user_attr("record", studies.plain(record))
         speed = throughput(record)
         if speed is None:
@@ -163,6 +162,7 @@ class Tuner:
         else:
             self.study.tell(trial, speed)
         self.emit("trial", {"phase": phase, "record": record})
+        return record
 
     def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
         """The guard verdict for `config` (stored), or None if it changes no numerics."""
@@ -180,10 +180,11 @@ class Tuner:
         return verdict
 
     def _guard_curve(self, config: TrialConfig) -> list[float | None]:
-        key = "guard-run:" + studies.config_key(guard.guard_spec(self.settings.spec(config), self.base).config)
+        spec = guard.guard_spec(self.settings.spec(config), self.base)
+        key = "guard-run:" + studies.config_key(spec.config)
         stored = self.study.user_attrs.get(key)
         if stored is None:
-            record = self.run_trial(guard.guard_spec(self.settings.spec(config), self.base))
+            record = self.run_trial(spec)
             metrics = record.get("metrics") or {}
             stored = {"status": record["status"], "reason": record.get("reason"),
                       "curve": metrics.get("loss_curve") or []}
@@ -283,12 +284,7 @@ class Tuner:
                     self.study.tell(trial, value)
                 continue
             duplicates = 0
-            trial.set_user_attr("phase", "sampler")
-            trial.set_user_attr("config_key", key)
-            trial.set_user_attr("config", config.to_dict())
-            self.emit("start", {"phase": "sampler", "config": config})
-            record = self.run_trial(self.settings.spec(config))
-            self._finish(trial, record, "sampler")
+            record = self._run(trial, config, key, "sampler")
             speed = throughput(record)
             if speed and speed > base_speed * (1 + self.settings.min_gain):
                 self.accepted(config, record)

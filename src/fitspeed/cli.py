@@ -308,6 +308,24 @@ def show(
 
 
 @app.command()
+def report(
+    source: Annotated[Optional[str], typer.Argument(help="A results file from measure/compare (.jsonl) or a study database (.db) [default: the newest study in --storage].")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: the newest].")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    workload: Annotated[Optional[str], typer.Option("--workload", help="For a results file with several workloads: which one, as 'MODEL · DATA' [default: the newest].")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for index.html, the PNG plots and report.json.")] = Path("fitspeed-report"),
+) -> None:
+    """Write an offline HTML report with plots, from a study or a results file."""
+    from fitspeed.report import load_summary, write
+
+    summary = load_summary(source, study, storage, workload)
+    tables.print_tune(out, summary)
+    written = write(summary, out_dir)
+    drawn = sum(path is not None for path in written.plots.values())
+    err.print(f"report written to {written.index} ({drawn} of {len(written.plots)} plots)", highlight=False)
+
+
+@app.command()
 def workloads() -> None:
     """List the built-in models (with parameter counts) and data sources."""
     tables.print_workloads(out)

@@ -53,9 +53,12 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
 
     rows, effects, rejected, batch_sizes = [], [], [], []
     baseline_row: dict[str, Any] | None = None
+    baseline_curve: list[float | None] = []
+    environment = meta.get("environment")  # the baseline child's, when it ran, is richer
     for key, trial in by_key.items():
         config = TrialConfig.from_dict(trial["config"])
         record = trial["record"]
+        metrics = record.get("metrics") or {}
         speed = throughput(record)
         ratio = speed / base_speed if speed and base_speed else None
         changes = {k: v for k, v in config.to_dict().items() if v != getattr(base, k)}
@@ -78,13 +81,16 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
         row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
                "status": record["status"], "samples_per_s": speed, "ratio": ratio,
                "outcome": outcome, "guard": verdict,
-               "compile_s": (record.get("metrics") or {}).get("compile_s")}
+               "compile_s": metrics.get("compile_s"), "ms_per_step": metrics.get("ms_per_step"),
+               "jit_compile_resolved": metrics.get("jit_compile_resolved")}
         rows.append(row)
         if config == base:
             baseline_row = row
+            baseline_curve = metrics.get("loss_curve") or []
+            environment = record.get("environment") or environment
         if trial["phase"] == "batch_size" or (changes.keys() == {"batch_size"}):
             batch_sizes.append(row)
-        elif trial["phase"] == "sweep" and len(changes) == 1:
+        elif trial["phase"] in ("sweep", "measure", "compare") and len(changes) == 1:
             effects.append(row)
         if outcome not in ("baseline", "faster") and trial["phase"] != "batch_size":
             rejected.append(row)
@@ -105,10 +111,10 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
         "study": data["study"],
         "model": meta.get("model"),
         "data": meta.get("data"),
-        "environment": meta.get("environment"),
+        "environment": environment,
         "skipped": meta.get("skipped") or {},
         "tolerance": meta.get("tolerance"),
-        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed},
+        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve},
         "best": {
             "config": best_config.to_dict(),
             "label": best_config.label(),

@@ -1,0 +1,161 @@
+"""The report's five PNG plots, drawn from `report_data.plot_data` (matplotlib, Agg).
+
+Each drawer takes plain data and a path and returns the path, or None when it
+has nothing to draw (the page then says why). Nothing here computes a figure:
+that is `report_data`'s job, which is what the tests check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+BASE_COLOR, BEST_COLOR, OTHER_COLOR, BAD_COLOR = "#7f7f7f", "#2ca02c", "#1f77b4", "#d62728"
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def time_bars(bars: list[dict[str, Any]], path: Path) -> Path | None:
+    """Plot 1: seconds per 10,000 samples per configuration, labelled with % of the baseline."""
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(bars) + 1.6))
+    labels = [bar["label"] for bar in bars]
+    seconds = [bar["seconds"] for bar in bars]
+    colors = [BASE_COLOR if b["baseline"] else BEST_COLOR if b["best"] else OTHER_COLOR for b in bars]
+    positions = range(len(bars))
+    ax.barh(positions, seconds, color=colors)
+    ax.set_yticks(list(positions), labels, fontsize=8)
+    ax.invert_yaxis()
+    for index, bar in enumerate(bars):
+        text = f" {bar['seconds']:.2f} s" + (f"  ({bar['percent']:.0f}%)" if bar["percent"] is not None else "")
+        ax.text(bar["seconds"], index, text, va="center", fontsize=8)
+    ax.set_xlim(0, max(seconds) * 1.3)
+    ax.set_xlabel("seconds per 10,000 samples (lower is faster); % of the baseline's time")
+    ax.set_title("Time per configuration")
+    return _save(fig, path)
+
+
+def waterfall(steps: list[dict[str, Any]], path: Path) -> Path | None:
+    """Plot 2: from the baseline (1.0×) through each accepted knob to the best."""
+    if len(steps) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(steps)), 4.2))
+    previous, highest = 0.0, 1.0
+    for index, step in enumerate(steps):
+        ratio = step["ratio"]
+        if step["kind"] == "step":
+            bottom, height = min(previous, ratio), abs(ratio - previous)
+            color = BEST_COLOR if ratio >= previous else BAD_COLOR
+        else:
+            bottom, height, color = 0.0, ratio, BASE_COLOR if step["kind"] == "start" else BEST_COLOR
+        ax.bar(index, height, bottom=bottom, color=color, hatch=None if step["measured"] else "//",
+               edgecolor="black", linewidth=0.5)
+        top = max(previous, ratio, step["ci"][1] if step.get("ci") else 0.0)
+        ax.text(index, top + 0.03, f"{ratio:.2f}×", ha="center", fontsize=9)
+        highest = max(highest, top)
+        if step.get("ci"):
+            low, high = step["ci"]
+            ax.errorbar(index, ratio, yerr=[[ratio - low], [high - ratio]], color="black", capsize=4)
+        previous = ratio
+    ax.set_ylim(0, highest * 1.12)
+    ax.axhline(1.0, color=BASE_COLOR, linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(steps)), [s["label"] for s in steps], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up over the baseline")
+    ax.set_title("Speed-up, knob by knob")
+    return _save(fig, path)
+
+
+def knob_panels(panels: dict[str, list[dict[str, Any]]], path: Path) -> Path | None:
+    """Plot 3: throughput against each knob's values, one small panel per knob."""
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.0 * columns, 3.0 * rows), squeeze=False)
+    for ax, (knob, points) in zip(axes.flat, panels.items()):
+        labels = [str(p["value"]) for p in points]
+        speeds = [p["samples_per_s"] or 0.0 for p in points]
+        colors = [BASE_COLOR if p["baseline"] else OTHER_COLOR if p["samples_per_s"] else BAD_COLOR
+                  for p in points]
+        ax.bar(range(len(points)), speeds, color=colors)
+        for index, point in enumerate(points):
+            if not point["samples_per_s"]:
+                ax.text(index, 0, point["status"], ha="center", va="bottom", color=BAD_COLOR, fontsize=8)
+        ax.set_xticks(range(len(points)), labels, fontsize=8, rotation=30 if len(points) > 4 else 0)
+        ax.set_title(knob, fontsize=10)
+        ax.set_ylabel("samples/s", fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Throughput against each knob's values (grey: the baseline)")
+    return _save(fig, path)
+
+
+def compile_cost(points: list[dict[str, Any]], path: Path) -> Path | None:
+    """Plot 4: compile time against steps_per_execution, one line per XLA setting."""
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    series: dict[str, list[tuple[int, float]]] = {}
+    for point in points:
+        series.setdefault(f"jit_compile={point['jit_compile']}", []).append(
+            (point["steps_per_execution"], point["compile_s"]))
+    for name, values in sorted(series.items()):
+        values.sort()
+        ax.plot([v[0] for v in values], [v[1] for v in values], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("steps_per_execution")
+    ax.set_ylabel("compile time (s)")
+    ax.set_title("The cost side: compile time")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def loss_curves(curves: dict[str, Any], path: Path) -> Path | None:
+    """Plot 5: the numerics guard's loss curves, the baseline against each checked configuration."""
+    baseline = curves["baseline"]
+    if not baseline and not curves["checked"]:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    if baseline:
+        ax.plot(range(1, len(baseline) + 1), baseline, color="black", linewidth=2, label="baseline")
+    for entry in curves["checked"]:
+        curve = entry["curve"]
+        style = "-" if entry["ok"] else ":"
+        ax.plot(range(1, len(curve) + 1), curve, linestyle=style, marker="o",
+                label=f"{entry['label']} ({'kept' if entry['ok'] else 'rejected'})")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss")
+    title = "Numerics guard: loss curves" if curves["checked"] else \
+        "Baseline loss (no configuration tried changes numerics)"
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+PLOTS: dict[str, tuple[str, Callable[[Any, Path], Path | None]]] = {
+    "time_bars": ("time_per_config.png", time_bars),
+    "waterfall": ("speedup_waterfall.png", waterfall),
+    "knob_panels": ("throughput_by_knob.png", knob_panels),
+    "compile": ("compile_time.png", compile_cost),
+    "loss_curves": ("loss_curves.png", loss_curves),
+}
+
+
+def draw_all(data: dict[str, Any], folder: Path) -> dict[str, Path | None]:
+    """Draw every plot into `folder`; None for a plot with nothing to draw."""
+    return {key: draw(data[key], folder / name) for key, (name, draw) in PLOTS.items()}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the built-in defaults: set up, then tune the built-in `tiny`
-# workload (SQLite study in ./fitspeed.db, answer in ./best.json).
+# workload (SQLite study in ./fitspeed.db, answer in ./best.json), then write
+# the HTML report with its plots to ./fitspeed-report/.
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-venv.sh
 .venv/bin/fitspeed tune tiny --trials 12
+.venv/bin/fitspeed report

@@ -45,6 +45,7 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds before a t
 MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Resident memory limit per trial, such as 4GiB or 2048 (MiB); over it the trial is recorded as oom.")]
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
+MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
 
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 1.0, "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024, "m": 1.0, "mb": 1.0, "mib": 1.0,
@@ -136,11 +137,16 @@ def measure(
     memory_limit: MemoryOpt = None,
     results_path: ResultsOpt = DEFAULT_RESULTS,
     as_json: JsonOpt = False,
+    monitor: MonitorOpt = False,
+    profile: Annotated[bool, typer.Option("--profile", help="Trace one more timed window with the backend's profiler (into fitspeed-profiles/); print its top 10 ops and how to open it.")] = False,
 ) -> None:
     """Measure training speed of one configuration in a fresh process."""
+    import dataclasses
+
     from fitspeed.runner import run_trial
 
     spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, memory_limit)
+    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
     with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
     _check_user_error(record)
@@ -149,9 +155,19 @@ def measure(
         print(json.dumps(record, indent=2))
     else:
         tables.print_trials(out, [record], title=f"{workload} · {record['spec']['data'] or 'synthetic'}")
+        if record.get("profile"):
+            tables.print_profile(out, record["profile"])
         err.print(f"record appended to {results_path}", highlight=False)
     if record["status"] != "ok":
         raise typer.Exit(1)
+
+
+def _profile_dir(workload: str) -> str:
+    """A fresh folder for one profile: fitspeed-profiles/WORKLOAD-YYYYMMDD-HHMMSS."""
+    import time
+
+    name = re.sub(r"[^\w.-]+", "_", workload).strip("_") or "workload"
+    return str(Path("fitspeed-profiles", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").absolute())
 
 
 @app.command()
@@ -236,6 +252,7 @@ def tune(
     memory_limit: MemoryOpt = None,
     best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
     as_json: JsonOpt = False,
+    monitor: MonitorOpt = False,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
     from fitspeed import best as best_file
@@ -249,7 +266,7 @@ def tune(
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
-        batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"), monitor=monitor,
     )
     from rich.progress import Progress
 
@@ -267,7 +284,8 @@ def tune(
                 label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
                 _check_user_error(record)
                 err.print(f"{info['phase']:>9} {label}: {record['status']}"
-                          + (f", {speed:,.0f} samples/s" if speed else f" ({record.get('reason')})"),
+                          + (f", {speed:,.0f} samples/s" if speed else f" ({record.get('reason')})")
+                          + tables.monitor_brief(record.get("monitor")),
                           highlight=False)
             elif kind == "guard":
                 verdict = info["verdict"]
@@ -323,6 +341,42 @@ def report(
     written = write(summary, out_dir)
     drawn = sum(path is not None for path in written.plots.values())
     err.print(f"report written to {written.index} ({drawn} of {len(written.plots)} plots)", highlight=False)
+
+
+@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def monitor(
+    command: Annotated[Optional[list[str]], typer.Argument(help="The command to watch, after `--`; without one, sample until Ctrl-C.", show_default=False)] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
+    out_path: Annotated[Path, typer.Option("--out", help="CSV to write (one row per sample); the plot goes beside it as .png.")] = Path("fitspeed-monitor.csv"),
+    pid: Annotated[Optional[int], typer.Option("--pid", help="Follow this running process and its children instead of starting a command.")] = None,
+) -> None:
+    """Sample CPU per core, threads, memory, I/O and NVIDIA GPUs to CSV and a PNG plot."""
+    import shlex
+
+    from fitspeed import monitor as sampling
+
+    if interval <= 0:
+        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval}.")
+    what = _short(shlex.join(command)) if command else f"process {pid}" if pid is not None else "the host"
+    err.print(f"sampling {what} every {interval:g} s into {out_path}"
+              + ("" if command or pid is not None else "; Ctrl-C to stop"), highlight=False)
+    watched = sampling.watch(command or [], out=out_path, interval_s=interval, pid=pid,
+                             say=lambda text: err.print(text, highlight=False))
+    png = None
+    if watched.samples:
+        from fitspeed.monitor_plot import plot
+
+        png = plot(out_path, title=f"fitspeed monitor: {what}")
+    tables.print_monitor(out, sampling.summarize(watched.samples, interval), len(watched.samples))
+    err.print(f"{len(watched.samples)} samples in {out_path}" + (f", plot in {png}" if png else
+              f"; none taken, the command ended within the first {interval:g} s interval"), highlight=False)
+    if watched.exit_code:
+        raise typer.Exit(watched.exit_code)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()

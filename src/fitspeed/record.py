@@ -43,6 +43,8 @@ class TrialSpec:
     timeout_s: float | None = 900.0
     memory_limit_mb: int | None = None
     mode: str = "time"
+    monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.monitor)
+    profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.profiling)
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train"):
@@ -82,6 +84,9 @@ class TrialSpec:
             "timeout_s": self.timeout_s,
             "memory_limit_mb": self.memory_limit_mb,
             "mode": self.mode,
+            # optional: absent when off, so records without them read the same
+            **({"monitor": True} if self.monitor else {}),
+            **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
         }
 
     @classmethod

@@ -5,6 +5,8 @@ new process group, and watches it: past `timeout_s` the group is killed
 (`timeout`); over `memory_limit_mb` of resident memory, summed over the
 child's process tree, it is killed too (`oom`). A child that dies without a
 record is `crashed`, with its signal or exit code and the tail of stderr.
+With `spec.monitor`, a `fitspeed.monitor` sampler follows the child's process
+tree and the GPUs meanwhile, and the record gains a `monitor` summary.
 
 This module runs in the parent and never imports a framework.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from fitspeed import environment
+from fitspeed import environment, monitor
 from fitspeed.record import TrialSpec, decode, new_record
 
 POLL_S = 0.05
@@ -128,9 +130,12 @@ def run_trial(
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
+            sampler = monitor.start_for_trial(proc.pid) if spec.monitor else None
             try:
                 killed = _watch(proc, spec, started)
             finally:
+                if sampler is not None:
+                    sampler.stop()
                 # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
                 # it stops the child, and any worker processes it left behind.
                 _kill_group(proc)
@@ -158,4 +163,6 @@ def run_trial(
             record = decoded
     record["stderr_tail"] = stderr_tail if record["status"] != "ok" else None
     record["wall_s"] = wall_s
+    if sampler is not None:
+        record["monitor"] = monitor.trial_summary(sampler, record)
     return record

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fitspeed.compare import Comparison, throughput
@@ -52,6 +53,9 @@ def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) ->
     table.add_column("ms/step", justify="right")
     table.add_column("compile s", justify="right")
     table.add_column("loss", justify="right")
+    watched = any(record.get("monitor") for record in records)
+    for column in _MONITOR_COLUMNS if watched else ():
+        table.add_column(column, justify="right")
     for record in records:
         metrics = record.get("metrics") or {}
         speed, _ = _speed(metrics) if record["status"] == "ok" else ("–", "–")
@@ -62,8 +66,57 @@ def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) ->
             _num(metrics.get("ms_per_step"), 2),
             _num(metrics.get("compile_s"), 2),
             _loss(metrics.get("final_loss")),
+            *(_monitor_cells(record.get("monitor") or {}) if watched else ()),
         )
     return table
+
+
+# `--monitor` summaries (fitspeed.monitor.summarize): CPU % is the trial's process tree, 100 = one core
+_MONITOR_COLUMNS = ("CPU %", "threads", "GPU % (peak)", "GPU MiB", "GPU W")
+
+
+def _mean_peak(mean: float | None, peak: float | None) -> str:
+    return "–" if mean is None else f"{mean:,.0f} ({_num(peak, 0)})"
+
+
+def _monitor_cells(summary: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        _num(summary.get("cpu_percent_mean"), 0),
+        _num(summary.get("threads_peak"), 0),
+        _mean_peak(summary.get("device_util_mean"), summary.get("device_util_peak")),
+        _num(summary.get("device_memory_peak_mb"), 0),
+        _num(summary.get("power_mean_w"), 0),
+    )
+
+
+def monitor_brief(summary: dict[str, Any] | None) -> str:
+    """A trial's monitor summary in one phrase, for progress lines ('' without one).
+
+    >>> monitor_brief({"cpu_percent_mean": 183.4, "threads_peak": 37, "device_util_mean": None})
+    '; CPU 183%, 37 threads'
+    """
+    if not summary or summary.get("cpu_percent_mean") is None:
+        return ""
+    text = f"; CPU {summary['cpu_percent_mean']:.0f}%, {_num(summary.get('threads_peak'), 0)} threads"
+    if summary.get("device_util_mean") is not None:
+        text += f", GPU {summary['device_util_mean']:.0f}% ({_num(summary.get('device_memory_peak_mb'), 0)} MiB)"
+    return text
+
+
+def _monitor_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows for one summary: CPU and threads, then the GPUs if there were any."""
+    rows = [
+        ("CPU % mean (peak), 100 = one core", _mean_peak(summary.get("cpu_percent_mean"), summary.get("cpu_percent_peak"))),
+        ("host CPU % mean, all cores", _num(summary.get("host_cpu_percent_mean"), 0)),
+        ("threads peak", _num(summary.get("threads_peak"), 0)),
+    ]
+    if summary.get("gpus") or summary.get("device_util_mean") is not None:
+        rows += [
+            ("GPU utilization % mean (peak)", _mean_peak(summary.get("device_util_mean"), summary.get("device_util_peak"))),
+            ("GPU memory peak MiB", _num(summary.get("device_memory_peak_mb"), 0)),
+            ("GPU power mean W", _num(summary.get("power_mean_w"), 0)),
+        ]
+    return rows
 
 
 def _status(status: str) -> str:
@@ -94,6 +147,10 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB", _num(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
+    watched = record.get("monitor")
+    if watched:
+        rows.append(("monitor samples", f"{watched['samples']} over the {watched.get('scope', 'trial')}"))
+        rows += _monitor_rows(watched)
     for name, value in rows:
         table.add_row(name, value)
     return table
@@ -227,3 +284,43 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                           highlight=False)
         console.print("A larger batch changes the training recipe: re-tune the learning rate "
                       "(and check accuracy) before you keep it.", highlight=False)
+
+
+def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> None:
+    """What `fitspeed monitor` saw, in a few figures (the CSV and the plot have the rest)."""
+    table = Table(title=f"monitor · {samples} samples every {_num(summary.get('interval_s'), 2)} s", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", justify="right")
+    rows = _monitor_rows(summary)
+    if summary.get("rss_peak_mb") is not None:
+        rows.insert(3, ("resident memory peak MiB", _num(summary.get("rss_peak_mb"), 0)))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def print_profile(console: Console, profile: dict[str, Any]) -> None:
+    """The traced window: its ten most expensive ops, and how to open the trace."""
+    if profile.get("error"):
+        console.print(f"[bold]profile failed[/]: {profile['error']}", highlight=False)
+    ops = profile.get("top_ops") or []
+    if ops:
+        where = "device" if profile.get("where") == "device" else "host"
+        speed = profile.get("samples_per_s")
+        table = Table(title=f"top {len(ops)} ops by self time on the {where}, one traced window of "
+                            f"{profile.get('steps')} steps" + (f" ({speed:,.0f} samples/s under the profiler)" if speed else ""),
+                      header_style="bold")
+        for column in ("ms", "share", "calls"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("op [type]", overflow="fold")
+        for op in ops:
+            kind = f" [dim]{escape('[' + op['op_type'] + ']')}[/]" if op.get("op_type") else ""
+            table.add_row(_num(op["self_ms"], 2), f"{100 * op['share']:.1f}%", str(op["count"]), escape(op["op"]) + kind)
+        console.print(table)
+    for path in profile.get("trace_files") or []:
+        console.print(f"trace: {path}", highlight=False, soft_wrap=True)
+    command, *needs = profile.get("open") or [None]
+    if command:
+        console.print(f"open it: [bold]{command}[/]", highlight=False, soft_wrap=True)
+        for line in needs:
+            console.print(f"  {line}", highlight=False, soft_wrap=True)

@@ -60,6 +60,7 @@ class TuneSettings:
     space: tuple[str, ...] = ()
     knobs: tuple[str, ...] = ()  # search only these (empty: all)
     batch_sizes: tuple[int, ...] = ()
+    monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.monitor)
 
     @property
     def study_name(self) -> str:
@@ -69,7 +70,7 @@ class TuneSettings:
         return TrialSpec(
             model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
             repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
-            memory_limit_mb=self.memory_limit_mb,
+            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor,
         )
 
     def steps_for(self, config: TrialConfig) -> int | None:

@@ -11,6 +11,10 @@ Who owns what, in the order a trial child runs them:
 |              |                        | and the seeds                                      |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
 | data         | `fitspeed.datasets`    | batch_size, and the channels_first transpose       |
+| data         | `fitspeed.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
+|              |                        | shuffle_buffer, interleave, data_deterministic,    |
+|              |                        | data_autotune (tf.data); workers,                  |
+|              |                        | use_multiprocessing, max_queue_size (PyDataset)    |
 
 Process-wide settings stay for the life of the process, which is why every
 trial runs in a fresh one. `before_import` must run before keras is imported.

@@ -45,6 +45,7 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds before a t
 MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Resident memory limit per trial, such as 4GiB or 2048 (MiB); over it the trial is recorded as oom.")]
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
+AugmentOpt = Annotated[bool, typer.Option("--augment", help="With --data images:DIR: random crop and flip per example (same as --data images+augment:DIR).")]
 MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
 
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
@@ -82,6 +83,16 @@ def parse_duration(text: str | None) -> float | None:
     if text is None:
         return None
     return _quantity(text, _TIME_UNITS, "--time", "a duration such as 90s, 20m or 1h")
+
+
+def _augmented(data: str | None, augment: bool) -> str | None:
+    """`--data images:DIR --augment` as the data reference `images+augment:DIR`."""
+    if not augment:
+        return data
+    if not (data or "").startswith("images:"):
+        raise UserError(f"Expected --augment with --data images:DIR. Received: --data {data}. "
+                        "Pass a folder of images, or drop --augment.")
+    return "images+augment:" + (data or "").partition(":")[2]
 
 
 def _spec(
@@ -129,6 +140,7 @@ def _check_user_error(record: dict[str, Any]) -> None:
 def measure(
     workload: Workload,
     data: DataOpt = None,
+    augment: AugmentOpt = False,
     set_: SetOpt = None,
     steps: StepsOpt = None,
     repeats: RepeatsOpt = 5,
@@ -145,7 +157,7 @@ def measure(
 
     from fitspeed.runner import run_trial
 
-    spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, memory_limit)
+    spec = _spec(workload, _augmented(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit)
     spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
     with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
@@ -178,6 +190,7 @@ def compare(
     pairs: Annotated[int, typer.Option("--pairs", min=1, help="Interleaved A/B pairs, each trial a fresh process.")] = 5,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
     data: DataOpt = None,
+    augment: AugmentOpt = False,
     set_: SetOpt = None,
     steps: StepsOpt = None,
     repeats: RepeatsOpt = 3,
@@ -191,6 +204,7 @@ def compare(
     from fitspeed.compare import compare as run_compare
 
     base = TrialConfig.from_assignments(set_ or [])
+    data = _augmented(data, augment)
     spec_a = _spec(workload, data, a or [], steps, repeats, seed, timeout, memory_limit, base)
     spec_b = _spec(workload, data, b or [], steps, repeats, seed, timeout, memory_limit, base)
 
@@ -235,6 +249,7 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...]:
 def tune(
     workload: Workload,
     data: DataOpt = None,
+    augment: AugmentOpt = False,
     set_: SetOpt = None,
     trials: Annotated[int, typer.Option("--trials", min=1, help="Configurations to measure in the study (a rerun continues to this total).")] = 30,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
@@ -262,7 +277,7 @@ def tune(
     base = TrialConfig.from_assignments(set_ or [])
     check_backend_installed(base.backend)
     settings = TuneSettings(
-        model=check_model(workload), data=check_data(data), base=base, trials=trials,
+        model=check_model(workload), data=check_data(_augmented(data, augment)), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
@@ -389,6 +404,65 @@ def workloads() -> None:
 def knobs() -> None:
     """List every knob, its values, and which backends support it."""
     tables.print_knobs(out)
+
+
+@app.command()
+def doctor(
+    workload: Workload,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    epochs: Annotated[int, typer.Option("--epochs", min=2, help="Epochs of the fit() timed at its edges.")] = 4,
+    fixes: Annotated[bool, typer.Option("--fixes/--no-fixes", help="Try the candidate fixes and measure their gain.")] = True,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    results_path: ResultsOpt = DEFAULT_RESULTS,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes."""
+    from fitspeed.doctor import diagnose, render
+
+    data = _augmented(data, augment)
+    spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, None)
+
+    def event(kind: str, info: dict[str, Any]) -> None:
+        if kind == "trial":
+            record = info["record"]
+            _check_user_error(record)
+            results.append(results_path, [record])
+            metrics = record.get("metrics") or {}
+            detail = (f"{metrics['ms_per_step']:.1f} ms per step" if "ms_per_step" in metrics
+                      else f"{metrics.get('lost_s', 0):.2f} s lost at epoch edges" if "lost_s" in metrics
+                      else record.get("reason"))
+            err.print(f"{info['name']:>9}: {record['status']}, {detail}", highlight=False)
+
+    with _interruptible(), err.status(f"diagnosing {workload}…"):
+        report = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
+                          seed=seed, timeout_s=timeout, try_fixes=fixes, on_event=event)
+    summary = report.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        render(out, summary)
+
+
+@app.command("make-images")
+def make_images(
+    folder: Annotated[Path, typer.Argument(help="Folder to write CLASS/NNNNNN.jpg files into.")],
+    count: Annotated[int, typer.Option("--count", min=1, help="Images to write.")] = 2000,
+    size: Annotated[int, typer.Option("--size", min=8, help="Height and width in pixels.")] = 32,
+    source: Annotated[str, typer.Option("--source", help="synthetic or cifar10 (downloads once).")] = "synthetic",
+    seed: SeedOpt = 0,
+) -> None:
+    """Write a folder of JPEG images in class subfolders, for --data images:DIR."""
+    from fitspeed.image_folder import write
+
+    with err.status(f"writing {count} images…"):
+        written = write(folder, count, size, source, seed)
+    out.print(f"wrote {sum(written.values())} images of {size}x{size} in {len(written)} classes to {folder}; "
+              f"use --data images:{folder}", highlight=False)
 
 
 def main() -> None:

@@ -29,6 +29,17 @@ class TrialConfig:
     deterministic: bool = False
     intra_op_threads: int = 0
     inter_op_threads: int = 0
+    prefetch: int | str = "off"
+    map_parallelism: int | str = 1
+    cache: str = "off"
+    vectorize: bool = False
+    shuffle_buffer: int = 0
+    interleave: int = 1
+    data_deterministic: bool = True
+    data_autotune: bool = True
+    workers: int = 0
+    use_multiprocessing: bool | str = "keep"
+    max_queue_size: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

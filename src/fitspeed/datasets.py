@@ -29,11 +29,13 @@ MAX_ARRAY_BYTES = 1 << 30  # the cycled fit() arrays stay under 1 GiB
 class Data:
     """What a source gave: arrays, a tf.data.Dataset or a PyDataset."""
 
-    kind: str  # "arrays", "dataset" or "pydataset"
+    kind: str  # "arrays", "dataset", "pydataset", or "source" (an images: folder, before pipeline.prepare)
     x: Any = None
     y: Any = None
     source: Any = None  # the dataset or PyDataset
     batch_size: int | None = None  # fixed by a dataset; None for arrays
+    autotune: bool = True  # arrays: False feeds Keras's array pipeline with autotune off
+    origin: str | None = None  # "images" for the pipeline fitspeed built from a folder
 
     @property
     def sample_bytes(self) -> int:
@@ -151,6 +153,23 @@ def load(ref: str, input_shape: tuple[int, ...], num_classes: int, batch_size: i
     if ref.startswith("npz:"):
         x, y = _npz(ref[4:])
         return Data("arrays", x=x, y=y)
+    if ref.startswith(("images:", "images+augment:")):
+        from fitspeed.pipeline import list_images
+
+        kind, _, folder = ref.partition(":")
+        if len(input_shape) != 3:
+            raise DataError(
+                f"Expected a model that takes images (height, width, channels) for {ref!r}. "
+                f"Received a model whose input shape is {_shape_text(input_shape)}. Use an image model such as tiny or cnn-low."
+            )
+        size = (int(input_shape[0]), int(input_shape[1]))
+        source = list_images(folder, size, kind == "images+augment", num_classes)
+        return Data("source", source=source, batch_size=batch_size)
+    if ref == "pyloader":
+        from fitspeed.loaders import HeavyLoader
+
+        return Data("pydataset", source=HeavyLoader(input_shape, num_classes, batch_size, seed),
+                    batch_size=batch_size)
     return _user(ref, batch_size)
 
 
@@ -183,7 +202,7 @@ def fit_layout(data: Data, model: keras.Model, ref: str) -> Data:
             and _fits((x.shape[3], x.shape[1], x.shape[2]), expected)
         ):
             x = np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)))
-        data = Data("arrays", x=x, y=data.y)
+        data = Data("arrays", x=x, y=data.y, autotune=data.autotune)
         received = tuple(x.shape[1:])
     elif data.kind == "dataset":
         spec = data.source.element_spec
@@ -240,6 +259,10 @@ def fit_input(data: Data, steps: int, batch_size: int) -> dict[str, Any]:
     if data.kind == "arrays":
         total = steps * batch_size
         index = np.arange(total) % len(data.x)
+        if not data.autotune:
+            from fitspeed.pipeline import keras_array_dataset
+
+            return {"x": keras_array_dataset(data.x[index], data.y[index], batch_size, autotune=False)}
         return {"x": data.x[index], "y": data.y[index], "batch_size": batch_size}
     if data.kind == "dataset":
         import tensorflow as tf

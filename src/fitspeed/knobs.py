@@ -93,6 +93,55 @@ def _jit_compile(raw: object) -> bool | str:
         ) from None
 
 
+def _prefetch(raw: object) -> int | str:
+    """off, a buffer of N batches, or autotune.
+
+    >>> _prefetch("autotune"), _prefetch("off"), _prefetch("4")
+    ('autotune', 'off', 4)
+    """
+    text = str(raw).strip().lower()
+    if text in ("off", "0", "false", "none"):
+        return "off"
+    if text in ("autotune", "-1"):
+        return "autotune"
+    try:
+        return _int("prefetch", raw, 1)
+    except KnobError:
+        raise KnobError(
+            f"Expected `prefetch` to be off, autotune or an integer >= 1. Received: {raw!r}. "
+            "Use for example --set prefetch=autotune."
+        ) from None
+
+
+def _parallelism(raw: object) -> int | str:
+    """Parallel calls of the per-example map: 1 (sequential), N, or autotune.
+
+    >>> _parallelism("autotune"), _parallelism(2)
+    ('autotune', 2)
+    """
+    if str(raw).strip().lower() in ("autotune", "-1"):
+        return "autotune"
+    try:
+        return _int("map_parallelism", raw, 1)
+    except KnobError:
+        raise KnobError(
+            f"Expected `map_parallelism` to be autotune or an integer >= 1. Received: {raw!r}. "
+            "Use for example --set map_parallelism=autotune."
+        ) from None
+
+
+def _keep_or_bool(name: str, raw: object) -> bool | str:
+    if str(raw).strip().lower() == "keep":
+        return "keep"
+    try:
+        return _bool(name, raw)
+    except KnobError:
+        raise KnobError(
+            f"Expected `{name}` to be keep, true or false. Received: {raw!r}. "
+            f"Use for example --set {name}=true."
+        ) from None
+
+
 def _torch_single_step(value: Any, backend: str) -> str | None:
     if backend == "torch" and value != 1:
         return "the PyTorch backend of Keras runs one step per execution only"
@@ -236,6 +285,107 @@ KNOBS: tuple[Knob, ...] = (
         stage="process",
         parse=lambda raw: _int("inter_op_threads", raw, 0),
         unsupported_on=_jax_no_threads,
+    ),
+    Knob(
+        name="prefetch",
+        description="tf.data: dataset.prefetch(N or AUTOTUNE) at the end of the pipeline; off adds none.",
+        values="off, autotune, integer >= 1",
+        default="off",
+        scope="data",
+        stage="data",
+        parse=_prefetch,
+    ),
+    Knob(
+        name="map_parallelism",
+        description="tf.data: num_parallel_calls of the per-example map (decode, augment).",
+        values="autotune, integer >= 1",
+        default=1,
+        scope="data",
+        stage="data",
+        parse=_parallelism,
+    ),
+    Knob(
+        name="cache",
+        description="tf.data: dataset.cache() after decoding, in memory or in a file.",
+        values="off, memory, file",
+        default="off",
+        scope="data",
+        stage="data",
+        parse=lambda raw: _choice("cache", raw, ("off", "memory", "file")),
+    ),
+    Knob(
+        name="vectorize",
+        description="tf.data: batch before the augment map, so it runs once per batch (same randomness per example).",
+        values="true, false",
+        default=False,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _bool("vectorize", raw),
+    ),
+    Knob(
+        name="shuffle_buffer",
+        description="tf.data: dataset.shuffle(N) before repeat; 0 reads in file order.",
+        values="integer >= 0",
+        default=0,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _int("shuffle_buffer", raw, 0),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="interleave",
+        description="tf.data: files read in parallel with interleave(cycle_length=N); 1 reads one at a time.",
+        values="integer >= 1",
+        default=1,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _int("interleave", raw, 1),
+    ),
+    Knob(
+        name="data_deterministic",
+        description="tf.data: keep element order in parallel map and interleave (Options.deterministic).",
+        values="true, false",
+        default=True,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _bool("data_deterministic", raw),
+        changes_numerics=True,
+    ),
+    Knob(
+        name="data_autotune",
+        description="tf.data: Options.autotune.enabled, also for the pipeline Keras builds from numpy arrays.",
+        values="true, false",
+        default=True,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _bool("data_autotune", raw),
+    ),
+    Knob(
+        name="workers",
+        description="PyDataset: workers that call __getitem__ (threads, or processes); 0 keeps the PyDataset's own.",
+        values="integer >= 0",
+        default=0,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _int("workers", raw, 0),
+    ),
+    Knob(
+        name="use_multiprocessing",
+        description="PyDataset: workers are processes (true) or threads under the GIL (false); keep keeps its own.",
+        values="keep, true, false",
+        default="keep",
+        scope="data",
+        stage="data",
+        parse=lambda raw: _keep_or_bool("use_multiprocessing", raw),
+    ),
+    Knob(
+        name="max_queue_size",
+        description="PyDataset: batches the workers may hold ready; 0 keeps the PyDataset's own.",
+        values="integer >= 0",
+        default=0,
+        scope="data",
+        stage="data",
+        parse=lambda raw: _int("max_queue_size", raw, 0),
     ),
 )
 

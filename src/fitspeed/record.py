@@ -30,7 +30,8 @@ class TrialSpec:
     steps_per_execution), or None to size each repeat to `target_seconds`.
     `mode` "time" runs the measurement protocol; "train" trains `repeats`
     epochs of `steps` steps from the seed with no warm-up, for the numerics
-    guard's loss curve.
+    guard's loss curve. "input", "compute" and "epochs" are `fitspeed doctor`'s
+    measurements (`fitspeed.input_probe`).
     """
 
     model: str
@@ -47,7 +48,7 @@ class TrialSpec:
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.profiling)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("time", "train"):
+        if self.mode not in ("time", "train", "input", "compute", "epochs"):
             raise ValueError(f"unknown trial mode {self.mode!r}")
         if self.mode == "train" and self.steps is None:
             raise ValueError("a train-mode trial needs a fixed number of steps")

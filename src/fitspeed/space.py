@@ -14,6 +14,7 @@ from typing import Any
 
 from fitspeed.config import TrialConfig
 from fitspeed.errors import KnobError
+from fitspeed.inputs import INPUT_KNOBS, data_kind, why_not
 from fitspeed.knobs import get_knob
 from fitspeed.workloads import MODELS
 
@@ -47,9 +48,9 @@ def _image_model(model: str) -> bool | None:
 
 
 def default_space(
-    model: str, base: TrialConfig, has_gpu: bool, cores: int | None = None
+    model: str, base: TrialConfig, has_gpu: bool, cores: int | None = None, data: str | None = None
 ) -> list[Dimension]:
-    """The dimensions to sweep, in the order the articles try them."""
+    """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind."""
     cores = cores or os.cpu_count() or 1
     backend = base.backend
     dims: list[Dimension] = []
@@ -79,7 +80,38 @@ def default_space(
             dims.append(Dimension("intra_op_threads", (), "this machine has one core"))
         dims.append(Dimension("inter_op_threads", (1,)))
     dims.append(Dimension("deterministic", (True,), cost_only=True))
+    dims.extend(input_space(data_kind(data), base, cores))
     return [_drop_baseline(d, base) for d in dims]
+
+
+def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimension]:
+    """The input knobs for data of `kind` (`fitspeed.inputs`); the others skipped with the reason.
+
+    `kind` None is a user's function, whose kind the baseline trial reports.
+    """
+    workers = max(2, cores)
+    values: dict[str, tuple[Any, ...]] = {
+        "prefetch": ("autotune", 2),
+        "map_parallelism": ("autotune", workers),
+        "cache": ("memory",),
+        "vectorize": (True,),
+        "interleave": (workers,),
+        "data_deterministic": (False,),
+        "data_autotune": (False,),
+        "workers": (workers,),
+        "use_multiprocessing": (True, False),
+        "max_queue_size": (32,),
+    }
+    dims = []
+    for knob in INPUT_KNOBS:
+        if kind is None:
+            dims.append(Dimension(knob, (), "the kind of your data is known once the baseline trial loads it"))
+            continue
+        reason = why_not(knob, kind, base.backend)
+        if reason is None and knob == "shuffle_buffer":
+            reason = "shuffle_buffer changes the order the model sees: a training choice, not a speed knob"
+        dims.append(Dimension(knob, () if reason else values[knob], reason))
+    return dims
 
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:

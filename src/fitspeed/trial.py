@@ -42,7 +42,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     apply_knobs.before_import(config, spec.seed)
     import keras  # noqa: F401  (imported after the environment is set)
 
-    from fitspeed import datasets, environment, models
+    from fitspeed import datasets, environment, input_probe, inputs, models
     from fitspeed.timing import StepTimer
 
     apply_knobs.after_import(config, spec.seed)
@@ -59,6 +59,10 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         )
     num_classes = int(model.output_shape[-1])
     data = datasets.load(data_ref, shape or (), num_classes, config.batch_size, spec.seed)
+    if data.kind != "arrays" or config.changed().keys() & set(inputs.INPUT_KNOBS):
+        from fitspeed import pipeline  # the input knobs (imports tensorflow)
+
+        data = pipeline.prepare(data, config, config.batch_size, spec.seed)
     data = datasets.fit_layout(data, model, data_ref)
     batch = data.batch_size or config.batch_size
     build_s = time.perf_counter() - started
@@ -66,6 +70,12 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     n = config.steps_per_execution
     if spec.mode == "train":
         return _train(spec, model, data, batch, env)
+    if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
+        if spec.mode == "input":
+            return input_probe.input_rate(spec, data, batch, env)
+        if spec.mode == "epochs":
+            return input_probe.epochs(spec, model, data, batch, env)
+        data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
     warm = StepTimer(marks=(n - 1, 2 * n - 1))
     model.fit(
         **datasets.fit_input(data, 2 * n, batch),
@@ -126,6 +136,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             jit_compile=bool(getattr(model, "jit_compile", False)),
             device_mb=environment.peak_device_memory_mb(config.backend),
             params=int(model.count_params()),
+            data_kind=data.origin or data.kind,
         ),
         notes=notes,
         **extra,
@@ -168,6 +179,7 @@ def _metrics(
     jit_compile: bool,
     device_mb: float | None,
     params: int,
+    data_kind: str | None = None,
 ) -> dict[str, Any]:
     from fitspeed.stats import summarize
 
@@ -189,6 +201,7 @@ def _metrics(
         "batch_callbacks_per_epoch": sorted(set(calls.values())),
         "jit_compile_resolved": jit_compile,
         "params": params,
+        "data_kind": data_kind,
     }
 
 

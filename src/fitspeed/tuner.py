@@ -18,6 +18,7 @@ configurations in the study (a rerun continues towards the same total), and/or
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ from fitspeed.config import TrialConfig
 from fitspeed.errors import KnobError
 from fitspeed.record import TrialSpec
 from fitspeed.runner import run_trial
-from fitspeed.space import Dimension, choices, default_space, only, override
+from fitspeed.inputs import KINDS, data_kind
+from fitspeed.space import Dimension, choices, default_space, input_space, only, override
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 Event = Callable[[str, dict[str, Any]], None]
@@ -105,7 +107,8 @@ class Tuner:
         self.base = settings.base
         self.dims: list[Dimension] = only(
             override(
-                default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0])),
+                default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0]),
+                              data=settings.data),
                 settings.space,
                 settings.base,
             ),
@@ -207,6 +210,7 @@ class Tuner:
         baseline = self.measure(self.base, "baseline")
         if baseline is None or throughput(baseline) is None:
             return self.finish()
+        self._learn_data_kind(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
         # Breadth first: every knob's most promising value, then the winners
         # combined, then the knobs' other values. A small budget still tries
@@ -228,6 +232,19 @@ class Tuner:
         self._sample(base_speed)
         self._batch_sizes()
         return self.finish()
+
+    def _learn_data_kind(self, baseline: dict[str, Any]) -> None:
+        """A user's data function: add the input knobs for the kind the baseline trial loaded."""
+        kind = (baseline.get("metrics") or {}).get("data_kind")
+        if data_kind(self.settings.data) is not None or kind not in KINDS:
+            return
+        learned = input_space(kind, self.base, os.cpu_count() or 1)
+        names = {d.knob for d in learned}
+        self.dims = only(override([d for d in self.dims if d.knob not in names] + learned,
+                                  self.settings.space, self.base), self.settings.knobs)
+        self.choices = choices(self.dims, self.base)
+        self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
+        self.emit("note", {"text": f"the data is {kind}: its input knobs join the search"})
 
     def _winners(self, sweep: list[Dimension], base_speed: float) -> dict[str, Any]:
         """Each knob's fastest value among those measured that beat `base_speed` by min_gain."""

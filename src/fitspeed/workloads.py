@@ -55,6 +55,10 @@ DATA: dict[str, DataInfo] = {
         DataInfo("cifar10", "CIFAR-10 through keras.datasets (downloads once)", (32, 32, 3), 10),
         DataInfo("fashion_mnist", "Fashion-MNIST through keras.datasets (downloads once)", (28, 28, 1), 10),
         DataInfo("npz:PATH", "your .npz file with arrays `x` and `y`", None, None),
+        DataInfo("images:DIR", "a folder of JPEG/PNG files in class subfolders, decoded and resized by tf.data "
+                 "(images+augment:DIR adds random crop and flip; write one with `fitspeed make-images`)", None, None),
+        DataInfo("pyloader", "a PyDataset whose __getitem__ does CPU-heavy Python work per example (article 002)",
+                 None, None),
         DataInfo("module:function", "your function returning (x, y), a tf.data.Dataset or a PyDataset", None, None),
     )
 }
@@ -90,6 +94,15 @@ def check_data(ref: str | None) -> str | None:
         return ref
     if ref.endswith(".npz") and not ref.startswith("npz:"):
         ref = f"npz:{ref}"
+    if ref.startswith(("images:", "images+augment:")):
+        folder = Path(ref.partition(":")[2])
+        if not folder.is_dir():
+            raise WorkloadError(
+                f"Expected images:DIR to name a folder of class subfolders holding JPEG or PNG files. "
+                f"Received: {str(folder)!r}, which is not a folder. Write one with "
+                f"`fitspeed make-images {folder}`."
+            )
+        return ref
     if ref.startswith("npz:"):
         path = Path(ref[4:])
         if not path.is_file():
@@ -102,6 +115,6 @@ def check_data(ref: str | None) -> str | None:
     if is_callable_ref(ref):
         return ref
     raise WorkloadError(
-        f"Unknown data {ref!r}. Expected synthetic, cifar10, fashion_mnist, npz:PATH "
-        "or module:function. Run `fitspeed workloads` to list them."
+        f"Unknown data {ref!r}. Expected synthetic, cifar10, fashion_mnist, npz:PATH, "
+        "images:DIR, pyloader or module:function. Run `fitspeed workloads` to list them."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,15 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
+
+
+def sigint_default() -> None:
+    """Popen's preexec_fn: Ctrl-C's default, as in a terminal's foreground process.
+
+    A shell starts background jobs with SIGINT ignored, and children inherit
+    that; a test that sends SIGINT must not depend on how pytest was started.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def child_env() -> dict[str, str]:

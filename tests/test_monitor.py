@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import QUICK, child_env, fitspeed, json_out
+from conftest import QUICK, child_env, fitspeed, json_out, sigint_default
 from fitspeed import monitor, monitor_plot, nvml, tables
 from fitspeed.config import TrialConfig
 from fitspeed.monitor import Sample, Sampler, TreeReading
@@ -270,7 +270,7 @@ def test_ctrl_c_in_a_terminal_stops_command_and_monitor(workdir: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "fitspeed", "monitor", "--interval", "0.1", "--out", "cmd.csv",
                              "--", sys.executable, "-c", "import time; time.sleep(60)"],
                             cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=sigint_default)
     try:
         _wait_for_rows(workdir / "cmd.csv", 3)
         os.killpg(proc.pid, signal.SIGINT)
@@ -293,7 +293,8 @@ def test_unwritable_out_is_one_sentence(workdir: Path) -> None:
 
 def _start_monitor(workdir: Path, out: str, interval: float) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "fitspeed", "monitor", "--interval", str(interval), "--out", out],
-                            cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
 
 
 def _wait_for_rows(path: Path, rows: int, timeout: float = 60) -> None:

@@ -13,7 +13,7 @@ import optuna
 import psutil
 from optuna.trial import TrialState
 
-from conftest import child_env, fitspeed, json_out
+from conftest import child_env, fitspeed, json_out, sigint_default
 
 FAST = ["--steps", "8", "--repeats", "2", "--pairs", "2"]
 
@@ -114,7 +114,8 @@ def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     args = ["tune", "tiny", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
             "--study", "c", *FAST]
     parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir, env=child_env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=sigint_default)
     deadline = time.time() + 300
     while time.time() < deadline and not any(t.state == TrialState.COMPLETE for t in trials(storage, "c")):
         time.sleep(0.3)

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["fitspeed.stats", "fitspeed.knobs", "fitspeed.workloads", "fitspeed.guard", "fitspeed.best",
-           "fitspeed.cli", "fitspeed.tuner"]
+           "fitspeed.cli", "fitspeed.tuner", "fitspeed.summary"]
 
 
 @pytest.mark.parametrize("name", MODULES)

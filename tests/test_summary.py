@@ -63,3 +63,17 @@ def test_partial_study_without_verification() -> None:
     summary = summarize(data)
     assert summary["best"]["verdict"] == "not verified yet"
     assert summary["best"]["config"] == base.to_dict()
+
+
+def test_determinism_is_a_cost_never_a_rejected_speed_candidate() -> None:
+    base = TrialConfig()
+    det = TrialConfig(deterministic=True)
+    data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict(), "min_gain": 0.05,
+                                   "skipped": {"cache": "cache applies to images", "vectorize": "vectorize applies to images"}},
+            "trials": [trial(base, "baseline", speed=100.0), trial(det, "sweep", speed=108.0)],
+            "guards": {}, "verification": None}
+    summary = summarize(data)
+    outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
+    assert outcomes["deterministic=True"] == "cost only (1.08×)"
+    assert summary["rejected"] == []
+    assert summary["skipped_groups"] == [(["cache", "vectorize"], "applies to images")]

@@ -34,6 +34,20 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
     }
 
 
+def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
+    """Skipped knobs grouped by reason, each knob's own name taken off the front of its reason.
+
+    >>> skipped_groups({"cache": "cache applies to X", "vectorize": "vectorize applies to X",
+    ...                 "precision": "mixed_float16: no GPU"})
+    [(['cache', 'vectorize'], 'applies to X'), (['precision'], 'mixed_float16: no GPU')]
+    """
+    groups: dict[str, list[str]] = {}
+    for knob, reason in skipped.items():
+        text = reason[len(knob) + 1:] if reason.startswith(knob + " ") else reason
+        groups.setdefault(text, []).append(knob)
+    return [(knobs, text) for text, knobs in groups.items()]
+
+
 def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for trial in trials:
@@ -72,6 +86,8 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
             outcome = f"numerics changed: {verdict['reason']}"
         elif config == base:
             outcome = "baseline"
+        elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
+            outcome = "cost only" + (f" ({ratio:.2f}×)" if ratio is not None else "")
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
         elif numeric and not verdict:
@@ -92,7 +108,8 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
             batch_sizes.append(row)
         elif trial["phase"] in ("sweep", "measure", "compare") and len(changes) == 1:
             effects.append(row)
-        if outcome not in ("baseline", "faster") and trial["phase"] != "batch_size":
+        if outcome not in ("baseline", "faster") and not outcome.startswith("cost only") \
+                and trial["phase"] != "batch_size":
             rejected.append(row)
 
     verification = data.get("verification") or {}
@@ -113,6 +130,7 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
         "data": meta.get("data"),
         "environment": environment,
         "skipped": meta.get("skipped") or {},
+        "skipped_groups": skipped_groups(meta.get("skipped") or {}),
         "tolerance": meta.get("tolerance"),
         "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve},
         "best": {

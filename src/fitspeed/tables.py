@@ -255,8 +255,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")
     for row in summary["effects"]:
         effects.add_row(row["config"], _num(row["samples_per_s"], 0), _ratio(row["ratio"]), row["outcome"])
-    for knob, reason in summary["skipped"].items():
-        effects.add_row(knob, "–", "–", f"skipped: {reason}")
+    for knobs, reason in summary["skipped_groups"]:
+        effects.add_row(", ".join(knobs), "–", "–", f"skipped: {reason}")
     console.print(effects)
 
     if summary["rejected"]:

@@ -370,8 +370,7 @@ def monitor(
 
     from fitspeed import monitor as sampling
 
-    if interval <= 0:
-        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval}.")
+    sampling.check_interval(interval)
     what = _short(shlex.join(command)) if command else f"process {pid}" if pid is not None else "the host"
     err.print(f"sampling {what} every {interval:g} s into {out_path}"
               + ("" if command or pid is not None else "; Ctrl-C to stop"), highlight=False)

@@ -20,6 +20,7 @@ import numpy as np
 
 from fitspeed.errors import DataError
 from fitspeed.models import import_callable
+from fitspeed.workloads import IMAGE_PREFIXES
 
 SYNTHETIC_SAMPLES = 2048
 MAX_ARRAY_BYTES = 1 << 30  # the cycled fit() arrays stay under 1 GiB
@@ -153,7 +154,7 @@ def load(ref: str, input_shape: tuple[int, ...], num_classes: int, batch_size: i
     if ref.startswith("npz:"):
         x, y = _npz(ref[4:])
         return Data("arrays", x=x, y=y)
-    if ref.startswith(("images:", "images+augment:")):
+    if ref.startswith(IMAGE_PREFIXES):
         from fitspeed.pipeline import list_images
 
         kind, _, folder = ref.partition(":")

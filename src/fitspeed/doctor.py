@@ -73,7 +73,6 @@ class Fix:
     """A candidate fix: knob changes, and the measurement that judges it."""
 
     changes: dict[str, Any]
-    mode: str = "time"  # "time": throughput together; "epochs": time lost at epoch edges
     why: str = ""
 
     def label(self) -> str:
@@ -118,7 +117,7 @@ def stall_fix(kind: str | None, base: TrialConfig) -> Fix | None:
     """data_autotune=false, where it applies and is not set already."""
     if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == "pydataset":
         return None
-    return Fix({"data_autotune": False}, mode="epochs",
+    return Fix({"data_autotune": False},
                why="tearing down an autotuned tf.data pipeline waits on its autotune thread (issue 6, section 5)")
 
 

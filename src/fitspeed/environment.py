@@ -58,28 +58,19 @@ def host(backend: str | None = None) -> dict[str, Any]:
 
 def nvidia_gpus() -> tuple[list[dict[str, Any]], str | None]:
     """NVIDIA GPUs and the driver version through NVML, or ([], None) without one."""
-    try:
-        import pynvml
+    from fitspeed.nvml import Nvml
 
-        pynvml.nvmlInit()
-    except Exception:
+    try:
+        source = Nvml()
+    except Exception:  # no nvidia-ml-py, no driver, no library
         return [], None
     try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(
-                {
-                    "index": index,
-                    "name": pynvml.nvmlDeviceGetName(handle),
-                    "memory_mb": round(memory.total / 2**20),
-                }
-            )
-        return gpus, driver if isinstance(driver, str) else driver.decode()
+        gpus = [{"index": reading.index, "name": name,
+                 "memory_mb": None if reading.memory_total_mb is None else round(reading.memory_total_mb)}
+                for name, reading in zip(source.names, source.read())]
+        return gpus, source.driver_version()
     finally:
-        pynvml.nvmlShutdown()
+        source.close()
 
 
 def collect(backend: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from fitspeed.errors import KnobError
+from fitspeed.workloads import IMAGE_PREFIXES
 
 TF_DATA_KNOBS = (
     "prefetch", "map_parallelism", "cache", "vectorize", "shuffle_buffer", "interleave",
@@ -56,7 +57,7 @@ def data_kind(ref: str | None) -> str | None:
     """
     if ref is None or ref in ("synthetic", "cifar10", "fashion_mnist") or ref.startswith("npz:"):
         return "arrays"
-    if ref.startswith(("images:", "images+augment:")):
+    if ref.startswith(IMAGE_PREFIXES):
         return "images"
     if ref == "pyloader":
         return "pydataset"

@@ -46,6 +46,11 @@ PROCESS_COLUMNS = ("proc_cpu_percent", "proc_threads", "proc_rss_mb", "proc_read
 STOP_GRACE_S = 5.0
 
 
+def check_interval(interval_s: float) -> None:
+    if not interval_s > 0:
+        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval_s}.")
+
+
 @dataclass(frozen=True)
 class TreeReading:
     """A process and all its descendants at one moment."""
@@ -187,8 +192,7 @@ class Sampler:
         pid: int | None = None,
         gpus: GpuSource | None = None,
     ) -> None:
-        if not interval_s > 0:
-            raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval_s}.")
+        check_interval(interval_s)
         self.interval_s = interval_s
         self.out = out
         self.gpus = gpus
@@ -383,8 +387,7 @@ def watch(
     Without one, Ctrl-C (or SIGTERM) ends it cleanly with status 0; the CSV
     keeps every sample taken.
     """
-    if not interval_s > 0:
-        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval_s}.")
+    check_interval(interval_s)
     if command and pid is not None:
         raise UserError("Expected either a command after `--` or --pid, not both. "
                         f"Received: --pid {pid} and {' '.join(command)!r}.")

@@ -67,6 +67,9 @@ class Nvml:
     def names(self) -> list[str]:
         return list(self._names)
 
+    def driver_version(self) -> str | None:
+        return _maybe(lambda: _text(self._nvml.nvmlSystemGetDriverVersion()))
+
     def read(self) -> list[GpuReading]:
         nvml = self._nvml
         readings = []

@@ -156,6 +156,13 @@ def _cache_file() -> str:
     return str(Path(folder) / "examples")
 
 
+def _prefetched(ds: tf.data.Dataset, config: TrialConfig) -> tf.data.Dataset:
+    """`ds` with the prefetch knob applied: off, N batches, or AUTOTUNE."""
+    if config.prefetch == "off":
+        return ds
+    return ds.prefetch(int(tf.data.AUTOTUNE) if config.prefetch == "autotune" else int(config.prefetch))
+
+
 def options(config: TrialConfig) -> tf.data.Options:
     """The tf.data options the data knobs set."""
     opts = tf.data.Options()
@@ -197,9 +204,7 @@ def build(source: ImageSource, config: TrialConfig, batch_size: int, seed: int) 
     else:
         ds = ds.map(_transform(source.augment, batched=False), **map_args)
         ds = ds.batch(batch_size, drop_remainder=True)
-    if config.prefetch != "off":
-        ds = ds.prefetch(int(tf.data.AUTOTUNE) if config.prefetch == "autotune" else int(config.prefetch))
-    return ds.with_options(options(config))
+    return _prefetched(ds, config).with_options(options(config))
 
 
 def keras_array_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, autotune: bool) -> tf.data.Dataset:
@@ -232,8 +237,7 @@ def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.util
 
 def _user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tf.data.Dataset:
     """A user's dataset keeps its own options unless a knob says otherwise."""
-    if config.prefetch != "off":
-        ds = ds.prefetch(int(tf.data.AUTOTUNE) if config.prefetch == "autotune" else int(config.prefetch))
+    ds = _prefetched(ds, config)
     if not config.data_deterministic or not config.data_autotune:
         opts = tf.data.Options()
         if not config.data_deterministic:

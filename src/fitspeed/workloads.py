@@ -17,6 +17,8 @@ from pathlib import Path
 
 from fitspeed.errors import WorkloadError
 
+IMAGE_PREFIXES = ("images:", "images+augment:")  # a folder of images; +augment: random crop and flip
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -94,7 +96,7 @@ def check_data(ref: str | None) -> str | None:
         return ref
     if ref.endswith(".npz") and not ref.startswith("npz:"):
         ref = f"npz:{ref}"
-    if ref.startswith(("images:", "images+augment:")):
+    if ref.startswith(IMAGE_PREFIXES):
         folder = Path(ref.partition(":")[2])
         if not folder.is_dir():
             raise WorkloadError(

@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, child_env, fitspeed, json_out
 
 from fitspeed.config import TrialConfig
@@ -71,6 +72,17 @@ def test_short_pydataset_in_processes_does_not_run_out_across_epochs() -> None:
 def test_short_pydataset_in_threads_does_not_hang_at_epoch_end() -> None:
     record = trial("inputwork:short_in_threads", repeats=3, timeout_s=90)
     assert record["status"] == "ok", record.get("reason")
+
+
+def test_epochs_mode_sees_time_lost_at_epoch_edges() -> None:
+    spec = TrialSpec(model="userwork:small_model", data="inputwork:slow_epoch_end", config=TrialConfig(),
+                     steps=8, repeats=3, timeout_s=120, mode="epochs")
+    record = run_trial(spec, env=child_env())
+    assert record["status"] == "ok", record.get("reason")
+    metrics = record["metrics"]
+    assert len(metrics["boundary_s"]) == 2 and min(metrics["boundary_s"]) >= 0.25, metrics  # 0.3 s each
+    assert metrics["end_s"] >= 0.25 and metrics["lost_s"] >= 0.75, metrics
+    assert metrics["lost_share"] == pytest.approx(metrics["lost_s"] / metrics["fit_s"])
 
 
 def test_a_loader_that_hangs_is_a_timeout() -> None:

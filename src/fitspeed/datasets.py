@@ -232,7 +232,7 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
 
 
 class _Cycle(keras.utils.PyDataset):
-    """A finite PyDataset, repeated forever, keeping its worker settings."""
+    """A finite PyDataset, repeated forever, keeping its worker settings and its epoch-end hook."""
 
     def __init__(self, inner: keras.utils.PyDataset) -> None:
         super().__init__(
@@ -249,6 +249,9 @@ class _Cycle(keras.utils.PyDataset):
 
     def __getitem__(self, index: int) -> Any:
         return self.inner[index % self.length]
+
+    def on_epoch_end(self) -> None:  # as fit() would for the user's own PyDataset (reshuffling, say)
+        self.inner.on_epoch_end()
 
 
 def fit_input(data: Data, steps: int, batch_size: int) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from fitspeed import environment
-from fitspeed.compare import compare
-from fitspeed.config import TrialConfig
-from fitspeed.record import TrialSpec
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec
+from fitspeed.machine import environment
+from fitspeed.measure.comparison import interleave
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
         speed = record["metrics"]["samples_per_s"]["median"] if record["status"] == "ok" else None
         print(f"pair {pair + 1:2d} {arm}: {record['status']:7s} {speed or 0:10.0f} samples/s", flush=True)
 
-    comparison = compare(spec, spec, args.pairs, on_trial=show)
+    comparison = interleave(spec, spec, args.pairs, on_trial=show)
     estimate = comparison.estimate()
     host = environment.host()
     print()

@@ -29,11 +29,11 @@ import subprocess
 import sys
 import time
 
-from fitspeed import environment
-from fitspeed.config import TrialConfig
-from fitspeed.record import TrialSpec
-from fitspeed.runner import run_trial
-from fitspeed.stats import ratio_estimate
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec
+from fitspeed.core.stats import ratio_estimate
+from fitspeed.machine import environment
+from fitspeed.measure.runner import run_trial
 
 BARE = """
 import json, os, statistics, sys, time
@@ -41,8 +41,9 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 model_name, batch, steps, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 import keras, numpy as np, tensorflow as tf
 keras.utils.set_random_seed(0)
-from fitspeed import datasets, models
-from fitspeed.workloads import MODELS
+from fitspeed.trial.data import sources as datasets
+from fitspeed.trial import models
+from fitspeed.core.workloads import MODELS
 info = MODELS[model_name]
 model = models.build(model_name)
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",

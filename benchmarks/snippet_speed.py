@@ -24,8 +24,9 @@ import json, time
 import numpy as np
 {process}
 import keras
-from fitspeed import datasets, models
-from fitspeed.workloads import MODELS
+from fitspeed.trial.data import sources as datasets
+from fitspeed.trial import models
+from fitspeed.core.workloads import MODELS
 info = MODELS["{model}"]
 x_train, y_train = datasets.synthetic(info.input_shape, info.num_classes, 0)
 index = np.arange(({steps} + 64) * {batch}) % len(x_train)

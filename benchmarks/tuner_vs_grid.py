@@ -20,12 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from fitspeed import environment
-from fitspeed.compare import compare, throughput
-from fitspeed.config import TrialConfig
-from fitspeed.record import TrialSpec
-from fitspeed.runner import run_trial
-from fitspeed.tuner import Tuner, TuneSettings
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.machine import environment
+from fitspeed.measure.comparison import interleave
+from fitspeed.measure.runner import run_trial
+from fitspeed.search.events import TrialFinished, TuneEvent
+from fitspeed.search.tuner import Tuner, TuneSettings
 
 GRID = {"steps_per_execution": (1, 64, 16, 4),  # the tuner tries the most promising first
         "jit_compile": ("auto", True), "intra_op_threads": (0, 1)}
@@ -55,9 +56,13 @@ def main() -> None:
             steps=args.steps, repeats=args.repeats, pairs=2,
             knobs=tuple(GRID), space=tuple(f"{k}={','.join(map(str, v))}" for k, v in GRID.items()),
         )
-        tuner = Tuner(settings, on_event=lambda kind, info: kind == "trial" and print(
-            f"tuner {TrialConfig.from_dict(info['record']['spec']['knobs']).label():55s} "
-            f"{info['record']['status']:7s} {throughput(info['record']) or 0:10.0f}", flush=True))
+        def show(event: TuneEvent) -> None:
+            if isinstance(event, TrialFinished):
+                record = event.record
+                print(f"tuner {TrialConfig.from_dict(record['spec']['knobs']).label():55s} "
+                      f"{record['status']:7s} {throughput(record) or 0:10.0f}", flush=True)
+
+        tuner = Tuner(settings, on_event=show)
         tuner.run()
         ranked = tuner.candidates()
         tuner_best = ranked[0][0] if ranked else TrialConfig()
@@ -70,7 +75,7 @@ def main() -> None:
     else:
         spec = lambda config: TrialSpec(model=args.model, config=config, steps=args.steps,  # noqa: E731
                                         repeats=args.repeats)
-        comparison = compare(spec(grid_best), spec(tuner_best), args.pairs)
+        comparison = interleave(spec(grid_best), spec(tuner_best), args.pairs)
         estimate = comparison.estimate()
         fraction = estimate.median if estimate else float("nan")
         note = (f"interleaved in {args.pairs} pairs, 95% CI {estimate.low:.3f}-{estimate.high:.3f}"

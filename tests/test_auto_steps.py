@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from conftest import child_env
+
 from fitspeed.auto_steps import choose
 
 SCRIPT = """

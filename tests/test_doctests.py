@@ -7,8 +7,9 @@ import importlib
 
 import pytest
 
-MODULES = ["fitspeed.stats", "fitspeed.knobs", "fitspeed.workloads", "fitspeed.guard", "fitspeed.best",
-           "fitspeed.cli", "fitspeed.tuner", "fitspeed.summary"]
+MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.data_ref", "fitspeed.core.record", "fitspeed.report.numbers",
+           "fitspeed.search.guard", "fitspeed.search.best_json",
+           "fitspeed.cli.commands", "fitspeed.search.tuner", "fitspeed.search.summary"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from fitspeed.apply_knobs import apply as apply
-from fitspeed.apply_knobs import compile_kwargs as compile_kwargs
-from fitspeed.config import TrialConfig as TrialConfig
-from fitspeed.errors import UserError as UserError
-from fitspeed.knobs import KNOBS as KNOBS
-from fitspeed.record import TrialSpec as TrialSpec
-from fitspeed.runner import run_trial as run_trial
+from fitspeed.core.config import TrialConfig as TrialConfig
+from fitspeed.core.errors import UserError as UserError
+from fitspeed.core.knobs import KNOBS as KNOBS
+from fitspeed.core.record import TrialSpec as TrialSpec
+from fitspeed.measure.runner import run_trial as run_trial
+from fitspeed.trial.apply import apply as apply
+from fitspeed.trial.apply import compile_kwargs as compile_kwargs
 
 try:
     __version__ = metadata.version("fitspeed")

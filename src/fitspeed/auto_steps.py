@@ -27,9 +27,10 @@ from typing import Any
 
 import keras
 
-from fitspeed import datasets
-from fitspeed.models import compile_model
-from fitspeed.timing import StepTimer
+from fitspeed.trial.data.fit_input import fit_input
+from fitspeed.trial.data.sources import Data, batch_size_of, dataset_batch_size
+from fitspeed.trial.models import compile_model
+from fitspeed.trial.timing import StepTimer
 
 DEFAULT_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -54,12 +55,12 @@ def choose(samples_per_s: dict[int, float], tolerance: float = 0.05) -> int:
     return min(n for n, speed in samples_per_s.items() if speed >= best * (1 - tolerance))
 
 
-def _data(x: Any, y: Any, batch_size: int | None) -> datasets.Data:
+def _data(x: Any, y: Any, batch_size: int | None) -> Data:
     if isinstance(x, keras.utils.PyDataset):
-        return datasets.Data("pydataset", source=x, batch_size=datasets.batch_size_of(x[0]))
+        return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
     if hasattr(x, "element_spec"):
-        return datasets.Data("dataset", source=x, batch_size=datasets.dataset_batch_size(x, "x"))
-    return datasets.Data("arrays", x=x, y=y)
+        return Data("dataset", source=x, batch_size=dataset_batch_size(x, "x"))
+    return Data("arrays", x=x, y=y)
 
 
 def tune(
@@ -85,7 +86,7 @@ def tune(
         executions = 2 if seconds_per_step is None else max(2, math.ceil(seconds / (seconds_per_step * n)))
         steps = n * (1 + executions)
         timer = StepTimer(marks=(n - 1, steps - 1))
-        model.fit(**datasets.fit_input(data, steps, batch), epochs=1, steps_per_epoch=steps,
+        model.fit(**fit_input(data, steps, batch), epochs=1, steps_per_epoch=steps,
                   verbose=0, callbacks=[timer])
         window = timer.span(0, n - 1, steps - 1)
         if not window:

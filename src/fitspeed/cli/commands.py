@@ -1,0 +1,480 @@
+"""The `fitspeed` command line.
+
+Heavy libraries (keras, tensorflow, matplotlib) are never imported here:
+trials run in child processes, so `fitspeed --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from fitspeed.cli import tables
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.data_ref import DataRef
+from fitspeed.core.errors import UserError
+from fitspeed.core.knobs import check_backend_installed
+from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.workloads import check_model
+from fitspeed.measure import results
+
+app = typer.Typer(
+    help="Make Keras training fast, and prove it with numbers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+DEFAULT_RESULTS = Path("fitspeed-results.jsonl")
+
+Workload = Annotated[str, typer.Argument(help="Built-in model (see `fitspeed workloads`) or module:function.")]
+DataOpt = Annotated[Optional[str], typer.Option("--data", help="synthetic, cifar10, fashion_mnist, npz:PATH or module:function.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="A knob as name=value; repeat for more (see `fitspeed knobs`).")]
+StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed steps per repeat, a multiple of steps_per_execution [default: about 1 s of training].")]
+RepeatsOpt = Annotated[int, typer.Option("--repeats", help="Timed repeats per trial.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for data, weights and shuffling.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds before a trial is stopped and recorded as timeout.")]
+MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Resident memory limit per trial, such as 4GiB or 2048 (MiB); over it the trial is recorded as oom.")]
+ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
+AugmentOpt = Annotated[bool, typer.Option("--augment", help="With --data images:DIR: random crop and flip per example (same as --data images+augment:DIR).")]
+MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
+
+_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {"": 1.0, "k": 1 / 1024, "kb": 1 / 1024, "kib": 1 / 1024, "m": 1.0, "mb": 1.0, "mib": 1.0,
+                 "g": 1024.0, "gb": 1024.0, "gib": 1024.0, "t": 1024.0**2, "tb": 1024.0**2, "tib": 1024.0**2}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _quantity(text: str, units: dict[str, float], option: str, examples: str) -> float:
+    """A number with an optional unit, scaled by `units`; a UserError otherwise."""
+    match = _QUANTITY.match(text)
+    if not match or match.group(2).lower() not in units:
+        raise UserError(f"Expected {option} as {examples}. Received: {text!r}.")
+    return float(match.group(1)) * units[match.group(2).lower()]
+
+
+def parse_memory(text: str | None) -> int | None:
+    """MiB from '2048', '512MiB', '4GiB' or '1.5G'.
+
+    >>> parse_memory("4GiB"), parse_memory("1.5G"), parse_memory("2048")
+    (4096, 1536, 2048)
+    """
+    if text is None:
+        return None
+    mib = _quantity(text, _MEMORY_UNITS, "--memory-limit", "a size such as 4GiB, 512MiB or 2048 (MiB)")
+    return max(1, int(mib))
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds from '90', '90s', '20m' or '1.5h'.
+
+    >>> parse_duration("20m"), parse_duration("1.5h")
+    (1200.0, 5400.0)
+    """
+    if text is None:
+        return None
+    return _quantity(text, _TIME_UNITS, "--time", "a duration such as 90s, 20m or 1h")
+
+
+def _data(text: str | None, augment: bool) -> str | None:
+    """`--data` (with `--augment`) as its canonical reference; None for the model's default."""
+    if text is None and not augment:
+        return None
+    return str(DataRef.parse(text, augment=augment))
+
+
+def _spec(
+    workload: str,
+    data: str | None,
+    assignments: list[str],
+    steps: int | None,
+    repeats: int,
+    seed: int,
+    timeout: float,
+    memory_limit: str | None,
+    base: TrialConfig | None = None,
+) -> TrialSpec:
+    config = TrialConfig.from_assignments(assignments, base=base)
+    check_backend_installed(config.backend)
+    return TrialSpec(
+        model=check_model(workload),
+        data=data,
+        config=config,
+        steps=steps,
+        repeats=repeats,
+        seed=seed,
+        timeout_s=timeout,
+        memory_limit_mb=parse_memory(memory_limit),
+    )
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C: the running trial is stopped, what finished is saved; say so and exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("Interrupted. Every finished trial is saved; run the same command again to resume.")
+        raise typer.Exit(130) from None
+
+
+def _check_user_error(record: dict[str, Any]) -> None:
+    """A record that failed on the user's input ends the command with its message."""
+    if record.get("user_error"):
+        raise UserError(record["reason"])
+
+
+@app.command()
+def measure(
+    workload: Workload,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 5,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    results_path: ResultsOpt = DEFAULT_RESULTS,
+    as_json: JsonOpt = False,
+    monitor: MonitorOpt = False,
+    profile: Annotated[bool, typer.Option("--profile", help="Trace one more timed window with the backend's profiler (into fitspeed-profiles/); print its top 10 ops and how to open it.")] = False,
+) -> None:
+    """Measure training speed of one configuration in a fresh process."""
+    import dataclasses
+
+    from fitspeed.measure.runner import run_trial
+
+    spec = _spec(workload, _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit)
+    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
+    with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
+        record = run_trial(spec)
+    _check_user_error(record)
+    results.append(results_path, [record])
+    if as_json:
+        print(json.dumps(record, indent=2))
+    else:
+        tables.print_trials(out, [record], title=f"{workload} · {record['spec']['data'] or 'synthetic'}")
+        if record.get("profile"):
+            tables.print_profile(out, record["profile"])
+        err.print(f"record appended to {results_path}", highlight=False)
+    if record["status"] != "ok":
+        raise typer.Exit(1)
+
+
+def _profile_dir(workload: str) -> str:
+    """A fresh folder for one profile: fitspeed-profiles/WORKLOAD-YYYYMMDD-HHMMSS."""
+    import time
+
+    name = re.sub(r"[^\w.-]+", "_", workload).strip("_") or "workload"
+    return str(Path("fitspeed-profiles", f"{name}-{time.strftime('%Y%m%d-%H%M%S')}").absolute())
+
+
+@app.command()
+def compare(
+    workload: Workload,
+    a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
+    b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
+    pairs: Annotated[int, typer.Option("--pairs", min=1, help="Interleaved A/B pairs, each trial a fresh process.")] = 5,
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    results_path: ResultsOpt = DEFAULT_RESULTS,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two configurations in interleaved runs (A B A B …) and give B/A with a 95% CI."""
+    from fitspeed.measure.comparison import interleave
+
+    base = TrialConfig.from_assignments(set_ or [])
+    data = _data(data, augment)
+    spec_a = _spec(workload, data, a or [], steps, repeats, seed, timeout, memory_limit, base)
+    spec_b = _spec(workload, data, b or [], steps, repeats, seed, timeout, memory_limit, base)
+
+    from rich.progress import Progress
+
+    with _interruptible(), Progress(console=err, transient=True) as progress:
+        task = progress.add_task("comparing", total=2 * pairs)
+
+        def landed(arm: str, pair: int, record: dict[str, Any]) -> None:
+            _check_user_error(record)
+            results.append(results_path, [record])
+            progress.advance(task)
+            progress.update(task, description=f"pair {pair + 1}/{pairs}: {arm} {record['status']}")
+
+        comparison = interleave(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence)
+    summary = comparison.record()
+    results.append(results_path, [summary])
+    if as_json:
+        trials = [r for pair in comparison.pairs for r in pair]
+        print(json.dumps({**summary, "trials": trials}, indent=2))
+    else:
+        tables.print_comparison(out, comparison)
+        err.print(f"records appended to {results_path}", highlight=False)
+    if summary["status"] != "ok":
+        raise typer.Exit(1)
+
+
+def _int_list(text: str | None, option: str) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise UserError(f"Expected {option} as positive integers separated by commas, such as "
+                        f"32,64,128. Received: {text!r}.")
+    return values
+
+
+@app.command()
+def tune(
+    workload: Workload,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Configurations to measure in the study (a rerun continues to this total).")] = 30,
+    time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
+    knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, help="Interleaved pairs that verify the best against the baseline.")] = 5,
+    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
+    as_json: JsonOpt = False,
+    monitor: MonitorOpt = False,
+) -> None:
+    """Find the fastest configuration that trains the same, and verify it."""
+    from fitspeed.search import best_json
+    from fitspeed.search.events import (
+        GuardChecked,
+        Note,
+        TrialFinished,
+        TrialStarted,
+        TuneEvent,
+        VerificationStarted,
+    )
+    from fitspeed.search.summary import study_data, study_summary
+    from fitspeed.search.tuner import Tuner, TuneSettings
+
+    base = TrialConfig.from_assignments(set_ or [])
+    check_backend_installed(base.backend)
+    settings = TuneSettings(
+        model=check_model(workload), data=_data(data, augment), base=base, trials=trials,
+        time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
+        seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
+        tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"), monitor=monitor,
+    )
+    from rich.progress import Progress
+
+    with _interruptible(), Progress(console=err, transient=True) as progress:
+        task = progress.add_task("tuning", total=trials)
+
+        def event(event: TuneEvent) -> None:
+            match event:
+                case TrialStarted(phase, config):
+                    progress.update(task, description=f"{phase}: {config.label()}")
+                case TrialFinished(phase, record):
+                    if phase != "batch_size":
+                        progress.advance(task)
+                    speed = throughput(record)
+                    label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
+                    _check_user_error(record)
+                    err.print(f"{phase:>9} {label}: {record['status']}"
+                              + (f", {speed:,.0f} samples/s" if speed else f" ({record.get('reason')})")
+                              + tables.monitor_brief(record.get("monitor")),
+                              highlight=False)
+                case GuardChecked(config, verdict):
+                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict['ok'] else 'rejected'}, "
+                              f"{verdict['reason']}", highlight=False)
+                case VerificationStarted(config, pairs):
+                    progress.update(task, description=f"verifying {config.label()} in {pairs} pairs")
+                case Note(text):
+                    err.print(text, highlight=False)
+
+        tuner = Tuner(settings, on_event=event)
+        tuner.run()
+        summary = study_summary(study_data(tuner.study))
+    best_json.write(best_path, summary)
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        tables.print_tune(out, summary)
+        err.print(f"study {settings.study_name} in {storage}; best configuration and snippet in {best_path}",
+                  highlight=False)
+
+
+@app.command()
+def show(
+    study: Annotated[Optional[str], typer.Argument(help="Study name [default: the newest].")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a study's table again, without running anything."""
+    from fitspeed.search.studies import load_study
+    from fitspeed.search.summary import study_data, study_summary
+
+    summary = study_summary(study_data(load_study(study, storage)))
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        tables.print_tune(out, summary)
+
+
+@app.command()
+def report(
+    source: Annotated[Optional[str], typer.Argument(help="A results file from measure/compare (.jsonl) or a study database (.db) [default: the newest study in --storage].")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: the newest].")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    workload: Annotated[Optional[str], typer.Option("--workload", help="For a results file with several workloads: which one, as 'MODEL · DATA' [default: the newest].")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for index.html, the PNG plots and report.json.")] = Path("fitspeed-report"),
+) -> None:
+    """Write an offline HTML report with plots, from a study or a results file."""
+    from fitspeed.report.html import load_summary, write
+
+    summary = load_summary(source, study, storage, workload)
+    tables.print_tune(out, summary)
+    written = write(summary, out_dir)
+    drawn = sum(path is not None for path in written.plots.values())
+    err.print(f"report written to {written.index} ({drawn} of {len(written.plots)} plots)", highlight=False)
+
+
+@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def monitor(
+    command: Annotated[Optional[list[str]], typer.Argument(help="The command to watch, after `--`; without one, sample until Ctrl-C.", show_default=False)] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
+    out_path: Annotated[Path, typer.Option("--out", help="CSV to write (one row per sample); the plot goes beside it as .png.")] = Path("fitspeed-monitor.csv"),
+    pid: Annotated[Optional[int], typer.Option("--pid", help="Follow this running process and its children instead of starting a command.")] = None,
+) -> None:
+    """Sample CPU per core, threads, memory, I/O and NVIDIA GPUs to CSV and a PNG plot."""
+    import shlex
+
+    from fitspeed.machine.sampler import check_interval
+    from fitspeed.machine.usage import usage_figures
+    from fitspeed.machine.watch import watch
+
+    check_interval(interval)
+    what = _short(shlex.join(command)) if command else f"process {pid}" if pid is not None else "the host"
+    err.print(f"sampling {what} every {interval:g} s into {out_path}"
+              + ("" if command or pid is not None else "; Ctrl-C to stop"), highlight=False)
+    watched = watch(command or [], out=out_path, interval_s=interval, pid=pid,
+                             say=lambda text: err.print(text, highlight=False))
+    png = None
+    if watched.samples:
+        from fitspeed.report.monitor_plot import plot
+
+        png = plot(out_path, title=f"fitspeed monitor: {what}")
+    tables.print_monitor(out, usage_figures(watched.samples, interval), len(watched.samples))
+    err.print(f"{len(watched.samples)} samples in {out_path}" + (f", plot in {png}" if png else
+              f"; none taken, the command ended within the first {interval:g} s interval"), highlight=False)
+    if watched.exit_code:
+        raise typer.Exit(watched.exit_code)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command()
+def workloads() -> None:
+    """List the built-in models (with parameter counts) and data sources."""
+    tables.print_workloads(out)
+
+
+@app.command()
+def knobs() -> None:
+    """List every knob, its values, and which backends support it."""
+    tables.print_knobs(out)
+
+
+@app.command()
+def doctor(
+    workload: Workload,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    epochs: Annotated[int, typer.Option("--epochs", min=2, help="Epochs of the fit() timed at its edges.")] = 4,
+    fixes: Annotated[bool, typer.Option("--fixes/--no-fixes", help="Try the candidate fixes and measure their gain.")] = True,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    results_path: ResultsOpt = DEFAULT_RESULTS,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes."""
+    from fitspeed.cli.diagnosis import print_diagnosis
+    from fitspeed.measure.doctor import diagnose
+
+    data = _data(data, augment)
+    spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, None)
+
+    def landed(name: str, record: dict[str, Any]) -> None:
+        _check_user_error(record)
+        results.append(results_path, [record])
+        metrics = record.get("metrics") or {}
+        detail = (f"{metrics['ms_per_step']:.1f} ms per step" if "ms_per_step" in metrics
+                  else f"{metrics.get('lost_s', 0):.2f} s lost at epoch edges" if "lost_s" in metrics
+                  else record.get("reason"))
+        err.print(f"{name:>9}: {record['status']}, {detail}", highlight=False)
+
+    with _interruptible(), err.status(f"diagnosing {workload}…"):
+        diagnosis = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
+                             seed=seed, timeout_s=timeout, try_fixes=fixes, on_trial=landed)
+    summary = diagnosis.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_diagnosis(out, summary)
+
+
+@app.command("make-images")
+def make_images(
+    folder: Annotated[Path, typer.Argument(help="Folder to write CLASS/NNNNNN.jpg files into.")],
+    count: Annotated[int, typer.Option("--count", min=1, help="Images to write.")] = 2000,
+    size: Annotated[int, typer.Option("--size", min=8, help="Height and width in pixels.")] = 32,
+    source: Annotated[str, typer.Option("--source", help="synthetic or cifar10 (downloads once).")] = "synthetic",
+    seed: SeedOpt = 0,
+) -> None:
+    """Write a folder of JPEG images in class subfolders, for --data images:DIR."""
+    from fitspeed.cli.make_images import write
+
+    with err.status(f"writing {count} images…"):
+        written = write(folder, count, size, source, seed)
+    out.print(f"wrote {sum(written.values())} images of {size}x{size} in {len(written)} classes to {folder}; "
+              f"use --data images:{folder}", highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as error:
+        err.print(f"[bold red]Error:[/] {error}", highlight=False)
+        sys.exit(error.exit_code)
+

@@ -1,0 +1,320 @@
+"""Terminal tables, drawn with rich from plain records.
+
+Each function takes the data and a Console, so tests render into a
+`Console(file=io.StringIO(), width=..., color_system=None)` and read the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.knobs import KNOBS
+from fitspeed.core.record import throughput
+from fitspeed.core.workloads import DATA, MODELS
+from fitspeed.measure.comparison import Comparison
+from fitspeed.report.numbers import number, ratio
+
+_STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
+                 "timeout": "yellow", "crashed": "red"}
+
+
+def _loss(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def _config_label(record: dict[str, Any]) -> str:
+    return TrialConfig.from_dict(record["spec"]["knobs"]).label()
+
+
+def _speed(metrics: dict[str, Any]) -> tuple[str, str]:
+    speed = metrics.get("samples_per_s")
+    if not speed:
+        return "–", "–"
+    return (
+        f"{speed['median']:,.0f} ({speed['min']:,.0f}–{speed['max']:,.0f})",
+        f"{100 * speed['cv']:.1f}%",
+    )
+
+
+def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) -> Table:
+    """One row per trial: speed with its spread, step time, compile time, final loss."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("config")
+    table.add_column("status")
+    table.add_column("samples/s (min–max)", justify="right")
+    table.add_column("ms/step", justify="right")
+    table.add_column("compile s", justify="right")
+    table.add_column("loss", justify="right")
+    watched = any(record.get("monitor") for record in records)
+    for column in _MONITOR_COLUMNS if watched else ():
+        table.add_column(column, justify="right")
+    for record in records:
+        metrics = record.get("metrics") or {}
+        speed, _ = _speed(metrics) if record["status"] == "ok" else ("–", "–")
+        table.add_row(
+            _config_label(record),
+            _status(record["status"]),
+            speed,
+            number(metrics.get("ms_per_step"), 2),
+            number(metrics.get("compile_s"), 2),
+            _loss(metrics.get("final_loss")),
+            *(_monitor_cells(record.get("monitor") or {}) if watched else ()),
+        )
+    return table
+
+
+# `--monitor` summaries (fitspeed.machine.usage.usage_figures): CPU % is the trial's process tree, 100 = one core
+_MONITOR_COLUMNS = ("CPU %", "threads", "GPU % (peak)", "GPU MiB", "GPU W")
+
+
+def _mean_peak(mean: float | None, peak: float | None) -> str:
+    return "–" if mean is None else f"{mean:,.0f} ({number(peak, 0)})"
+
+
+def _monitor_cells(summary: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        number(summary.get("cpu_percent_mean"), 0),
+        number(summary.get("threads_peak"), 0),
+        _mean_peak(summary.get("device_util_mean"), summary.get("device_util_peak")),
+        number(summary.get("device_memory_peak_mb"), 0),
+        number(summary.get("power_mean_w"), 0),
+    )
+
+
+def monitor_brief(summary: dict[str, Any] | None) -> str:
+    """A trial's monitor summary in one phrase, for progress lines ('' without one).
+
+    >>> monitor_brief({"cpu_percent_mean": 183.4, "threads_peak": 37, "device_util_mean": None})
+    '; CPU 183%, 37 threads'
+    """
+    if not summary or summary.get("cpu_percent_mean") is None:
+        return ""
+    text = f"; CPU {summary['cpu_percent_mean']:.0f}%, {number(summary.get('threads_peak'), 0)} threads"
+    if summary.get("device_util_mean") is not None:
+        text += f", GPU {summary['device_util_mean']:.0f}% ({number(summary.get('device_memory_peak_mb'), 0)} MiB)"
+    return text
+
+
+def _monitor_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows for one summary: CPU and threads, then the GPUs if there were any."""
+    rows = [
+        ("CPU % mean (peak), 100 = one core", _mean_peak(summary.get("cpu_percent_mean"), summary.get("cpu_percent_peak"))),
+        ("host CPU % mean, all cores", number(summary.get("host_cpu_percent_mean"), 0)),
+        ("threads peak", number(summary.get("threads_peak"), 0)),
+    ]
+    if summary.get("gpus") or summary.get("device_util_mean") is not None:
+        rows += [
+            ("GPU utilization % mean (peak)", _mean_peak(summary.get("device_util_mean"), summary.get("device_util_peak"))),
+            ("GPU memory peak MiB", number(summary.get("device_memory_peak_mb"), 0)),
+            ("GPU power mean W", number(summary.get("power_mean_w"), 0)),
+        ]
+    return rows
+
+
+def _status(status: str) -> str:
+    style = _STATUS_STYLE.get(status)
+    return f"[{style}]{status}[/]" if style else status
+
+
+def measure_table(record: dict[str, Any]) -> Table:
+    """One trial, one figure per row."""
+    spec = record["spec"]
+    metrics = record.get("metrics") or {}
+    ok = record["status"] == "ok"
+    speed, cv = _speed(metrics) if ok else ("–", "–")
+    table = Table(title=f"{spec['model']} · {spec['data'] or 'synthetic'}", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", justify="right")
+    rows = [
+        ("config", _config_label(record)),
+        ("status", _status(record["status"])),
+        ("samples/s median (min–max)", speed),
+        ("coefficient of variation", cv),
+        ("ms/step", number(metrics.get("ms_per_step"), 2)),
+        ("batch size", number(metrics.get("batch_size"), 0)),
+        ("timed steps × repeats",
+         f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
+        ("compile s (excluded)", number(metrics.get("compile_s"), 2)),
+        ("peak host memory MiB", number(metrics.get("peak_host_mb"), 0)),
+        ("peak device memory MiB", number(metrics.get("peak_device_mb"), 0)),
+        ("final loss", _loss(metrics.get("final_loss"))),
+    ]
+    watched = record.get("monitor")
+    if watched:
+        rows.append(("monitor samples", f"{watched['samples']} over the {watched.get('scope', 'trial')}"))
+        rows += _monitor_rows(watched)
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def print_trials(console: Console, records: Sequence[dict[str, Any]], title: str | None = None) -> None:
+    if len(records) == 1:
+        console.print(measure_table(records[0]))
+    else:
+        console.print(trials_table(records, title))
+    for record in records:
+        if record["status"] != "ok" and record.get("reason"):
+            console.print(f"[bold]{record['status']}[/]: {record['reason']}", highlight=False)
+
+
+def print_comparison(console: Console, comparison: Comparison) -> None:
+    table = Table(title=f"A: {comparison.spec_a.config.label()}   B: {comparison.spec_b.config.label()}",
+                  header_style="bold")
+    table.add_column("pair", justify="right")
+    table.add_column("A samples/s", justify="right")
+    table.add_column("B samples/s", justify="right")
+    table.add_column("B / A", justify="right")
+    for index, (a, b) in enumerate(comparison.pairs, start=1):
+        ta, tb = throughput(a), throughput(b)
+        table.add_row(
+            str(index),
+            number(ta, 0) if ta else a["status"],
+            number(tb, 0) if tb else b["status"],
+            f"{tb / ta:.3f}" if ta and tb else "–",
+        )
+    console.print(table)
+    estimate = comparison.estimate()
+    if estimate and len(estimate.ratios) >= 2:
+        console.print(
+            f"median B/A {estimate.median:.3f}, {100 * estimate.confidence:g}% CI {estimate.low:.3f}–{estimate.high:.3f} "
+            f"over {len(estimate.ratios)} pairs",
+            highlight=False,
+        )
+    console.print(f"[bold]{comparison.verdict()}[/]", highlight=False)
+    for pair in comparison.pairs:
+        for record in pair:
+            if record["status"] != "ok":
+                console.print(f"{record['arm']} (pair {record['pair'] + 1}) {record['status']}: "
+                              f"{record.get('reason')}", highlight=False)
+
+
+def print_knobs(console: Console) -> None:
+    table = Table(title="knobs", header_style="bold")
+    table.add_column("knob", no_wrap=True)
+    table.add_column("values", max_width=16)
+    table.add_column("default", no_wrap=True)
+    table.add_column("scope", no_wrap=True)
+    table.add_column("backends", max_width=12)
+    table.add_column("description", min_width=34, overflow="fold")
+    for knob in KNOBS:
+        table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
+                      ", ".join(knob.backends()), knob.description)
+    console.print(table)
+
+
+def print_workloads(console: Console) -> None:
+    models = Table(title="models", header_style="bold")
+    for column in ("model", "parameters", "input (channels_last)", "description"):
+        models.add_column(column, justify="right" if column == "parameters" else "left")
+    for info in MODELS.values():
+        models.add_row(info.name, f"{info.params:,}", "×".join(map(str, info.input_shape)),
+                       info.description)
+    models.add_row("module:function", "–", "–", "your builder, returning a keras.Model")
+    data = Table(title="data (--data)", header_style="bold")
+    data.add_column("data")
+    data.add_column("description")
+    for entry in DATA.values():
+        data.add_row(entry.name, entry.description)
+    console.print(models)
+    console.print(data)
+
+
+def print_tune(console: Console, summary: dict[str, Any]) -> None:
+    """The tuner's answer: baseline, verified best, each knob alone, rejections."""
+    base, best = summary["baseline"], summary["best"]
+    head = Table(title=f"study {summary['study']} · {summary['model']} · {summary['data'] or 'synthetic'}",
+                 show_header=False)
+    head.add_column("", style="bold")
+    head.add_column("")
+    head.add_row("baseline", f"{TrialConfig.from_dict(base['config']).label()}: "
+                             f"{number(base['samples_per_s'], 0)} samples/s")
+    head.add_row("best", f"{best['label']}: {number(best['samples_per_s'], 0)} samples/s")
+    estimate = best.get("estimate")
+    if estimate:
+        head.add_row("verified", f"median {estimate['median']:.2f}× "
+                                 f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
+                                 f"over {len(estimate['ratios'])} interleaved pairs")
+    head.add_row("verdict", f"[bold]{best['verdict']}[/]" + (f" — {best['why']}" if best.get("why") else ""))
+    console.print(head)
+
+    effects = Table(title="each knob alone (one trial each, against the baseline)", header_style="bold")
+    for column in ("knob", "samples/s", "vs baseline", "outcome"):
+        effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")
+    for row in summary["effects"]:
+        effects.add_row(row["config"], number(row["samples_per_s"], 0), ratio(row["ratio"]), row["outcome"])
+    for knobs, reason in summary["skipped_groups"]:
+        effects.add_row(", ".join(knobs), "–", "–", f"skipped: {reason}")
+    console.print(effects)
+
+    if summary["rejected"]:
+        rejected = Table(title="rejected", header_style="bold")
+        rejected.add_column("config")
+        rejected.add_column("phase")
+        rejected.add_column("reason", overflow="fold")
+        for row in summary["rejected"]:
+            rejected.add_row(row["config"], row["phase"] or "–", row["outcome"])
+        console.print(rejected)
+
+    batch = summary["batch_sizes"]
+    if batch["rows"]:
+        sizes = Table(title="throughput against batch size (re-tune the learning rate if you change it)",
+                      header_style="bold")
+        for column in ("batch size", "status", "samples/s", "vs baseline"):
+            sizes.add_column(column, justify="right")
+        for row in batch["rows"]:
+            sizes.add_row(str(row["changes"].get("batch_size", base["config"]["batch_size"])), row["status"],
+                          number(row["samples_per_s"], 0), ratio(row["ratio"]))
+        console.print(sizes)
+        if batch["first_oom"]:
+            console.print(f"largest batch that fit: {batch['largest_fitting']}; out of memory at "
+                          f"{batch['first_oom']}. With a margin, use at most {batch['recommended_max']}.",
+                          highlight=False)
+        console.print("A larger batch changes the training recipe: re-tune the learning rate "
+                      "(and check accuracy) before you keep it.", highlight=False)
+
+
+def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> None:
+    """What `fitspeed monitor` saw, in a few figures (the CSV and the plot have the rest)."""
+    table = Table(title=f"monitor · {samples} samples every {number(summary.get('interval_s'), 2)} s", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", justify="right")
+    rows = _monitor_rows(summary)
+    if summary.get("rss_peak_mb") is not None:
+        rows.insert(3, ("resident memory peak MiB", number(summary.get("rss_peak_mb"), 0)))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def print_profile(console: Console, profile: dict[str, Any]) -> None:
+    """The traced window: its ten most expensive ops, and how to open the trace."""
+    if profile.get("error"):
+        console.print(f"[bold]profile failed[/]: {profile['error']}", highlight=False)
+    ops = profile.get("top_ops") or []
+    if ops:
+        where = "device" if profile.get("where") == "device" else "host"
+        speed = profile.get("samples_per_s")
+        table = Table(title=f"top {len(ops)} ops by self time on the {where}, one traced window of "
+                            f"{profile.get('steps')} steps" + (f" ({speed:,.0f} samples/s under the profiler)" if speed else ""),
+                      header_style="bold")
+        for column in ("ms", "share", "calls"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("op [type]", overflow="fold")
+        for op in ops:
+            kind = f" [dim]{escape('[' + op['op_type'] + ']')}[/]" if op.get("op_type") else ""
+            table.add_row(number(op["self_ms"], 2), f"{100 * op['share']:.1f}%", str(op["count"]), escape(op["op"]) + kind)
+        console.print(table)
+    for path in profile.get("trace_files") or []:
+        console.print(f"trace: {path}", highlight=False, soft_wrap=True)
+    command, *needs = profile.get("open") or [None]
+    if command:
+        console.print(f"open it: [bold]{command}[/]", highlight=False, soft_wrap=True)
+        for line in needs:
+            console.print(f"  {line}", highlight=False, soft_wrap=True)

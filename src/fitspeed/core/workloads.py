@@ -1,0 +1,75 @@
+"""Workloads: a model plus a data source, named without importing keras.
+
+A model is a built-in name (`fitspeed workloads` lists them) or a user's
+`module:function` that returns a compiled or uncompiled Keras model. Data is a
+built-in source, `npz:PATH` (or a path ending in `.npz`), or `module:function`
+returning arrays, a `tf.data.Dataset` or a `keras.utils.PyDataset`.
+
+The parent only checks names here (data references: `fitspeed.core.data_ref`);
+builders run in the trial child (`fitspeed.trial.models`,
+`fitspeed.trial.data.sources`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fitspeed.core.data_ref import is_callable_ref
+from fitspeed.core.errors import WorkloadError
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    description: str
+    input_shape: tuple[int, ...]  # channels_last
+    num_classes: int
+    params: int  # checked against the built model by tests/test_models.py
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    name: str
+    description: str
+    input_shape: tuple[int, ...] | None  # None: takes the model's shape
+    num_classes: int | None
+
+
+MODELS: dict[str, ModelInfo] = {
+    info.name: info
+    for info in (
+        ModelInfo("tiny", "small CNN that trains in seconds on a CPU", (16, 16, 3), 10, 5_610),
+        ModelInfo("mlp", "overhead-bound MLP, Fashion-MNIST shape", (28, 28, 1), 10, 101_770),
+        ModelInfo("cnn-low", "article 000's low CNN (about 2.2M parameters), CIFAR shape", (32, 32, 3), 10, 2_201_418),
+        ModelInfo("cnn-high", "article 000's high CNN (about 10.2M parameters), CIFAR shape", (32, 32, 3), 10, 10_164_322),
+        ModelInfo("cnn10", "article 004's 10-layer CNN, CIFAR shape", (32, 32, 3), 10, 1_927_946),
+        ModelInfo("wrn-16-4", "Wide ResNet 16-4, CIFAR shape", (32, 32, 3), 10, 2_752_506),
+        ModelInfo("wrn-28-10", "Wide ResNet 28-10 (about 36.5M parameters), CIFAR shape", (32, 32, 3), 10, 36_497_146),
+    )
+}
+
+DATA: dict[str, DataInfo] = {
+    info.name: info
+    for info in (
+        DataInfo("synthetic", "learnable random images in the model's shape, seeded (default)", None, None),
+        DataInfo("cifar10", "CIFAR-10 through keras.datasets (downloads once)", (32, 32, 3), 10),
+        DataInfo("fashion_mnist", "Fashion-MNIST through keras.datasets (downloads once)", (28, 28, 1), 10),
+        DataInfo("npz:PATH", "your .npz file with arrays `x` and `y`", None, None),
+        DataInfo("images:DIR", "a folder of JPEG/PNG files in class subfolders, decoded and resized by tf.data "
+                 "(images+augment:DIR adds random crop and flip; write one with `fitspeed make-images`)", None, None),
+        DataInfo("pyloader", "a PyDataset whose __getitem__ does CPU-heavy Python work per example (article 002)",
+                 None, None),
+        DataInfo("module:function", "your function returning (x, y), a tf.data.Dataset or a PyDataset", None, None),
+    )
+}
+
+
+def check_model(ref: str) -> str:
+    """Return `ref` if it names a built-in model or a `module:function`."""
+    if ref in MODELS or is_callable_ref(ref):
+        return ref
+    raise WorkloadError(
+        f"Unknown workload {ref!r}. Expected a built-in model ({', '.join(MODELS)}) "
+        "or a builder written as module:function, such as mypkg.models:build. "
+        "Run `fitspeed workloads` to list the built-in ones."
+    )

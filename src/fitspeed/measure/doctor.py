@@ -1,0 +1,223 @@
+"""`fitspeed doctor`: is this training input-bound, and what would fix it?
+
+Runs in the parent and never imports a framework; every measurement is a trial
+child (`fitspeed.measure.runner`), in one of `fitspeed.trial.input_probe`'s modes:
+
+1. input:    the input pipeline alone, as fit() would read it: t_input per batch;
+2. compute:  training alone, on batches already in memory: t_compute per step;
+3. together: the usual timing protocol (mode "time"): t_together per step;
+4. epochs:   a multi-epoch fit() timed at its edges: time lost between epochs
+             and between the last batch and fit() returning.
+
+The share of step time spent waiting for input is
+
+    wait = max(0, 1 - t_compute / t_together)
+
+the part of a training step that the same step with its data already in memory
+does not need. XProf's input-pipeline analyzer thresholds name it: 20% or more
+is "highly input-bound", 5% or more "moderately input-bound", less "not
+input-bound". Then doctor tries the fixes that apply to this kind of data
+(`fitspeed.core.input_kinds`), each a trial of its own, and ranks them by measured gain.
+One trial per figure on a shared machine: gains under 5% are reported as none.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.input_kinds import data_kind, why_not
+from fitspeed.core.record import TrialSpec, throughput
+
+HIGH = 0.20
+MODERATE = 0.05
+MIN_GAIN = 1.05
+STALL_SHARE = 0.03  # epoch-edge time worth a try of data_autotune=false
+
+Runner = Callable[[TrialSpec], dict[str, Any]]
+OnTrial = Callable[[str, dict[str, Any]], None]  # (measurement or fix name, its record)
+
+
+def wait_share(compute_s: float, together_s: float) -> float:
+    """The share of a training step spent waiting for input.
+
+    >>> wait_share(0.010, 0.025), wait_share(0.010, 0.009)
+    (0.6, 0.0)
+    """
+    if together_s <= 0:
+        return 0.0
+    return round(max(0.0, 1.0 - compute_s / together_s), 6)
+
+
+def verdict(share: float) -> str:
+    """XProf's words for a wait share.
+
+    >>> verdict(0.31), verdict(0.07), verdict(0.01)
+    ('highly input-bound', 'moderately input-bound', 'not input-bound')
+    """
+    if share >= HIGH:
+        return "highly input-bound"
+    if share >= MODERATE:
+        return "moderately input-bound"
+    return "not input-bound"
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A candidate fix: knob changes, and the measurement that judges it."""
+
+    changes: dict[str, Any]
+    why: str = ""
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.changes.items())
+
+
+def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix]:
+    """The fixes doctor tries for data of `kind`, skipping those already set.
+
+    >>> [f.label() for f in candidate_fixes("pydataset", TrialConfig(), 2)]
+    ['workers=2 use_multiprocessing=False', 'workers=2 use_multiprocessing=True']
+    """
+    fixes: list[Fix] = []
+    if kind == "images":
+        singles: list[tuple[dict[str, Any], str]] = [
+            ({"prefetch": "autotune"}, "overlap the next batch's preparation with this step (article 001, item 2)"),
+            ({"map_parallelism": "autotune"}, "decode and augment examples on every core (article 001, item 3)"),
+            ({"cache": "memory"}, "decode each file once; later epochs read decoded examples (item 7)"),
+            ({"vectorize": True}, "augment once per batch instead of once per example (item 6)"),
+        ]
+        for changes, why in singles:
+            fixes.append(Fix(changes, why=why))
+        fixes.append(Fix({k: v for c, _ in singles for k, v in c.items()},
+                         why="all of the above together"))
+    elif kind == "pydataset":
+        workers = max(2, cores)
+        fixes.append(Fix({"workers": workers, "use_multiprocessing": False},
+                         why="worker threads: help only where __getitem__ releases the GIL (numpy, I/O)"))
+        fixes.append(Fix({"workers": workers, "use_multiprocessing": True},
+                         why="worker processes: Python work runs on every core, past the GIL (article 002)"))
+    elif kind == "dataset":
+        fixes.append(Fix({"prefetch": "autotune"}, why="overlap input with training (article 001, item 2)"))
+    out = []
+    for fix in fixes:
+        changes = {k: v for k, v in fix.changes.items() if getattr(base, k) != v}
+        if changes and not any(why_not(k, kind, base.backend) for k in changes):
+            out.append(replace(fix, changes=changes))
+    return out
+
+
+def stall_fix(kind: str | None, base: TrialConfig) -> Fix | None:
+    """data_autotune=false, where it applies and is not set already."""
+    if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == "pydataset":
+        return None
+    return Fix({"data_autotune": False},
+               why="tearing down an autotuned tf.data pipeline waits on its autotune thread (issue 6, section 5)")
+
+
+@dataclass
+class Diagnosis:
+    model: str
+    data: str | None
+    base: TrialConfig
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fixes: list[dict[str, Any]] = field(default_factory=list)
+
+    def ok(self, name: str) -> dict[str, Any] | None:
+        record = self.records.get(name)
+        if record and record["status"] == "ok":
+            return dict(record["metrics"])
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Plain data: the figures, the share and the ranked recommendations."""
+        together, compute, inputs, epochs = (self.ok(n) for n in ("together", "compute", "input", "epochs"))
+        out: dict[str, Any] = {"model": self.model, "data": self.data, "config": self.base.changed(),
+                               "kind": (together or inputs or {}).get("data_kind") or data_kind(self.data)}
+        if together and compute:
+            share = wait_share(compute["ms_per_step"], together["ms_per_step"])
+            out["wait_share"] = share
+            out["verdict"] = verdict(share)
+        out["ms_per_step"] = {"input": inputs and inputs["ms_per_batch"], "compute": compute and compute["ms_per_step"],
+                              "together": together and together["ms_per_step"]}
+        if epochs:
+            out["epochs"] = {k: epochs[k] for k in ("boundary_s", "end_s", "lost_s", "fit_s", "lost_share", "step_s")}
+        if inputs and inputs.get("profile"):
+            out["profile"] = inputs["profile"]
+        if inputs and inputs.get("pipeline"):
+            out["pipeline"] = inputs["pipeline"]
+        out["failed"] = {n: r.get("reason") for n, r in self.records.items() if r["status"] != "ok"}
+        ranked = sorted(self.fixes, key=lambda f: f.get("gain") or 0.0, reverse=True)
+        out["recommendations"] = [f for f in ranked if (f.get("gain") or 0) >= MIN_GAIN]
+        out["no_gain"] = [f for f in ranked if (f.get("gain") or 0) < MIN_GAIN]
+        return out
+
+
+def diagnose(
+    model: str,
+    data: str | None,
+    base: TrialConfig,
+    *,
+    steps: int | None = None,
+    repeats: int = 3,
+    epochs: int = 4,
+    seed: int = 0,
+    timeout_s: float | None = 900.0,
+    try_fixes: bool = True,
+    run: Runner | None = None,
+    on_trial: OnTrial | None = None,
+) -> Diagnosis:
+    """Run the measurements, then the fixes; every record is kept in the diagnosis.
+
+    `on_trial(name, record)` sees each record as it lands.
+    """
+    if run is None:
+        from fitspeed.measure.runner import run_trial
+
+        run = run_trial
+    runner: Runner = run
+    landed = on_trial or (lambda name, record: None)
+    diagnosis = Diagnosis(model, data, base)
+
+    def trial(name: str, mode: str, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
+        spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
+                         timeout_s=timeout_s, mode=mode)
+        record = runner(spec)
+        landed(name, record)
+        return record
+
+    for name, mode, count in (("input", "input", repeats), ("compute", "compute", repeats),
+                              ("together", "time", repeats), ("epochs", "epochs", epochs)):
+        diagnosis.records[name] = trial(name, mode, base, count)
+        if diagnosis.records[name].get("user_error"):
+            return diagnosis
+    if not try_fixes:
+        return diagnosis
+    summary = diagnosis.summary()
+    kind = summary["kind"]
+    base_speed = throughput(diagnosis.records["together"])
+    if base_speed and summary.get("wait_share", 0.0) >= MODERATE:
+        for fix in candidate_fixes(kind, base, os.cpu_count() or 1):
+            record = trial(fix.label(), "time", base.replace(**fix.changes), repeats)
+            speed = throughput(record)
+            diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record["status"],
+                                 "reason": record.get("reason"), "gain": speed / base_speed if speed else None,
+                                 "measured": f"{base_speed:,.0f} -> {speed:,.0f} samples/s" if speed else None})
+    stall = stall_fix(kind, base)
+    lost = summary.get("epochs")
+    if stall and lost and lost["lost_share"] >= STALL_SHARE:
+        # The same steps per epoch as the measurement it is compared with.
+        same = diagnosis.records["epochs"]["metrics"]["steps_per_repeat"]
+        record = trial(stall.label(), "epochs", base.replace(**stall.changes), epochs, fixed=same)
+        after = record["metrics"] if record["status"] == "ok" else None
+        gain = lost["fit_s"] / after["fit_s"] if after else None
+        diagnosis.fixes.append({
+            "change": stall.changes, "why": stall.why, "status": record["status"], "reason": record.get("reason"),
+            "gain": gain,
+            "measured": (f"time lost at epoch edges and fit() end {lost['lost_s']:.2f} s -> {after['lost_s']:.2f} s; "
+                         f"fit() {lost['fit_s']:.2f} s -> {after['fit_s']:.2f} s") if after else None,
+        })
+    return diagnosis

@@ -1,0 +1,154 @@
+"""Run one trial in a fresh process and always come back with a record.
+
+The parent writes the spec to a file, starts `python -m fitspeed.trial` in a
+new process group, and watches it: past `timeout_s` the group is killed
+(`timeout`); over `memory_limit_mb` of resident memory, summed over the
+child's process tree, it is killed too (`oom`). A child that dies without a
+record is `crashed`, with its signal or exit code and the tail of stderr.
+With `spec.monitor`, a `fitspeed.machine.sampler` sampler follows the child's process
+tree and the GPUs meanwhile, and the record gains a `monitor` summary.
+
+This module runs in the parent and never imports a framework.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.record import TrialSpec, decode, new_record
+from fitspeed.machine import environment
+from fitspeed.machine.sampler import ProcessTree, start_for_trial
+from fitspeed.machine.usage import trial_usage
+
+POLL_S = 0.05
+STDERR_TAIL = 4000
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - STDERR_TAIL))
+            return stream.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to kill it if the parent dies (kill -9 included)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _watch(proc: subprocess.Popen[bytes], spec: TrialSpec, started: float) -> tuple[str, str] | None:
+    """Wait for the child; return (status, reason) if it must be killed for its limits."""
+    peak_mb = 0.0
+    tree = ProcessTree(proc.pid)
+    while proc.poll() is None:
+        elapsed = time.perf_counter() - started
+        if spec.memory_limit_mb is not None:
+            peak_mb = max(peak_mb, tree.rss_mb())
+            if peak_mb > spec.memory_limit_mb:
+                return (
+                    "oom",
+                    f"the trial used {peak_mb:.0f} MiB, over the memory limit of "
+                    f"{spec.memory_limit_mb} MiB",
+                )
+        if spec.timeout_s is not None and elapsed > spec.timeout_s:
+            return ("timeout", f"the trial ran past its timeout of {spec.timeout_s:g} s")
+        time.sleep(POLL_S)
+    return None
+
+
+def run_trial(
+    spec: TrialSpec,
+    *,
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run `spec` in a child process and return its record, whatever happened."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="fitspeed-trial-") as tmp:
+        folder = Path(tmp)
+        spec_path = folder / "spec.json"
+        spec_path.write_text(json.dumps(spec.to_dict()))
+        stdout_path, stderr_path = folder / "stdout", folder / "stderr"
+        child_env = dict(os.environ if env is None else env)
+        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        child_env["PYTHONUNBUFFERED"] = "1"
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            proc = subprocess.Popen(
+                [python, "-m", "fitspeed.trial", str(spec_path)],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env=child_env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+            sampler = start_for_trial(proc.pid) if spec.monitor else None
+            try:
+                killed = _watch(proc, spec, started)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+                # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
+                # it stops the child, and any worker processes it left behind.
+                _kill_group(proc)
+        stdout = stdout_path.read_text("utf-8", "replace")
+        stderr_tail = _tail(stderr_path)
+    wall_s = time.perf_counter() - started
+    if killed:
+        status, reason = killed
+        record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
+    else:
+        decoded = decode(stdout)
+        if decoded is None:
+            code = proc.returncode
+            how = (
+                f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
+            )
+            hint = " (the kernel's out-of-memory killer sends SIGKILL)" if code == -9 else ""
+            record = new_record(
+                spec,
+                "crashed",
+                reason=f"the trial process {how} before it sent a record{hint}",
+                environment=environment.host(spec.config.backend),
+            )
+        else:
+            record = decoded
+    record["stderr_tail"] = stderr_tail if record["status"] != "ok" else None
+    record["wall_s"] = wall_s
+    if sampler is not None:
+        record["monitor"] = trial_usage(sampler, record)
+    return record

@@ -1,0 +1,301 @@
+"""Plain data for `fitspeed report`: what the page and the five plots show.
+
+Pure functions over `search.summary.study_summary` output (compute first, draw second):
+`plots.py` draws these series and `html.py` renders the page, and the tests
+check the data, not the pixels. `from_results` turns a `measure`/`compare`
+results file into the same study-shaped data `study_summary` reads, so a report
+looks the same whichever way its numbers were measured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import throughput
+from fitspeed.search.studies import config_key
+
+SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples
+
+
+# -- a results file as a study ----------------------------------------------
+
+def workloads_in(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The workloads ('model · data') of a results file, oldest first."""
+    seen: dict[str, None] = {}
+    for record in records:
+        if record.get("kind") == "trial":
+            seen.setdefault(_workload(record["spec"]["model"], record["spec"]["data"]), None)
+    return list(seen)
+
+
+def _workload(model: str, data: str | None) -> str:
+    return f"{model} · {data or 'synthetic'}"
+
+
+def from_results(records: Sequence[dict[str, Any]], workload: str | None = None) -> dict[str, Any]:
+    """Study-shaped data from the records of one workload (the newest by default).
+
+    Repeats of one configuration (compare's pairs) become one row: the record
+    with the median throughput. The baseline is the newest comparison's A, or
+    else Keras's defaults if they were measured, or else the first record. The
+    newest comparison is the verification.
+    """
+    names = workloads_in(records)
+    if not names:
+        raise ValueError("no trial records")
+    name = workload if workload is not None else names[-1]
+    if name not in names:
+        raise ValueError(f"no records for workload {name!r}; the file has: {', '.join(names)}")
+    trials = [r for r in records if r.get("kind") == "trial"
+              and _workload(r["spec"]["model"], r["spec"]["data"]) == name]
+    comparisons = [r for r in records if r.get("kind") == "comparison"
+                   and _workload(r["model"], r["data"]) == name]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in trials:
+        key = config_key(TrialConfig.from_dict(record["spec"]["knobs"]))
+        groups.setdefault(key, []).append(record)
+
+    rows = []
+    for number, group in enumerate(groups.values()):
+        ok = sorted((r for r in group if throughput(r) is not None), key=lambda r: throughput(r) or 0.0)
+        chosen = ok[len(ok) // 2] if ok else group[-1]
+        phase = "compare" if chosen.get("compare_id") else "measure"
+        rows.append({"number": number, "phase": phase, "config": chosen["spec"]["knobs"], "record": chosen})
+
+    defaults = TrialConfig(backend=trials[0]["spec"]["knobs"].get("backend", "tensorflow"))
+    keys = {config_key(TrialConfig.from_dict(r["config"])) for r in rows}
+    if comparisons:
+        base = comparisons[-1]["a"]
+    elif config_key(defaults) in keys:
+        base = defaults.to_dict()
+    else:
+        base = rows[0]["config"]
+    for row in rows:
+        if row["config"] == base:
+            row["phase"] = "baseline"
+    verification = None
+    if comparisons and comparisons[-1].get("estimate"):
+        last = comparisons[-1]
+        estimate = last["estimate"]
+        verification = {"config": last["b"], "claimed": estimate["ci_low"] > 1.0,
+                        "verdict": last.get("verdict"), "estimate": estimate, "why": None}
+    first = trials[0]
+    return {
+        "study": name,
+        "meta": {"model": first["spec"]["model"], "data": first["spec"]["data"], "base": base,
+                 "environment": first.get("environment")},
+        "trials": rows,
+        "guards": {},
+        "verification": verification,
+    }
+
+
+# -- the page ---------------------------------------------------------------
+
+def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Hardware and versions as (name, value) rows, from the richest record we have."""
+    env = summary.get("environment") or {}
+    rows: list[tuple[str, str]] = []
+    for key, label in (("cpu", "CPU"), ("cpu_count", "CPU cores"), ("platform", "platform"),
+                       ("python", "Python"), ("backend", "backend"), ("hostname", "host")):
+        if env.get(key) is not None:
+            rows.append((label, str(env[key])))
+    for gpu in env.get("gpus") or []:
+        rows.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}, {gpu.get('memory_mb')} MiB"))
+    if env.get("driver"):
+        rows.append(("NVIDIA driver", str(env["driver"])))
+    if "accelerators" in env:
+        rows.append(("accelerators", ", ".join(map(str, env["accelerators"])) or "none (CPU only)"))
+    for package, version in (env.get("versions") or {}).items():
+        if version:
+            rows.append((package, str(version)))
+    if env.get("fitspeed"):
+        rows.append(("fitspeed", str(env["fitspeed"])))
+    return rows
+
+
+def notes(summary: dict[str, Any]) -> list[str]:
+    """What a reader must know before trusting the page: partial or failed studies."""
+    out = []
+    if summary["baseline"]["samples_per_s"] is None:
+        out.append("The baseline has no successful measurement, so no speed-up can be given. "
+                   "See the failed trials below for the reason.")
+    best = summary["best"]
+    if best["verdict"] == "not verified yet":
+        out.append("No verified best yet: the study stopped before the best configuration was "
+                   "verified against the baseline. Run the same `fitspeed tune` command again to finish it.")
+    failed = [r for r in summary["trials"] if r["status"] != "ok"]
+    if failed:
+        out.append(f"{len(failed)} of {len(summary['trials'])} configuration(s) did not finish "
+                   f"({', '.join(sorted({r['status'] for r in failed}))}); their reasons are in the table.")
+    return out
+
+
+# -- the five plots ---------------------------------------------------------
+
+def time_bars(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plot 1: seconds per 10,000 samples for each configuration, and % of the baseline's time.
+
+    The baseline comes first, then the others from fastest to slowest (article
+    000's chart: duration and % for each setting).
+    """
+    base_speed = summary["baseline"]["samples_per_s"]
+    best_label = summary["best"]["label"] if summary["best"]["claimed"] else None
+    bars = []
+    for row in summary["trials"]:
+        speed = row["samples_per_s"]
+        baseline = row["outcome"] == "baseline"
+        if baseline:  # the reference: the faster of the baseline's runs, as in every ratio
+            speed = base_speed
+        if not speed:
+            continue
+        seconds = SAMPLES_PER_BAR / speed
+        bars.append({
+            "label": f"baseline: {row['config']}" if baseline else row["config"],
+            "seconds": seconds,
+            "percent": 100.0 * base_speed / speed if base_speed else None,
+            "baseline": baseline,
+            "best": row["config"] == best_label,
+        })
+    bars.sort(key=lambda bar: (not bar["baseline"], bar["seconds"]))
+    return bars
+
+
+def _key(changes: dict[str, Any]) -> str:
+    return json.dumps(changes, sort_keys=True, default=str)
+
+
+def waterfall(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plot 2: the baseline (1.0×), each accepted knob of the best in turn, then the best.
+
+    Knobs are added in the order of their own effect, largest first. A step's
+    height is the measured speed-up of that combination when it was measured;
+    otherwise the product of the knobs' own effects, marked `measured: False`.
+    The last bar is the verified median when there is one.
+    """
+    if summary["baseline"]["samples_per_s"] is None:
+        return []
+    base = summary["baseline"]["config"]
+    best = summary["best"]
+    changes = {k: v for k, v in best["config"].items() if v != base.get(k)}
+    by_changes = {_key(r["changes"]): r for r in summary["trials"] if r["ratio"] is not None}
+    alone = {k: by_changes.get(_key({k: v})) for k, v in changes.items()}
+
+    def own_effect(knob: str) -> float:
+        row = alone[knob]
+        return float(row["ratio"]) if row else 0.0
+
+    order = sorted(changes, key=lambda k: -own_effect(k))
+    steps: list[dict[str, Any]] = [{"label": "baseline", "ratio": 1.0, "kind": "start", "measured": True}]
+    prefix: dict[str, Any] = {}
+    estimate = 1.0
+    for knob in order:
+        prefix[knob] = changes[knob]
+        row = alone[knob]
+        estimate *= row["ratio"] if row else 1.0
+        measured = by_changes.get(_key(prefix))
+        steps.append({"label": f"+ {knob}={changes[knob]}",
+                      "ratio": measured["ratio"] if measured else estimate,
+                      "kind": "step", "measured": measured is not None})
+        if measured:
+            estimate = measured["ratio"]
+    final = best.get("estimate")
+    if changes:
+        steps.append({"label": "best (verified)" if final else "best",
+                      "ratio": final["median"] if final else steps[-1]["ratio"],
+                      "kind": "end", "measured": True,
+                      "ci": (final["ci_low"], final["ci_high"]) if final else None})
+    return steps
+
+
+def _sort_values(values: list[Any]) -> list[Any]:
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sorted(values)
+    return sorted(values, key=str)
+
+
+def knob_panels(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Plot 3: for each knob, throughput at each value tried alone (the baseline at its own value).
+
+    Only configurations that differ from the baseline in that one knob count, so
+    each panel shows that knob's effect and nothing else. A value that failed
+    (out of memory, say) is kept with `samples_per_s: None` and its status.
+    """
+    base = summary["baseline"]
+    panels: dict[str, dict[Any, dict[str, Any]]] = {}
+    for row in summary["trials"]:
+        if len(row["changes"]) != 1:
+            continue
+        (knob, value), = row["changes"].items()
+        panels.setdefault(knob, {})[_hashable(value)] = {
+            "value": value, "samples_per_s": row["samples_per_s"], "status": row["status"], "baseline": False}
+    out = {}
+    for knob, points in panels.items():
+        value = base["config"].get(knob)
+        points.setdefault(_hashable(value), {"value": value, "samples_per_s": base["samples_per_s"],
+                                             "status": "ok" if base["samples_per_s"] else "failed",
+                                             "baseline": True})
+        order = _sort_values([p["value"] for p in points.values()])
+        by_value = {_hashable(p["value"]): p for p in points.values()}
+        out[knob] = [by_value[_hashable(v)] for v in order]
+    return dict(sorted(out.items(), key=lambda item: (item[0] != "steps_per_execution",
+                                                      item[0] != "batch_size", item[0])))
+
+
+def _hashable(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def compile_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plot 4: compile time (first execution less a steady one) by steps_per_execution and XLA.
+
+    Only configurations that differ from the baseline in these two knobs at
+    most, so nothing else moves the cost.
+    """
+    base = summary["baseline"]["config"]
+    points = []
+    for row in summary["trials"]:
+        if row["compile_s"] is None or not set(row["changes"]) <= {"steps_per_execution", "jit_compile"}:
+            continue
+        resolved = row.get("jit_compile_resolved")
+        points.append({
+            "steps_per_execution": row["changes"].get("steps_per_execution", base["steps_per_execution"]),
+            "jit_compile": resolved if resolved is not None else row["changes"].get("jit_compile", base["jit_compile"]),
+            "compile_s": row["compile_s"],
+        })
+    return sorted(points, key=lambda p: (str(p["jit_compile"]), p["steps_per_execution"]))
+
+
+def loss_curves(summary: dict[str, Any]) -> dict[str, Any]:
+    """Plot 5: the guard's loss curves, the baseline against each checked configuration.
+
+    With nothing checked (no knob tried changes numerics), the baseline's own
+    loss over the timed epochs is shown, and `checked` is empty.
+    """
+    checked = []
+    baseline_curve: list[float | None] = []
+    for row in summary["trials"]:
+        verdict = row.get("guard")
+        if not verdict:
+            continue
+        baseline_curve = list(verdict["baseline_curve"])
+        checked.append({"label": row["config"], "curve": list(verdict["curve"]),
+                        "ok": bool(verdict["ok"]), "reason": verdict["reason"]})
+    if not checked:
+        baseline_curve = list(summary["baseline"].get("loss_curve") or [])
+    return {"baseline": baseline_curve, "checked": checked}
+
+
+def all_series(summary: dict[str, Any]) -> dict[str, Any]:
+    """Everything the five plots draw, in one plain dict."""
+    return {
+        "time_bars": time_bars(summary),
+        "waterfall": waterfall(summary),
+        "knob_panels": knob_panels(summary),
+        "compile": compile_points(summary),
+        "loss_curves": loss_curves(summary),
+    }
+

@@ -1,0 +1,11 @@
+"""`fitspeed tune`: the search over knobs, and what it keeps.
+
+`tuner` runs the search (baseline, sweep, combination, sampler,
+verification) and announces typed `events`; `space` lists the knob values to
+try; `guard` is the numerics guard; `studies` opens and reads Optuna studies;
+`summary` turns a study into plain data; `best_json` writes best.json and its
+snippet.
+
+May import: `fitspeed.core`, `fitspeed.machine`, `fitspeed.measure` and
+Optuna. Never a framework, rich or matplotlib.
+"""

@@ -1,0 +1,110 @@
+"""`best.json`: the verified configuration and the code that applies it.
+
+The snippet uses Keras's own API, so it works in a plain Keras script with no
+fitspeed installed: the process-wide settings first (before the model is
+built), then the compile arguments, then the data layout the model needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
+from fitspeed.core.record import SCHEMA_VERSION, to_json
+
+
+def snippet(config: TrialConfig) -> str:
+    """Python that applies `config` in a user's own Keras code.
+
+    >>> print(snippet(TrialConfig(steps_per_execution=32)))
+    import keras
+    <BLANKLINE>
+    # Build and compile your model as before, adding these arguments:
+    model.compile(
+        optimizer=optimizer,  # your own
+        loss=loss,  # your own
+        steps_per_execution=32,
+    )
+    """
+    changed = config.changed()
+    lines: list[str] = []
+    env = []
+    if "backend" in changed:
+        env.append(f'os.environ["KERAS_BACKEND"] = "{config.backend}"')
+    if config.deterministic:
+        env.append('os.environ["TF_DETERMINISTIC_OPS"] = "1"')
+    if env:
+        lines += ["import os", "", "# Before importing keras:", *env, ""]
+    if "data_format" in changed and config.data_format == "channels_first":
+        lines.append("import numpy as np")
+    lines.append("import keras")
+    process = []
+    if "precision" in changed:
+        process.append(f'keras.mixed_precision.set_global_policy("{config.precision}")')
+    if "data_format" in changed:
+        process.append(f'keras.config.set_image_data_format("{config.data_format}")')
+    if config.deterministic:
+        process.append("keras.utils.set_random_seed(0)")
+        if config.backend == "tensorflow":
+            process.append("import tensorflow as tf")
+            process.append("tf.config.experimental.enable_op_determinism()")
+    threads = []
+    if config.intra_op_threads and config.backend == "tensorflow":
+        threads.append(f"tf.config.threading.set_intra_op_parallelism_threads({config.intra_op_threads})")
+    if config.inter_op_threads and config.backend == "tensorflow":
+        threads.append(f"tf.config.threading.set_inter_op_parallelism_threads({config.inter_op_threads})")
+    if config.intra_op_threads and config.backend == "torch":
+        threads.append(f"torch.set_num_threads({config.intra_op_threads})")
+    if config.inter_op_threads and config.backend == "torch":
+        threads.append(f"torch.set_num_interop_threads({config.inter_op_threads})")
+    if threads:
+        module = "tensorflow as tf" if config.backend == "tensorflow" else "torch"
+        if f"import {module}" not in process:
+            threads.insert(0, f"import {module}")
+    if process or threads:
+        lines += ["", "# Process-wide, before building the model:", *process, *threads]
+    compile_args = []
+    if "steps_per_execution" in changed:
+        compile_args.append(f"    steps_per_execution={config.steps_per_execution},")
+    if "jit_compile" in changed:
+        compile_args.append(f"    jit_compile={config.jit_compile!r},")
+    if compile_args:
+        lines += ["", "# Build and compile your model as before, adding these arguments:",
+                  "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",
+                  *compile_args, ")"]
+    if "data_format" in changed and config.data_format == "channels_first":
+        lines += ["", "# Image arrays from keras.datasets are channels_last (N, H, W, C): move channels first.",
+                  "x_train = np.transpose(x_train, (0, 3, 1, 2))"]
+    if "batch_size" in changed:
+        lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",
+                  f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
+    if len(lines) == 1:
+        lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
+    return "\n".join(lines)
+
+
+def write(path: str | Path, summary: dict[str, Any]) -> Path:
+    """Write best.json atomically (a temp file renamed into place)."""
+    target = Path(path)
+    config = TrialConfig.from_dict(summary["best"]["config"])
+    payload = {
+        "schema": SCHEMA_VERSION,
+        "kind": "best",
+        **summary,
+        "knobs": config.changed(),
+        "snippet": snippet(config),
+    }
+    temp = target.with_name(target.name + ".tmp")
+    try:
+        temp.write_text(json.dumps(json.loads(to_json(payload)), indent=2) + "\n")
+        os.replace(temp, target)
+    except OSError as error:
+        raise UserError(
+            f"Could not write {str(target)!r}: {error.strerror}. Pass --best with a writable path; "
+            "the study itself is saved."
+        ) from None
+    return target

@@ -1,0 +1,67 @@
+"""What the tuner announces while it searches: one small frozen type per event.
+
+`Tuner(settings, on_event=callback)` calls `callback(event)` with one of
+these, in the way Optuna's callbacks take `(study, trial)`: the receiver
+matches on the type (`match event: case TrialFinished(): ...`), never on a
+string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+from fitspeed.core.config import TrialConfig
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    """A configuration's trial is starting, in `phase` (baseline, sweep, combine, sampler, batch_size)."""
+
+    phase: str
+    config: TrialConfig
+
+
+@dataclass(frozen=True)
+class TrialFinished:
+    """A trial's record has landed in the study."""
+
+    phase: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GuardChecked:
+    """The numerics guard's verdict on a configuration that changes numerics."""
+
+    config: TrialConfig
+    verdict: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VerificationStarted:
+    """The best configuration is being verified against the baseline in `pairs` interleaved pairs."""
+
+    config: TrialConfig
+    pairs: int
+
+
+@dataclass(frozen=True)
+class VerificationTrial:
+    """One trial of the verification landed (`arm` a is the baseline, b the best)."""
+
+    arm: str
+    pair: int
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the user should read, in one sentence."""
+
+    text: str
+
+
+TuneEvent = Union[TrialStarted, TrialFinished, GuardChecked, VerificationStarted, VerificationTrial, Note]
+OnEvent = Callable[[TuneEvent], None]

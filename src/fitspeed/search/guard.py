@@ -1,0 +1,90 @@
+"""The numerics guard: a speed-up that changes what the model learns is not one.
+
+A configuration whose knobs change numerics (see `Knob.changes_numerics`) is
+trained from the same seed, on the same learnable data, for the same fixed
+number of steps as the baseline; its final loss must stay within a stated
+tolerance of the baseline's, and be finite. Knobs that do not change numerics
+(steps_per_execution, threads) are reset to the baseline's values for the
+guard run, so every guard run trains exactly the same steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.knobs import KNOBS_BY_NAME
+from fitspeed.core.record import TrialSpec
+
+GUARD_STEPS = 64
+GUARD_EPOCHS = 4
+DEFAULT_TOLERANCE = 0.10
+
+
+def numeric_changes(config: TrialConfig, baseline: TrialConfig) -> dict[str, object]:
+    """The knobs of `config` that differ from `baseline` and change numerics."""
+    ours, theirs = config.to_dict(), baseline.to_dict()
+    return {
+        name: value
+        for name, value in ours.items()
+        if value != theirs[name] and KNOBS_BY_NAME[name].changes_numerics
+    }
+
+
+def guard_spec(spec: TrialSpec, baseline: TrialConfig) -> TrialSpec:
+    """The train-mode trial that checks `spec`'s numerics against `baseline`."""
+    config = baseline.replace(**numeric_changes(spec.config, baseline))
+    return TrialSpec(
+        model=spec.model,
+        data=spec.data,
+        config=config,
+        steps=GUARD_STEPS,
+        repeats=GUARD_EPOCHS,
+        seed=spec.seed,
+        timeout_s=spec.timeout_s,
+        memory_limit_mb=spec.memory_limit_mb,
+        mode="train",
+    )
+
+
+@dataclass(frozen=True)
+class GuardVerdict:
+    ok: bool
+    reason: str
+    baseline_curve: tuple[float | None, ...]
+    curve: tuple[float | None, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"ok": self.ok, "reason": self.reason,
+                "baseline_curve": list(self.baseline_curve), "curve": list(self.curve)}
+
+
+def check(
+    baseline_curve: Sequence[float | None],
+    curve: Sequence[float | None],
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> GuardVerdict:
+    """Compare final losses: within `tolerance` of the baseline's, relatively.
+
+    >>> check([2.3, 1.5, 1.0], [2.3, 1.52, 1.04]).ok
+    True
+    >>> check([2.3, 1.5, 1.0], [2.3, 2.2, 2.1]).reason
+    'final loss 2.1 is 110% away from the baseline 1, over the 10% tolerance'
+    """
+    keep = (tuple(baseline_curve), tuple(curve))
+    if not curve or curve[-1] is None or not math.isfinite(curve[-1]):
+        return GuardVerdict(False, "the loss is not finite", *keep)
+    if not baseline_curve or baseline_curve[-1] is None or not math.isfinite(baseline_curve[-1]):
+        return GuardVerdict(False, "the baseline's loss is not finite", *keep)
+    base, final = baseline_curve[-1], curve[-1]
+    gap = abs(final - base) / max(abs(base), 1e-3)
+    if gap > tolerance:
+        return GuardVerdict(
+            False,
+            f"final loss {final:.3g} is {100 * gap:.0f}% away from the baseline {base:.3g}, "
+            f"over the {100 * tolerance:.0f}% tolerance",
+            *keep,
+        )
+    return GuardVerdict(True, f"final loss within {100 * gap:.1f}% of the baseline", *keep)

@@ -1,0 +1,157 @@
+"""The tuner's search space: which values of which knobs to try, and which to skip.
+
+Pure and framework-free. Each dimension either lists values to try (besides
+the baseline's) or says why it is skipped on this backend and hardware.
+`--space knob=v1,v2` replaces a dimension's values, and un-skips it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import KnobError
+from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
+from fitspeed.core.knobs import get_knob
+from fitspeed.core.workloads import MODELS
+
+
+@dataclass(frozen=True)
+class Dimension:
+    knob: str
+    values: tuple[Any, ...]  # values to try besides the baseline's
+    skipped: str | None = None  # why it is not searched
+    cost_only: bool = False  # measured alone for its cost, never recommended for speed
+
+    @property
+    def searched(self) -> bool:
+        return self.skipped is None and bool(self.values)
+
+
+def _auto_jit(backend: str, has_gpu: bool) -> bool:
+    """What Keras resolves jit_compile="auto" to (Trainer._resolve_auto_jit_compile)."""
+    if backend == "torch":
+        return False
+    if backend == "tensorflow":
+        return has_gpu
+    return True
+
+
+def _image_model(model: str) -> bool | None:
+    info = MODELS.get(model)
+    if info is None:
+        return None  # a user's model: try it, a trial will say if it cannot
+    return len(info.input_shape) == 3 and model != "mlp"
+
+
+def default_space(
+    model: str, base: TrialConfig, has_gpu: bool, cores: int | None = None, data: str | None = None
+) -> list[Dimension]:
+    """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind."""
+    cores = cores or os.cpu_count() or 1
+    backend = base.backend
+    dims: list[Dimension] = []
+    if backend == "torch":
+        dims.append(Dimension("steps_per_execution", (), "the PyTorch backend runs one step per execution"))
+    else:
+        dims.append(Dimension("steps_per_execution", (64, 16, 4)))  # most promising first
+    dims.append(Dimension("jit_compile", (not _auto_jit(backend, has_gpu),)))
+    precision: tuple[str, ...] = ("mixed_bfloat16",)
+    if has_gpu:
+        precision = ("mixed_float16", "mixed_bfloat16")
+    dims.append(Dimension("precision", precision))
+    if not has_gpu:
+        dims.append(Dimension("precision", (), "mixed_float16: no NVIDIA GPU here, and a CPU has no fast float16"))
+    if _image_model(model) is False:
+        dims.append(Dimension("data_format", (), "the model has no image layers"))
+    else:
+        dims.append(Dimension("data_format", ("channels_first",)))
+    if backend == "jax":
+        reason = "JAX has no thread-pool setting that Keras exposes"
+        dims.append(Dimension("intra_op_threads", (), reason))
+        dims.append(Dimension("inter_op_threads", (), reason))
+    else:
+        if cores > 1:
+            dims.append(Dimension("intra_op_threads", (1,)))
+        else:
+            dims.append(Dimension("intra_op_threads", (), "this machine has one core"))
+        dims.append(Dimension("inter_op_threads", (1,)))
+    dims.append(Dimension("deterministic", (True,), cost_only=True))
+    dims.extend(input_space(data_kind(data), base, cores))
+    return [_drop_baseline(d, base) for d in dims]
+
+
+def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimension]:
+    """The input knobs for data of `kind` (`fitspeed.core.input_kinds`); the others skipped with the reason.
+
+    `kind` None is a user's function, whose kind the baseline trial reports.
+    """
+    workers = max(2, cores)
+    values: dict[str, tuple[Any, ...]] = {
+        "prefetch": ("autotune", 2),
+        "map_parallelism": ("autotune", workers),
+        "cache": ("memory",),
+        "vectorize": (True,),
+        "interleave": (workers,),
+        "data_deterministic": (False,),
+        "data_autotune": (False,),
+        "workers": (workers,),
+        "use_multiprocessing": (True, False),
+        "max_queue_size": (32,),
+    }
+    dims = []
+    for knob in INPUT_KNOBS:
+        if kind is None:
+            dims.append(Dimension(knob, (), "the kind of your data is known once the baseline trial loads it"))
+            continue
+        reason = why_not(knob, kind, base.backend)
+        if reason is None and knob == "shuffle_buffer":
+            reason = "shuffle_buffer changes the order the model sees: a training choice, not a speed knob"
+        dims.append(Dimension(knob, () if reason else values[knob], reason))
+    return dims
+
+
+def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:
+    current = getattr(base, dim.knob)
+    return Dimension(dim.knob, tuple(v for v in dim.values if v != current), dim.skipped, dim.cost_only)
+
+
+def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfig) -> list[Dimension]:
+    """Apply `knob=v1,v2,...` overrides: replace that knob's values, searched or not."""
+    out = [d for d in dims]
+    for text in assignments:
+        name, sep, raw = text.partition("=")
+        name = name.strip()
+        if not sep or not raw.strip():
+            raise KnobError(
+                f"Expected --space as knob=value1,value2. Received: {text!r}. "
+                "Use for example --space steps_per_execution=1,8,32."
+            )
+        knob = get_knob(name)
+        values = tuple(dict.fromkeys(knob.parse(part) for part in raw.split(",")))
+        for value in values:
+            base.replace(**{name: value})  # refuses values the backend cannot do
+        out = [d for d in out if d.knob != name]
+        out.append(_drop_baseline(Dimension(name, values), base))
+    return out
+
+
+def only(dims: list[Dimension], knobs: Iterable[str]) -> list[Dimension]:
+    """Search only the named knobs; the others keep the baseline's values."""
+    names = [get_knob(name.strip()).name for name in knobs if name.strip()]
+    if not names:
+        return dims
+    return [d for d in dims if d.knob in names]
+
+
+def choices(dims: list[Dimension], base: TrialConfig) -> dict[str, tuple[Any, ...]]:
+    """Every searched knob's values, the baseline's first: Optuna's categorical choices."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dim in dims:
+        if dim.searched and not dim.cost_only:
+            current = getattr(base, dim.knob)
+            out[dim.knob] = tuple(dict.fromkeys((current, *out.get(dim.knob, ()), *dim.values)))
+    return out

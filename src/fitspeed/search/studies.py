@@ -1,0 +1,100 @@
+"""The tuner's storage: an Optuna study holding every trial's knobs and record.
+
+SQLite by default (`sqlite:///fitspeed.db`); any URL Optuna takes works, such as
+PostgreSQL for many machines. Each Optuna trial's params are the searched
+knobs; its user attrs hold the phase, the config key and the full record, so
+optuna-dashboard shows everything. Guard runs and the verification are kept as
+study user attrs. A parent killed mid-trial leaves that trial RUNNING with no
+record; `recover_interrupted` marks it failed, and the tuner measures its
+config again: nothing else runs twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
+from fitspeed.core.record import to_json
+
+
+def config_key(config: TrialConfig) -> str:
+    return json.dumps(config.to_dict(), sort_keys=True)
+
+
+def plain(value: Any) -> Any:
+    """Strict-JSON form of a record (NaN becomes null) for Optuna's storage."""
+    return json.loads(to_json(value))
+
+
+def open_study(name: str, storage: str, meta: dict[str, Any], seed: int = 0) -> optuna.Study:
+    """Create or resume a study; refuse to resume one made for another workload."""
+    optuna.logging.set_verbosity(logging.WARNING)
+    try:
+        study = optuna.create_study(
+            study_name=name,
+            storage=storage,
+            direction="maximize",
+            load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=seed),
+        )
+    except Exception as error:  # bad URL, missing driver, unreachable server
+        raise UserError(
+            f"Could not open the study storage {storage!r}: {error}. Expected an Optuna "
+            "storage URL such as sqlite:///fitspeed.db or postgresql://user@host/db."
+        ) from None
+    attrs = study.user_attrs
+    if not attrs.get("fitspeed"):
+        study.set_user_attr("fitspeed", True)
+        for key, value in meta.items():
+            study.set_user_attr(key, plain(value))
+    else:
+        for key in ("model", "data", "base"):
+            if attrs.get(key) != plain(meta.get(key)):
+                raise UserError(
+                    f"Study {name!r} in {storage} was made for {key} {attrs.get(key)!r}, not "
+                    f"{meta.get(key)!r}. Use another --study name, or the same workload and --set."
+                )
+    return study
+
+
+def load_study(name: str | None, storage: str) -> optuna.Study:
+    """An existing study, or the newest one in `storage` when `name` is None."""
+    optuna.logging.set_verbosity(logging.WARNING)
+    try:
+        summaries = optuna.get_all_study_summaries(storage=storage)
+    except Exception as error:
+        raise UserError(f"Could not read the study storage {storage!r}: {error}.") from None
+    names = [s.study_name for s in sorted(summaries, key=lambda s: s.datetime_start or 0)]
+    if not names:
+        raise UserError(f"No study in {storage}. Run `fitspeed tune WORKLOAD` first.")
+    if name is None:
+        name = names[-1]
+    if name not in names:
+        raise UserError(
+            f"No study named {name!r} in {storage}. Expected one of: {', '.join(names)}."
+        )
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def recover_interrupted(study: optuna.Study) -> int:
+    """Mark trials left RUNNING by a killed parent as failed; return how many."""
+    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in stale:
+        study.tell(trial.number, state=TrialState.FAIL)
+    return len(stale)
+
+
+def measured(study: optuna.Study) -> dict[str, FrozenTrial]:
+    """Trials that ran to a record, by config key (the first, if a config repeats)."""
+    out: dict[str, FrozenTrial] = {}
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        key = trial.user_attrs.get("config_key")
+        if key and "record" in trial.user_attrs and key not in out:
+            out[key] = trial
+    return out

@@ -1,0 +1,154 @@
+"""Pure summaries of a tuning study: plain data the tables and best.json draw from.
+
+`study_data` reads an Optuna study into plain dicts; `study_summary` turns those
+into the answer: the baseline, the verified best, each knob's own effect, and
+every rejected configuration with its reason. Nothing here runs a trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import throughput
+from fitspeed.search import guard
+from fitspeed.search.studies import config_key
+
+
+def study_data(study: optuna.Study) -> dict[str, Any]:
+    trials = []
+    for trial in study.get_trials(deepcopy=False):
+        if "record" not in trial.user_attrs:
+            continue
+        trials.append({"number": trial.number, "phase": trial.user_attrs.get("phase"),
+                       "config": trial.user_attrs["config"], "record": trial.user_attrs["record"]})
+    attrs = study.user_attrs
+    return {
+        "study": study.study_name,
+        "meta": {k: v for k, v in attrs.items() if not k.startswith("guard") and k != "verification"},
+        "trials": trials,
+        "guards": {k[len("guard:"):]: v for k, v in attrs.items() if k.startswith("guard:")},
+        "verification": attrs.get("verification"),
+    }
+
+
+def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
+    """Skipped knobs grouped by reason, each knob's own name taken off the front of its reason.
+
+    >>> skipped_groups({"cache": "cache applies to X", "vectorize": "vectorize applies to X",
+    ...                 "precision": "mixed_float16: no GPU"})
+    [(['cache', 'vectorize'], 'applies to X'), (['precision'], 'mixed_float16: no GPU')]
+    """
+    groups: dict[str, list[str]] = {}
+    for knob, reason in skipped.items():
+        text = reason[len(knob) + 1:] if reason.startswith(knob + " ") else reason
+        groups.setdefault(text, []).append(knob)
+    return [(knobs, text) for text, knobs in groups.items()]
+
+
+def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for trial in trials:
+        out.setdefault(config_key(TrialConfig.from_dict(trial["config"])), trial)
+    return out
+
+
+def study_summary(data: dict[str, Any]) -> dict[str, Any]:
+    meta = data["meta"]
+    base = TrialConfig.from_dict(meta["base"])
+    by_key = _first_by_key(data["trials"])
+    base_speeds = [throughput(t["record"]) for t in data["trials"]
+                   if t["phase"] == "baseline" and TrialConfig.from_dict(t["config"]) == base]
+    base_speed = max((s for s in base_speeds if s), default=None)  # a knob must beat the faster
+    min_gain = float(meta.get("min_gain", 0.05))
+    guards = data["guards"]
+
+    rows, effects, rejected, batch_sizes = [], [], [], []
+    baseline_row: dict[str, Any] | None = None
+    baseline_curve: list[float | None] = []
+    environment = meta.get("environment")  # the baseline child's, when it ran, is richer
+    for key, trial in by_key.items():
+        config = TrialConfig.from_dict(trial["config"])
+        record = trial["record"]
+        metrics = record.get("metrics") or {}
+        speed = throughput(record)
+        ratio = speed / base_speed if speed and base_speed else None
+        changes = {k: v for k, v in config.to_dict().items() if v != getattr(base, k)}
+        verdict = guards.get(key)
+        numeric = bool(guard.numeric_changes(config, base))
+        if record["status"] != "ok":
+            outcome = f"{record['status']}: {record.get('reason') or 'no reason given'}"
+            if record["status"] == "nan":
+                outcome = f"numerics: {record.get('reason')}"
+        elif numeric and verdict and not verdict["ok"]:
+            outcome = f"numerics changed: {verdict['reason']}"
+        elif config == base:
+            outcome = "baseline"
+        elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
+            outcome = "cost only" + (f" ({ratio:.2f}×)" if ratio is not None else "")
+        elif ratio is not None and ratio <= 1 + min_gain:
+            outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
+        elif numeric and not verdict:
+            outcome = "faster, numerics not checked"
+        else:
+            outcome = "faster"
+        row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
+               "status": record["status"], "samples_per_s": speed, "ratio": ratio,
+               "outcome": outcome, "guard": verdict,
+               "compile_s": metrics.get("compile_s"), "ms_per_step": metrics.get("ms_per_step"),
+               "jit_compile_resolved": metrics.get("jit_compile_resolved")}
+        rows.append(row)
+        if config == base:
+            baseline_row = row
+            baseline_curve = metrics.get("loss_curve") or []
+            environment = record.get("environment") or environment
+        if trial["phase"] == "batch_size" or (changes.keys() == {"batch_size"}):
+            batch_sizes.append(row)
+        elif trial["phase"] in ("sweep", "measure", "compare") and len(changes) == 1:
+            effects.append(row)
+        if outcome not in ("baseline", "faster") and not outcome.startswith("cost only") \
+                and trial["phase"] != "batch_size":
+            rejected.append(row)
+
+    verification = data.get("verification") or {}
+    best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
+    best_trial = by_key.get(config_key(best_config))
+    fits = [r for r in batch_sizes if r["status"] == "ok"]
+    oom = [r for r in batch_sizes if r["status"] == "oom"]
+    first_oom = min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]), default=None)
+    largest = max((r["changes"].get("batch_size", base.batch_size) for r in fits),
+                  default=base.batch_size if baseline_row else None)
+    # a margin: 10% below the largest that fit, rounded down to a multiple of 8
+    safe = max(8, largest * 9 // 10 // 8 * 8) if largest and first_oom else largest
+    if batch_sizes and baseline_row:
+        batch_sizes.append(baseline_row)
+    return {
+        "study": data["study"],
+        "model": meta.get("model"),
+        "data": meta.get("data"),
+        "environment": environment,
+        "skipped": meta.get("skipped") or {},
+        "skipped_groups": skipped_groups(meta.get("skipped") or {}),
+        "tolerance": meta.get("tolerance"),
+        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve},
+        "best": {
+            "config": best_config.to_dict(),
+            "label": best_config.label(),
+            "samples_per_s": throughput(best_trial["record"]) if best_trial else None,
+            "claimed": bool(verification.get("claimed")),
+            "verdict": verification.get("verdict") or "not verified yet",
+            "why": verification.get("why"),
+            "estimate": verification.get("estimate"),
+        },
+        "effects": effects,
+        "rejected": rejected,
+        "batch_sizes": {
+            "rows": sorted(batch_sizes, key=lambda r: r["changes"].get("batch_size", base.batch_size)),
+            "largest_fitting": largest,
+            "first_oom": first_oom,
+            "recommended_max": safe,
+        },
+        "trials": rows,
+    }

@@ -1,0 +1,14 @@
+"""The trial child: one configuration measured in a fresh process.
+
+The parent reaches this layer only as `python -m fitspeed.trial SPEC.json`
+(`fitspeed.measure.runner`); `fitspeed.apply` and `fitspeed.auto_steps` also
+use it in the user's own process. `protocol` runs the measurement, `apply`
+owns the process-wide and compile-time knobs, `models` builds the built-in
+models, `timing` is the clock callback, `input_probe` holds doctor's
+measurements, `profiling` and `trace_ops` capture and read traces, and
+`data/` loads data and applies the input knobs.
+
+May import: `fitspeed.core`, `fitspeed.machine` and the frameworks (keras,
+tensorflow, jax, torch). Never `measure`, `search`, `report` or `cli`.
+Importing this package itself imports no framework.
+"""

@@ -1,0 +1,133 @@
+"""The one place each knob is applied.
+
+Who owns what, in the order a trial child runs them:
+
+| stage        | function               | knobs                                              |
+|--------------|------------------------|----------------------------------------------------|
+| environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
+| process      | `after_import`         | precision (global dtype policy), data_format       |
+|              |                        | (global image data format), deterministic (op      |
+|              |                        | determinism), intra_op_threads, inter_op_threads,  |
+|              |                        | and the seeds                                      |
+| compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
+| data         | `fitspeed.trial.data.sources`    | batch_size, and the channels_first transpose       |
+| data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
+|              |                        | shuffle_buffer, interleave, data_deterministic,    |
+|              |                        | data_autotune (tf.data); workers,                  |
+|              |                        | use_multiprocessing, max_queue_size (PyDataset)    |
+
+Process-wide settings stay for the life of the process, which is why every
+trial runs in a fresh one. `before_import` must run before keras is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
+
+
+def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> TrialConfig:
+    """Apply a configuration's process-wide knobs in this process, from Python.
+
+    `config` is a TrialConfig, a mapping of knob values, or the path of a
+    `best.json` written by `fitspeed tune`. Call it before building the model,
+    and best before importing keras (the backend and determinism flags are
+    read at import). Compile arguments (steps_per_execution, jit_compile) are
+    yours to pass to `model.compile()`; `compile_kwargs(config)` gives them.
+    """
+    if isinstance(config, (str, Path)):
+        try:
+            data = json.loads(Path(config).read_text())
+            config = dict(data["best"]["config"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(
+                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error})."
+            ) from None
+    if not isinstance(config, TrialConfig):
+        config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    if "keras" in sys.modules:
+        import keras
+
+        if keras.backend.backend() != config.backend:
+            raise UserError(
+                f"keras is already imported with the {keras.backend.backend()} backend, but the "
+                f"configuration wants {config.backend}. Call fitspeed.apply() before importing keras."
+            )
+    else:
+        before_import(config, seed)
+    try:
+        after_import(config, seed)
+    except RuntimeError as error:
+        raise UserError(
+            f"Could not apply the thread settings: {error}. Call fitspeed.apply() before running "
+            "any TensorFlow operation."
+        ) from None
+    return config
+
+
+def before_import(config: TrialConfig, seed: int) -> None:
+    """Set the environment the backend reads when it is first imported."""
+    if "keras" in sys.modules:
+        raise RuntimeError("apply.before_import must run before keras is imported")
+    os.environ["KERAS_BACKEND"] = config.backend
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    if config.deterministic:
+        os.environ["TF_DETERMINISTIC_OPS"] = "1"
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+
+
+def after_import(config: TrialConfig, seed: int) -> None:
+    """Set the process-wide Keras and backend state: policy, layout, threads, seeds."""
+    import keras
+
+    _threads(config)
+    keras.config.set_dtype_policy(config.precision)
+    keras.config.set_image_data_format(config.data_format)
+    keras.utils.set_random_seed(seed)
+    if config.deterministic:
+        if config.backend == "tensorflow":
+            import tensorflow as tf
+
+            tf.config.experimental.enable_op_determinism()
+        elif config.backend == "torch":
+            import torch
+
+            torch.use_deterministic_algorithms(True)
+
+
+def _threads(config: TrialConfig) -> None:
+    intra, inter = config.intra_op_threads, config.inter_op_threads
+    if not (intra or inter):
+        return
+    if config.backend == "tensorflow":
+        import tensorflow as tf
+
+        if intra:
+            tf.config.threading.set_intra_op_parallelism_threads(intra)
+        if inter:
+            tf.config.threading.set_inter_op_parallelism_threads(inter)
+    elif config.backend == "torch":
+        import torch
+
+        if intra:
+            torch.set_num_threads(intra)
+        if inter:
+            torch.set_num_interop_threads(inter)
+
+
+def compile_kwargs(config: TrialConfig) -> dict[str, Any]:
+    """The `model.compile()` keyword arguments that carry knobs."""
+    return {
+        "steps_per_execution": config.steps_per_execution,
+        "jit_compile": config.jit_compile,
+    }

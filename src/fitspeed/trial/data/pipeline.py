@@ -1,0 +1,262 @@
+"""The one place the input knobs are applied, and the tf.data pipeline fitspeed builds.
+
+Runs in the trial child only (imports tensorflow and keras). Who owns what
+(`fitspeed.core.input_kinds` says which knob applies to which kind of data):
+
+| data                      | built by                  | knobs applied here                        |
+|---------------------------|---------------------------|-------------------------------------------|
+| `images:DIR` (a source    | `build`, below            | every tf.data knob, in the order below    |
+| plus per-example work)    |                           |                                           |
+| a user's tf.data.Dataset  | the user's function       | prefetch (appended), data_deterministic   |
+|                           |                           | and data_autotune (tf.data.Options)       |
+| numpy arrays              | Keras (ArrayDataAdapter)  | data_autotune=false: Keras's own array    |
+|                           |                           | pipeline, fed with autotune off           |
+| a PyDataset               | the user, or `pyloader`   | workers, use_multiprocessing,             |
+|                           |                           | max_queue_size (set on the object; Keras  |
+|                           |                           | 3 reads them there, not from fit())       |
+
+The order for a source, after article 001 ("Data Input Pipeline Performance"):
+
+    file names -> read: interleave(cycle_length=interleave) when > 1, else map
+               -> map(decode + resize, num_parallel_calls=map_parallelism)
+               -> cache (memory or file): decoded examples, so later epochs skip the decode
+               -> shuffle(shuffle_buffer), before repeat
+               -> repeat
+               -> map(augment + scale, map_parallelism) -> batch
+                  or, with vectorize: batch -> map(augment + scale) once per batch
+               -> prefetch(N or AUTOTUNE)
+               -> with_options(deterministic=data_deterministic, autotune.enabled=data_autotune)
+
+Random augmentation comes after the cache, so every epoch draws new crops and
+flips. The augment function takes a batch and draws per example, so
+vectorize changes the speed, not what the model sees.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from fitspeed.core import input_kinds
+from fitspeed.core.config import TrialConfig
+from fitspeed.trial.data.image_folder import ImageSource
+from fitspeed.trial.data.sources import Data
+
+
+def _read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return tf.io.read_file(path), label
+
+
+def _decoder(size: tuple[int, int]) -> Any:
+    def decode(raw: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        image = tf.io.decode_image(raw, channels=3, expand_animations=False)
+        image = tf.image.resize(image, size)
+        image.set_shape((*size, 3))
+        return tf.saturate_cast(tf.round(image), tf.uint8), label
+
+    return decode
+
+
+def augment_batch(images: tf.Tensor) -> tf.Tensor:
+    """Random crop (from a reflection-padded image) and left-right flip, drawn per example.
+
+    `images` is a float batch [B, H, W, C]; each example gets its own offsets and flip.
+    """
+    height, width = int(images.shape[1]), int(images.shape[2])
+    pad = max(1, height // 8)
+    padded = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]], mode="REFLECT")
+    count = tf.shape(images)[0]
+    rows = tf.random.uniform([count], 0, 2 * pad + 1, dtype=tf.int32)[:, None] + tf.range(height)[None, :]
+    cols = tf.random.uniform([count], 0, 2 * pad + 1, dtype=tf.int32)[:, None] + tf.range(width)[None, :]
+    out = tf.gather(padded, rows, axis=1, batch_dims=1)
+    out = tf.gather(out, cols, axis=2, batch_dims=1)
+    flip = tf.random.uniform([count]) < 0.5
+    return tf.where(flip[:, None, None, None], tf.reverse(out, axis=[2]), out)
+
+
+def _transform(augment: bool, batched: bool) -> Any:
+    channels_first = keras.config.image_data_format() == "channels_first"
+
+    def transform(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        x = tf.cast(image, tf.float32)
+        if not batched:
+            x = x[None]
+        if augment:
+            x = augment_batch(x)
+        x = x / 255.0
+        if channels_first:
+            x = tf.transpose(x, (0, 3, 1, 2))
+        return (x if batched else x[0]), label
+
+    return transform
+
+
+def _parallel(config: TrialConfig) -> int | None:
+    """num_parallel_calls: None (a sequential map) for 1."""
+    value = config.map_parallelism
+    if value == "autotune":
+        return int(tf.data.AUTOTUNE)
+    return None if value == 1 else int(value)
+
+
+def _cache_file() -> str:
+    folder = tempfile.mkdtemp(prefix="fitspeed-cache-")
+    atexit.register(shutil.rmtree, folder, True)
+    return str(Path(folder) / "examples")
+
+
+def _prefetched(ds: tf.data.Dataset, config: TrialConfig) -> tf.data.Dataset:
+    """`ds` with the prefetch knob applied: off, N batches, or AUTOTUNE."""
+    if config.prefetch == "off":
+        return ds
+    return ds.prefetch(int(tf.data.AUTOTUNE) if config.prefetch == "autotune" else int(config.prefetch))
+
+
+def options(config: TrialConfig) -> tf.data.Options:
+    """The tf.data options the data knobs set."""
+    opts = tf.data.Options()
+    opts.deterministic = bool(config.data_deterministic)
+    opts.autotune.enabled = bool(config.data_autotune)
+    return opts
+
+
+def build(source: ImageSource, config: TrialConfig, batch_size: int, seed: int) -> tf.data.Dataset:
+    """The training pipeline for `source`, with every tf.data knob applied in order."""
+    deterministic = bool(config.data_deterministic)
+    parallel = _parallel(config)
+    names = tf.data.Dataset.from_tensor_slices(
+        (np.array(source.paths), np.array(source.labels, dtype="int32"))
+    )
+    if config.interleave > 1:
+        ds = names.interleave(
+            lambda path, label: tf.data.Dataset.from_tensors(_read(path, label)),
+            cycle_length=config.interleave,
+            num_parallel_calls=config.interleave,
+            deterministic=deterministic,
+        )
+    else:
+        ds = names.map(_read)
+    map_args: dict[str, Any] = {}
+    if parallel is not None:
+        map_args = {"num_parallel_calls": parallel, "deterministic": deterministic}
+    ds = ds.map(_decoder(source.size), **map_args)
+    if config.cache == "memory":
+        ds = ds.cache()
+    elif config.cache == "file":
+        ds = ds.cache(_cache_file())
+    if config.shuffle_buffer:
+        ds = ds.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.repeat()
+    if config.vectorize:
+        ds = ds.batch(batch_size, drop_remainder=True)
+        ds = ds.map(_transform(source.augment, batched=True), **map_args)
+    else:
+        ds = ds.map(_transform(source.augment, batched=False), **map_args)
+        ds = ds.batch(batch_size, drop_remainder=True)
+    return _prefetched(ds, config).with_options(options(config))
+
+
+def keras_array_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, autotune: bool) -> tf.data.Dataset:
+    """The pipeline Keras's ArrayDataAdapter builds for fit(x, y), with autotune on or off.
+
+    Keras 3.15 builds it with map(AUTOTUNE) and prefetch(AUTOTUNE) and tears it
+    down at every epoch end; with autotune off, that teardown does not wait on
+    tf.data's autotune thread (issue 6, section 5). Its cardinality is kept, so
+    Keras still starts a fresh pass every epoch, as it does for arrays.
+    """
+    from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+
+    adapter = ArrayDataAdapter(x, y, batch_size=batch_size, shuffle=True)
+    ds = adapter.get_tf_dataset()
+    ds = ds.apply(tf.data.experimental.assert_cardinality(int(adapter.num_batches)))
+    opts = tf.data.Options()
+    opts.autotune.enabled = autotune
+    return ds.with_options(opts)
+
+
+def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.utils.PyDataset:
+    if config.workers:
+        source.workers = config.workers
+    if config.use_multiprocessing != "keep":
+        source.use_multiprocessing = bool(config.use_multiprocessing)
+    if config.max_queue_size:
+        source.max_queue_size = config.max_queue_size
+    return source
+
+
+def _user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tf.data.Dataset:
+    """A user's dataset keeps its own options unless a knob says otherwise."""
+    ds = _prefetched(ds, config)
+    if not config.data_deterministic or not config.data_autotune:
+        opts = tf.data.Options()
+        if not config.data_deterministic:
+            opts.deterministic = False
+        if not config.data_autotune:
+            opts.autotune.enabled = False
+        ds = ds.with_options(opts)
+    return ds
+
+
+def kind_of(data: Data) -> str:
+    """The `fitspeed.core.input_kinds` kind of loaded data."""
+    return "images" if isinstance(data.source, ImageSource) else data.kind
+
+
+def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data:
+    """Apply the input knobs to loaded data; refuse knobs that cannot apply to it."""
+    kind = kind_of(data)
+    input_kinds.check({k: v for k, v in config.changed().items() if k in input_kinds.INPUT_KNOBS}, kind, config.backend)
+    if kind == "images":
+        ds = build(data.source, config, batch_size, seed)
+        return Data("dataset", source=ds, batch_size=batch_size, origin="images")
+    if kind == "dataset":
+        return dataclasses.replace(data, source=_user_dataset(data.source, config))
+    if kind == "pydataset":
+        return dataclasses.replace(data, source=_pydataset(data.source, config))
+    return dataclasses.replace(data, autotune=bool(config.data_autotune))
+
+
+def graph_ops(ds: tf.data.Dataset) -> list[tuple[str, dict[str, Any]]]:
+    """The dataset ops of a built pipeline, source first, with their constant inputs.
+
+    Read from the pipeline's own graph (`tf.raw_ops.DatasetToGraphV2`), so it shows
+    what was built, not what was asked for. Constant inputs such as
+    num_parallel_calls (-1 is AUTOTUNE), buffer_size and cycle_length appear
+    under their input names where TensorFlow names them, as `input_N` otherwise.
+    """
+    graph = tf.compat.v1.GraphDef()
+    serialized = tf.raw_ops.DatasetToGraphV2(input_dataset=ds._variant_tensor)  # noqa: SLF001
+    graph.ParseFromString(serialized.numpy())
+    nodes = {node.name: node for node in graph.node}
+    out = []
+    for node in graph.node:
+        if not node.op.endswith("Dataset") and "Dataset" not in node.op:
+            continue
+        attrs: dict[str, Any] = {}
+        if "deterministic" in node.attr:
+            attrs["deterministic"] = node.attr["deterministic"].s.decode()
+        for index, name in enumerate(node.input):
+            const = nodes.get(name.split(":")[0].lstrip("^"))
+            if const is None or const.op != "Const":
+                continue
+            proto = const.attr["value"].tensor
+            if proto.dtype == tf.string.as_datatype_enum:
+                if len(proto.string_val) == 1:
+                    attrs[f"input_{index}"] = proto.string_val[0].decode("utf-8", "replace")
+                continue
+            try:
+                value = tf.make_ndarray(proto)
+            except (KeyError, TypeError, ValueError):  # resources and variants have no numpy value
+                continue
+            if value.size == 1:
+                attrs[f"input_{index}"] = value.item()
+        out.append((node.op, attrs))
+    return out

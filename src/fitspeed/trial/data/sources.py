@@ -1,0 +1,174 @@
+"""Data sources for a trial: the `Data` type, and loading what a `DataRef` names.
+
+Runs in the trial child only. Sources give arrays channels_last (as
+keras.datasets gives them); `fitspeed.trial.data.layout` owns the transpose
+for channels_first, and `fitspeed.trial.data.fit_input` turns `Data` into
+`fit()` arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from fitspeed.core.data_ref import DataRef
+from fitspeed.core.errors import DataError
+from fitspeed.trial.models import import_callable
+
+SYNTHETIC_SAMPLES = 2048
+
+
+@dataclass
+class Data:
+    """What a source gave: arrays, a tf.data.Dataset or a PyDataset."""
+
+    kind: str  # "arrays", "dataset", "pydataset", or "source" (an images: folder, before pipeline.prepare)
+    x: Any = None
+    y: Any = None
+    source: Any = None  # the dataset or PyDataset
+    batch_size: int | None = None  # fixed by a dataset; None for arrays
+    autotune: bool = True  # arrays: False feeds Keras's array pipeline with autotune off
+    origin: str | None = None  # "images" for the pipeline fitspeed built from a folder
+
+    @property
+    def sample_bytes(self) -> int:
+        if self.kind != "arrays":
+            return 0
+        return int(self.x[0].nbytes + np.asarray(self.y[0]).nbytes)
+
+
+def synthetic(
+    shape: tuple[int, ...], num_classes: int, seed: int, samples: int = SYNTHETIC_SAMPLES
+) -> tuple[np.ndarray, np.ndarray]:
+    """Learnable random data: each class is a fixed random pattern plus noise.
+
+    The same seed gives the same arrays, so two trials train on identical data.
+    """
+    rng = np.random.default_rng(seed)
+    prototypes = rng.normal(size=(num_classes, *shape)).astype("float32")
+    y = rng.integers(0, num_classes, size=samples)
+    noise = rng.normal(scale=1.5, size=(samples, *shape)).astype("float32")
+    return prototypes[y] + noise, y.astype("int32")
+
+
+def _keras_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
+    loader = getattr(keras.datasets, name)
+    try:
+        (x, y), _ = loader.load_data()
+    except Exception as error:  # the loaders raise bare Exception on a failed fetch
+        raise DataError(
+            f"Could not load {name} through keras.datasets.{name}.load_data(): {error}. "
+            "It downloads on first use, and this machine may not reach the internet. "
+            "Use --data synthetic, or save the arrays with numpy.savez(path, x=x, y=y) "
+            "and pass --data npz:PATH."
+        ) from None
+    x = x.astype("float32") / 255.0
+    if x.ndim == 3:
+        x = x[..., None]
+    return x, y.reshape(len(y), -1)[:, 0].astype("int32")
+
+
+def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+    file = Path(path)  # DataRef.parse checked that it exists
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            missing = {"x", "y"} - set(archive.files)
+            if missing:
+                raise DataError(
+                    f"Expected {path!r} to hold arrays `x` and `y`. It holds: "
+                    f"{', '.join(archive.files) or 'nothing'}. Save it with "
+                    "numpy.savez(path, x=x, y=y)."
+                )
+            x, y = archive["x"], archive["y"]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise DataError(
+            f"Could not read {path!r} as an .npz file: {error}. The file may be corrupt or "
+            "not an .npz; write it again with numpy.savez(path, x=x, y=y)."
+        ) from None
+    if len(x) != len(y) or len(x) == 0:
+        raise DataError(
+            f"Expected `x` and `y` in {path!r} to have the same, non-zero length. "
+            f"Received: {len(x)} and {len(y)}. Save matching arrays."
+        )
+    return x, y
+
+
+def _user(ref: str, batch_size: int) -> Data:
+    function = import_callable(ref, "a data function")
+    kwargs = {}
+    if "batch_size" in inspect.signature(function).parameters:
+        kwargs["batch_size"] = batch_size
+    result = function(**kwargs)
+    if isinstance(result, keras.utils.PyDataset):
+        return Data("pydataset", source=result, batch_size=batch_size_of(result[0]))
+    if type(result).__module__.startswith("tensorflow") and hasattr(result, "element_spec"):
+        return Data("dataset", source=result, batch_size=dataset_batch_size(result, ref))
+    if isinstance(result, dict) and {"x", "y"} <= set(result):
+        result = (result["x"], result["y"])
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        x, y = (np.asarray(part) for part in result)
+        if len(x) != len(y) or len(x) == 0:
+            raise DataError(
+                f"Expected {ref!r} to return x and y of the same, non-zero length. "
+                f"Received: {len(x)} and {len(y)}."
+            )
+        return Data("arrays", x=x, y=y)
+    raise DataError(
+        f"Expected {ref!r} to return (x, y) arrays, a tf.data.Dataset or a "
+        f"keras.utils.PyDataset. Received: {type(result).__name__}."
+    )
+
+
+def batch_size_of(batch: Any) -> int:
+    inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(np.shape(inputs)[0])
+
+
+def dataset_batch_size(dataset: Any, ref: str) -> int:
+    for batch in dataset.take(1):
+        return batch_size_of(batch)
+    raise DataError(f"Expected {ref!r} to return a dataset with data. It is empty.")
+
+
+def shape_text(shape: tuple[Any, ...]) -> str:
+    """A per-sample shape as people read it, `?` for an unknown dimension.
+
+    >>> shape_text((32, None, 3))
+    '(32, ?, 3)'
+    """
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_size: int, seed: int) -> Data:
+    """Load the data `ref` names. `input_shape` is channels_last."""
+    if ref.kind == "synthetic":
+        x, y = synthetic(input_shape, num_classes, seed, max(SYNTHETIC_SAMPLES, batch_size))
+        return Data("arrays", x=x, y=y)
+    if ref.kind == "keras":
+        x, y = _keras_dataset(ref.name)
+        return Data("arrays", x=x, y=y)
+    if ref.kind == "npz":
+        x, y = _npz(ref.name)
+        return Data("arrays", x=x, y=y)
+    if ref.kind == "images":
+        from fitspeed.trial.data.image_folder import list_images
+
+        if len(input_shape) != 3:
+            raise DataError(
+                f"Expected a model that takes images (height, width, channels) for {str(ref)!r}. "
+                f"Received a model whose input shape is {shape_text(input_shape)}. Use an image model such as tiny or cnn-low."
+            )
+        size = (int(input_shape[0]), int(input_shape[1]))
+        return Data("source", source=list_images(ref.name, size, ref.augment, num_classes), batch_size=batch_size)
+    if ref.kind == "pyloader":
+        from fitspeed.trial.data.loaders import HeavyLoader
+
+        return Data("pydataset", source=HeavyLoader(input_shape, num_classes, batch_size, seed),
+                    batch_size=batch_size)
+    return _user(ref.name, batch_size)

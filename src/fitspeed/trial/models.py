@@ -1,0 +1,195 @@
+"""Built-in model builders, and loading a user's `module:function` model.
+
+Runs in the trial child only: it imports keras. Every builder honours the
+process's image data format (`keras.config.image_data_format()`) and dtype
+policy: BatchNormalization's axis follows the data format, and the softmax
+output stays float32 under mixed precision.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import keras
+from keras import layers
+
+from fitspeed.core.data_ref import is_callable_ref
+from fitspeed.core.errors import WorkloadError
+from fitspeed.core.workloads import MODELS
+
+
+def _channels_axis() -> int:
+    return 1 if keras.config.image_data_format() == "channels_first" else -1
+
+
+def _input(shape: tuple[int, ...]) -> Any:
+    if len(shape) == 3 and keras.config.image_data_format() == "channels_first":
+        shape = (shape[2], shape[0], shape[1])
+    return keras.Input(shape=shape)
+
+
+def _conv_bn_relu(x: Any, filters: int) -> Any:
+    x = layers.Conv2D(filters, 3, padding="same", use_bias=True)(x)
+    x = layers.BatchNormalization(axis=_channels_axis())(x)
+    return layers.Activation("relu")(x)
+
+
+def _head(x: Any, num_classes: int) -> Any:
+    x = layers.Dense(num_classes)(x)
+    return layers.Activation("softmax", dtype="float32")(x)
+
+
+def tiny(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    inputs = _input(shape)
+    x = _conv_bn_relu(inputs, 16)
+    x = layers.MaxPooling2D(2)(x)
+    x = _conv_bn_relu(x, 32)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, _head(x, num_classes), name="tiny")
+
+
+def mlp(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    inputs = keras.Input(shape=shape)
+    x = layers.Flatten()(inputs)
+    x = layers.Dense(128, activation="relu")(x)
+    return keras.Model(inputs, _head(x, num_classes), name="mlp")
+
+
+def _vgg_like(
+    shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...], dense: int, name: str
+) -> keras.Model:
+    inputs = _input(shape)
+    x = inputs
+    for width in widths:
+        x = _conv_bn_relu(x, width)
+        x = _conv_bn_relu(x, width)
+        x = layers.MaxPooling2D(2)(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(dense)(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    return keras.Model(inputs, _head(x, num_classes), name=name)
+
+
+def cnn_low(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    return _vgg_like(shape, num_classes, (64, 128, 256), 256, "cnn_low")
+
+
+def cnn_high(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    return _vgg_like(shape, num_classes, (128, 256, 512), 680, "cnn_high")
+
+
+def cnn10(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    """Nine 3x3 convolutions in three stages of 64, 128 and 256 filters, then a classifier."""
+    inputs = _input(shape)
+    x = inputs
+    for stage, width in enumerate((64, 128, 256)):
+        for _ in range(3):
+            x = _conv_bn_relu(x, width)
+        if stage < 2:
+            x = layers.AveragePooling2D(2)(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, _head(x, num_classes), name="cnn10")
+
+
+def _wrn_block(x: Any, filters: int, stride: int) -> Any:
+    axis = _channels_axis()
+    out = layers.BatchNormalization(axis=axis)(x)
+    out = layers.Activation("relu")(out)
+    shortcut = x
+    if stride != 1 or x.shape[axis] != filters:
+        shortcut = layers.Conv2D(filters, 1, strides=stride, use_bias=False)(out)
+    out = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(out)
+    out = layers.BatchNormalization(axis=axis)(out)
+    out = layers.Activation("relu")(out)
+    out = layers.Conv2D(filters, 3, padding="same", use_bias=False)(out)
+    return layers.Add()([shortcut, out])
+
+
+def wide_resnet(
+    shape: tuple[int, ...], num_classes: int, depth: int, widen: int
+) -> keras.Model:
+    """Wide ResNet (Zagoruyko and Komodakis, 2016), pre-activation blocks."""
+    blocks = (depth - 4) // 6
+    inputs = _input(shape)
+    x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)
+    for group, width in enumerate((16 * widen, 32 * widen, 64 * widen)):
+        for block in range(blocks):
+            stride = 2 if group > 0 and block == 0 else 1
+            x = _wrn_block(x, width, stride)
+    x = layers.BatchNormalization(axis=_channels_axis())(x)
+    x = layers.Activation("relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, _head(x, num_classes), name=f"wrn_{depth}_{widen}")
+
+
+BUILDERS: dict[str, Callable[[tuple[int, ...], int], keras.Model]] = {
+    "tiny": tiny,
+    "mlp": mlp,
+    "cnn-low": cnn_low,
+    "cnn-high": cnn_high,
+    "cnn10": cnn10,
+    "wrn-16-4": lambda shape, classes: wide_resnet(shape, classes, 16, 4),
+    "wrn-28-10": lambda shape, classes: wide_resnet(shape, classes, 28, 10),
+}
+
+
+def import_callable(ref: str, what: str) -> Callable[..., Any]:
+    """Import `module:function`; a clear WorkloadError if it does not import."""
+    if not is_callable_ref(ref):
+        raise WorkloadError(
+            f"Expected {what} as module:function. Received: {ref!r}. "
+            "Write it as mypkg.models:build."
+        )
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise WorkloadError(
+            f"Could not import module {module_name!r} for {what} {ref!r}: {error}. "
+            "Run fitspeed from the folder that holds it, or add that folder to PYTHONPATH."
+        ) from None
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise WorkloadError(
+            f"Expected {ref!r} to name a function in module {module_name!r}, "
+            f"but {module_name!r} has no callable {attr!r}. Check the name after the colon."
+        )
+    return function
+
+
+def build(ref: str) -> keras.Model:
+    """Build a built-in model, or call a user's builder."""
+    if ref in BUILDERS:
+        info = MODELS[ref]
+        return BUILDERS[ref](info.input_shape, info.num_classes)
+    model = import_callable(ref, "a model builder")()
+    if not isinstance(model, keras.Model):
+        raise WorkloadError(
+            f"Expected {ref!r} to return a keras.Model. Received: {type(model).__name__}. "
+            "Return the model from your builder."
+        )
+    return model
+
+
+def compile_model(model: keras.Model, compile_kwargs: dict[str, Any]) -> None:
+    """Compile with fitspeed's knobs; a compiled model keeps its loss, optimizer and metrics."""
+    if model.compiled:
+        # Keras keeps the original compile() arguments; reuse them as given, so
+        # custom losses and metrics need no serialization round trip.
+        saved = getattr(getattr(model, "_compile_config", None), "config", None)
+        if saved is None:
+            raise WorkloadError(
+                "Expected the model to have been compiled with model.compile(). "
+                "Return it uncompiled, or compiled with compile()."
+            )
+        model.compile(**{**saved, **compile_kwargs})
+        return
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-3),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        **compile_kwargs,
+    )

@@ -1,0 +1,244 @@
+"""One trial, in its own process: `python -m fitspeed.trial SPEC.json`.
+
+The child applies the knobs (see `fitspeed.trial.apply` for who owns which), builds
+the model and data, measures, and prints one record after `record.MARKER`.
+Any failure becomes a record too: a user's mistake as `failed` with
+`user_error`, running out of memory as `oom`, a non-finite loss as `nan`.
+
+The measurement protocol:
+1. Warm-up: one `fit()` of two executions. Tracing and compilation happen
+   here; `compile_s` is the first execution's time less a steady one.
+2. Timed: one `fit()` of `repeats` epochs, each of one lead-in execution and
+   then `steps` timed steps. An epoch's window runs from the end of its
+   lead-in execution to the end of its last step, so iterator creation,
+   epoch-boundary work and `fit()` set-up and teardown stay outside it.
+3. Samples/s per window = steps * batch_size / window seconds; the record
+   keeps every window, the median with its min, max and coefficient of
+   variation, and the loss of every epoch.
+4. With `spec.profile_dir` (`measure --profile`), one more window like the
+   timed ones runs under the backend's profiler (`fitspeed.trial.profiling`); it is
+   reported as the record's `profile` and stays out of the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.data_ref import DataRef
+from fitspeed.core.errors import DataError, UserError
+from fitspeed.core.input_kinds import INPUT_KNOBS
+from fitspeed.core.record import TrialSpec, encode, new_record
+from fitspeed.trial import apply
+
+
+def measure(spec: TrialSpec) -> dict[str, Any]:
+    """Run the protocol and return an `ok` or `nan` record."""
+    config = spec.config
+    apply.before_import(config, spec.seed)
+    import keras  # noqa: F401  (imported after the environment is set)
+
+    from fitspeed.machine import environment
+    from fitspeed.trial import input_probe, models
+    from fitspeed.trial.data import layout, sources
+    from fitspeed.trial.data.fit_input import fit_input, max_steps
+    from fitspeed.trial.timing import StepTimer
+
+    apply.after_import(config, spec.seed)
+    env = environment.collect(config.backend)
+    started = time.perf_counter()
+    model = models.build(spec.model)
+    models.compile_model(model, apply.compile_kwargs(config))
+    data_ref = DataRef.parse(spec.data)
+    shape = layout.channels_last_shape(model)
+    if shape is None and data_ref.kind == "synthetic":
+        raise DataError(
+            f"Cannot make synthetic data for {spec.model!r}: its input shape is not fully "
+            "known. Give the model a fixed keras.Input shape, or pass --data."
+        )
+    num_classes = int(model.output_shape[-1])
+    data = sources.load(data_ref, shape or (), num_classes, config.batch_size, spec.seed)
+    if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
+        from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
+
+        data = pipeline.prepare(data, config, config.batch_size, spec.seed)
+    data = layout.fit_layout(data, model, str(data_ref))
+    batch = data.batch_size or config.batch_size
+    build_s = time.perf_counter() - started
+
+    n = config.steps_per_execution
+    if spec.mode == "train":
+        return _train(spec, model, data, batch, env)
+    if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
+        if spec.mode == "input":
+            return input_probe.input_rate(spec, data, batch, env)
+        if spec.mode == "epochs":
+            return input_probe.epochs(spec, model, data, batch, env)
+        data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
+    warm = StepTimer(marks=(n - 1, 2 * n - 1))
+    model.fit(
+        **fit_input(data, 2 * n, batch),
+        epochs=1,
+        steps_per_epoch=2 * n,
+        verbose=0,
+        callbacks=[warm],
+    )
+    first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
+    steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
+    if warm.nonfinite:
+        return new_record(spec, "nan", reason=warm.nonfinite, environment=env)
+
+    steps = spec.steps or n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
+    cap = (max_steps(data, batch) - n) // n * n
+    steps = max(n, min(steps, cap)) if spec.steps is None else steps
+    timer = StepTimer(marks=(n - 1, n + steps - 1))
+    timed_wall = time.time()  # wall clock: the parent's monitor keeps the samples inside this span
+    model.fit(
+        **fit_input(data, n + steps, batch),
+        epochs=spec.repeats,
+        steps_per_epoch=n + steps,
+        verbose=0,
+        callbacks=[timer],
+    )
+    extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()]}
+    if spec.profile_dir:  # one more window like the timed ones, traced; it stays out of the figures
+        from fitspeed.trial import profiling
+
+        extra["profile"] = profiling.capture(config.backend, Path(spec.profile_dir), model, data, batch, steps, n)
+    losses = [*warm.epoch_losses, *timer.epoch_losses]
+    notes = []
+    if config.jit_compile is True and not getattr(model, "jit_compile", False):
+        notes.append(
+            "Keras ran without XLA although jit_compile=true was asked for: the model has a "
+            "layer that does not support it, or op determinism is on (Keras turns XLA off then)."
+        )
+    if timer.nonfinite:
+        return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
+                          metrics={"loss_curve": losses})
+    windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
+    if any(w is None for w in windows):
+        raise RuntimeError(f"timed windows incomplete: {windows}")
+    return new_record(
+        spec,
+        "ok" if losses and math.isfinite(losses[-1]) else "nan",
+        reason=None if losses and math.isfinite(losses[-1]) else "the final loss is not finite",
+        environment=env,
+        metrics=_metrics(
+            windows=[w for w in windows if w is not None],
+            steps=steps,
+            steps_per_execution=n,
+            batch=batch,
+            first_s=first_s,
+            build_s=build_s,
+            losses=losses,
+            calls=timer.calls_per_epoch,
+            jit_compile=bool(getattr(model, "jit_compile", False)),
+            device_mb=environment.peak_device_memory_mb(config.backend),
+            params=int(model.count_params()),
+            data_kind=data.origin or data.kind,
+        ),
+        notes=notes,
+        **extra,
+    )
+
+
+def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
+    """Train from the seed for a fixed number of steps and keep the loss curve."""
+    from fitspeed.trial.data.fit_input import fit_input
+    from fitspeed.trial.timing import StepTimer
+
+    steps = spec.steps or 0
+    timer = StepTimer(marks=())
+    model.fit(
+        **fit_input(data, steps, batch),
+        epochs=spec.repeats,
+        steps_per_epoch=steps,
+        verbose=0,
+        callbacks=[timer],
+    )
+    losses = timer.epoch_losses
+    metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
+               "steps_per_repeat": steps, "batch_size": batch}
+    if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
+        reason = timer.nonfinite or "the final loss is not finite"
+        return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics)
+    return new_record(spec, "ok", environment=env, metrics=metrics)
+
+
+def _metrics(
+    *,
+    windows: list[float],
+    steps: int,
+    steps_per_execution: int,
+    batch: int,
+    first_s: float,
+    build_s: float,
+    losses: list[float],
+    calls: dict[int, int],
+    jit_compile: bool,
+    device_mb: float | None,
+    params: int,
+    data_kind: str | None = None,
+) -> dict[str, Any]:
+    from fitspeed.core.stats import describe
+
+    throughput = describe([steps * batch / w for w in windows])
+    seconds_per_step = batch / throughput.median
+    return {
+        "samples_per_s": throughput.to_dict(),
+        "ms_per_step": 1000 * seconds_per_step,
+        "steps_per_repeat": steps,
+        "batch_size": batch,
+        "window_s": windows,
+        "compile_s": max(0.0, first_s - seconds_per_step * steps_per_execution),
+        "first_execution_s": first_s,
+        "build_s": build_s,
+        "peak_host_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_device_mb": device_mb,
+        "final_loss": losses[-1] if losses else None,
+        "loss_curve": losses,
+        "batch_callbacks_per_epoch": sorted(set(calls.values())),
+        "jit_compile_resolved": jit_compile,
+        "params": params,
+        "data_kind": data_kind,
+    }
+
+
+def _is_oom(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    name = type(error).__name__
+    text = str(error).lower()
+    return name == "ResourceExhaustedError" or "out of memory" in text or "oom" in text.split()
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    """`measure`, with every exception turned into a record."""
+    try:
+        return measure(spec)
+    except UserError as error:
+        return new_record(spec, "failed", reason=str(error), user_error=True)
+    except BaseException as error:  # a failure is data: record it, whatever it is
+        status = "oom" if _is_oom(error) else "failed"
+        traceback.print_exc()
+        reason = f"{type(error).__name__}: {error}".strip()
+        return new_record(spec, status, reason=reason[:2000])
+
+
+def main(argv: list[str]) -> int:
+    spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
+    record = run(spec)
+    sys.stdout.flush()
+    sys.stdout.write(encode(record))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,98 @@
+"""The `fitspeed` command as a user runs it: real processes, real training."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from conftest import QUICK, fitspeed, json_out
+
+from fitspeed.measure import results
+
+
+def test_measure_json_record(workdir: Path) -> None:
+    result = fitspeed("measure", "tiny", "--json", *QUICK, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    record = json_out(result)
+    assert record["status"] == "ok"
+    assert record["metrics"]["samples_per_s"]["median"] > 0
+    assert math.isfinite(record["metrics"]["final_loss"])
+    stored, _ = results.read(workdir / "fitspeed-results.jsonl")
+    assert [r["id"] for r in stored] == [record["id"]]
+
+
+def test_measure_table_and_results_file(workdir: Path) -> None:
+    result = fitspeed("measure", "tiny", "--set", "steps_per_execution=4", "--steps", "8",
+                      "--repeats", "2", "--results", "out/r.jsonl", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    for label in ("samples/s median (min–max)", "ms/step", "compile s", "peak host memory", "final loss",
+                  "steps_per_execution=4"):
+        assert label in result.stdout
+    assert (workdir / "out" / "r.jsonl").exists()
+
+
+def test_failed_trial_is_recorded_with_exit_1(workdir: Path) -> None:
+    result = fitspeed("measure", "userwork:raises", *QUICK, cwd=workdir)
+    assert result.returncode == 1
+    assert "the builder broke on purpose" in result.stdout
+    stored, _ = results.read(workdir / "fitspeed-results.jsonl")
+    assert stored[0]["status"] == "failed"
+
+
+def test_user_mistakes_exit_2_with_one_clear_sentence(workdir: Path) -> None:
+    np.savez(workdir / "small.npz", x=np.zeros((10, 4), "float32"), y=np.zeros(10))
+    (workdir / "corrupt.npz").write_bytes(b"PK\x03\x04 truncated")
+    cases = [
+        (["measure", "no-such-model"], "Unknown workload 'no-such-model'"),
+        (["measure", "tiny", "--set", "warp_speed=9"], "Unknown knob 'warp_speed'"),
+        (["measure", "tiny", "--set", "batch_size=-3"], "Expected `batch_size` to be an integer >= 1"),
+        (["measure", "tiny", "--set", "backend=torch", "--set", "steps_per_execution=8"],
+         "torch backend cannot do steps_per_execution=8"),
+        (["measure", "missing_module:build"], "Could not import module 'missing_module'"),
+        (["measure", "tiny", "--data", "small.npz"], "does not fit the model"),
+        (["measure", "tiny", "--data", "npz:absent.npz"], "which does not exist"),
+        (["measure", "tiny", "--data", "corrupt.npz"], "Could not read 'corrupt.npz' as an .npz file"),
+        (["measure", "tiny", "--memory-limit", "lots"], "Expected --memory-limit"),
+        (["compare", "tiny", "--b", "jit_compile=sometimes"], "Expected `jit_compile` to be auto"),
+    ]
+    for args, message in cases:
+        result = fitspeed(*args, *QUICK, cwd=workdir)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in " ".join(result.stderr.split()), (args, result.stderr)
+        assert "Traceback" not in result.stderr, args
+    assert not (workdir / "fitspeed-results.jsonl").exists()
+
+
+def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
+    result = fitspeed("compare", "tiny", "--a", "steps_per_execution=1", "--b", "steps_per_execution=1",
+                      "--pairs", "5", "--confidence", "0.999", "--steps", "64", "--repeats", "3",
+                      cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "no measurable difference" in result.stdout
+    stored, _ = results.read(workdir / "fitspeed-results.jsonl")
+    assert [r["kind"] for r in stored] == ["trial"] * 10 + ["comparison"]
+    assert [r["arm"] for r in stored[:10]] == ["a", "b"] * 5  # interleaved
+
+
+def test_compare_finds_a_real_difference(workdir: Path) -> None:
+    # batch 256 moves far more samples per second than batch 4 on this model
+    result = fitspeed("compare", "tiny", "--a", "batch_size=4", "--b", "batch_size=256",
+                      "--pairs", "3", "--steps", "16", "--repeats", "2", "--json", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    summary = json_out(result)
+    assert summary["estimate"]["ci_low"] > 1.5
+    assert summary["verdict"].startswith("B is ")
+    assert "faster" in summary["verdict"]
+    assert len(summary["trials"]) == 6
+
+
+def test_knobs_and_workloads_list_everything(workdir: Path) -> None:
+    knobs = fitspeed("knobs", cwd=workdir)
+    for name in ("steps_per_execution", "jit_compile", "precision", "data_format", "deterministic",
+                 "intra_op_threads", "inter_op_threads", "batch_size", "backend"):
+        assert name in knobs.stdout
+    workloads = fitspeed("workloads", cwd=workdir)
+    for name in ("tiny", "mlp", "cnn-low", "cnn-high", "cnn10", "wrn-16-4", "wrn-28-10", "36,497,146",
+                 "cifar10", "fashion_mnist", "npz:PATH"):
+        assert name in workloads.stdout

@@ -1,0 +1,52 @@
+"""Tables render from plain records; read as text at 100 columns."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from fitspeed.cli import tables
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.measure.comparison import Comparison
+
+
+def render(draw) -> str:  # noqa: ANN001
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    draw(console)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def ok_record(spec: TrialSpec, speed: float) -> dict:
+    return new_record(spec, "ok", metrics={
+        "samples_per_s": {"median": speed, "min": speed * 0.9, "max": speed * 1.1, "cv": 0.05, "n": 3},
+        "ms_per_step": 1000 * 32 / speed, "batch_size": 32, "steps_per_repeat": 64, "window_s": [1, 1, 1],
+        "compile_s": 1.25, "peak_host_mb": 700.0, "peak_device_mb": None, "final_loss": 0.123456,
+    })
+
+
+def test_measure_table_shows_every_figure() -> None:
+    spec = TrialSpec(model="tiny", config=TrialConfig(steps_per_execution=32))
+    text = render(lambda c: tables.print_trials(c, [ok_record(spec, 12345.0)]))
+    for expected in ("tiny · synthetic", "steps_per_execution=32", "12,345 (11,110–13,580)", "5.0%",
+                     "2.59", "64 × 3", "1.25", "700", "0.1235"):
+        assert expected in text, expected
+
+
+def test_failed_trial_shows_its_reason() -> None:
+    record = new_record(TrialSpec(model="tiny"), "oom", reason="the trial used 2000 MiB")
+    text = render(lambda c: tables.print_trials(c, [record]))
+    assert "oom: the trial used 2000 MiB" in text
+
+
+def test_comparison_table_and_verdict() -> None:
+    a, b = TrialSpec(model="tiny"), TrialSpec(model="tiny", config=TrialConfig(steps_per_execution=8))
+    comparison = Comparison(a, b)
+    for speed_a, speed_b in ((100.0, 150.0), (110.0, 160.0), (105.0, 158.0)):
+        comparison.pairs.append((ok_record(a, speed_a) | {"arm": "a", "pair": 0},
+                                 ok_record(b, speed_b) | {"arm": "b", "pair": 0}))
+    text = render(lambda c: tables.print_comparison(c, comparison))
+    assert "A: defaults   B: steps_per_execution=8" in text
+    assert "1.500" in text and "B is 1.50× faster" in text
+    assert comparison.record()["status"] == "ok"

@@ -1,0 +1,127 @@
+"""`fitspeed report` for real: a tuned study and a results file, opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from browser import chromium, console_errors, full_screenshot, images
+from conftest import QUICK, fitspeed
+
+# Markup that would run if any user string reached the page unescaped.
+EVIL = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real, small study whose name is a script tag, and its report."""
+    folder = tmp_path_factory.mktemp("tuned")
+    storage = f"sqlite:///{folder / 'fitspeed.db'}"
+    result = fitspeed("tune", "tiny", "--study", EVIL, "--knobs", "steps_per_execution", "--trials", "3",
+                      "--pairs", "2", "--storage", storage, *QUICK, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    result = fitspeed("report", "--storage", storage, "--out", "report", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert "each knob alone" in result.stdout  # the terminal table, from the same summary
+    assert "report written to report/index.html" in result.stderr
+    return folder / "report"
+
+
+def test_the_page_loads_every_plot_with_no_console_errors(tuned: Path, tmp_path: Path) -> None:
+    pngs = sorted(p.name for p in tuned.glob("*.png"))
+    assert {"time_per_config.png", "throughput_by_knob.png", "compile_time.png", "loss_curves.png"} <= set(pngs)
+    with chromium() as driver:
+        driver.get(tuned.joinpath("index.html").as_uri())
+        loaded = images(driver)
+        assert sorted(i["src"] for i in loaded) == pngs
+        assert all(i["complete"] and i["width"] > 0 for i in loaded), loaded
+        assert console_errors(driver) == []
+        shot = full_screenshot(driver, tmp_path / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_a_script_in_the_study_name_is_shown_not_run(tuned: Path) -> None:
+    with chromium() as driver:
+        driver.get(tuned.joinpath("index.html").as_uri())
+        assert driver.execute_script("return window.__pwned") is None
+        assert driver.execute_script("return document.getElementById('study-name').textContent") == EVIL
+        assert driver.title == f"fitspeed report: {EVIL}"
+
+
+def test_the_trials_table_sorts_when_a_heading_is_clicked(tuned: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    with chromium() as driver:
+        driver.get(tuned.joinpath("index.html").as_uri())
+        heading = driver.find_element(By.XPATH, "//table[@id='trials-table']//th[text()='samples/s']")
+
+        def column() -> list[float]:
+            cells = driver.find_elements(By.CSS_SELECTOR, "#trials-table tbody tr td:nth-child(5)")
+            return [float(c.get_attribute("data-sort")) for c in cells if c.get_attribute("data-sort")]
+
+        heading.click()
+        ascending = column()
+        assert len(ascending) >= 2 and ascending == sorted(ascending)
+        heading.click()
+        assert column() == sorted(ascending, reverse=True)
+        assert console_errors(driver) == []
+
+
+def test_report_from_a_results_file_escapes_the_workload_name(workdir: Path) -> None:
+    result = fitspeed("compare", "tiny", "--b", "steps_per_execution=8", "--pairs", "2", *QUICK, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    results = workdir / "fitspeed-results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    for record in lines:  # a workload named with markup, as a module path or file could be
+        if record["kind"] == "trial":
+            record["spec"]["model"] = EVIL
+        else:
+            record["model"] = EVIL
+    results.write_text("".join(json.dumps(record) + "\n" for record in lines))
+
+    result = fitspeed("report", str(results), "--out", "out", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((workdir / "out" / "report.json").read_text())
+    assert data["summary"]["model"] == EVIL
+    assert [bar["label"] for bar in data["plots"]["time_bars"]][0] == "baseline: defaults"
+    assert len(data["plots"]["time_bars"]) == 2
+    assert data["summary"]["best"]["estimate"]["ratios"] and len(data["summary"]["best"]["estimate"]["ratios"]) == 2
+    html = (workdir / "out" / "index.html").read_text()
+    assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
+    with chromium() as driver:
+        driver.get((workdir / "out" / "index.html").as_uri())
+        assert driver.execute_script("return window.__pwned") is None
+        assert EVIL in driver.find_element("css selector", "p.sub").text
+        assert all(i["complete"] and i["width"] > 0 for i in images(driver))
+        assert console_errors(driver) == []
+
+
+def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'study.db'}"
+    result = fitspeed("tune", "userwork:dies", "--data", "userwork:arrays", "--trials", "2",
+                      "--storage", storage, *QUICK, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    result = fitspeed("report", "study.db", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    page = workdir / "fitspeed-report" / "index.html"
+    data = json.loads((workdir / "fitspeed-report" / "report.json").read_text())
+    assert data["plots"]["time_bars"] == [] and data["plots"]["waterfall"] == []
+    assert data["summary"]["trials"][0]["status"] == "crashed"
+    with chromium() as driver:
+        driver.get(page.as_uri())
+        notes = [n.text for n in driver.find_elements("css selector", "p.note")]
+        assert any("baseline has no successful measurement" in n for n in notes), notes
+        assert any("Time per configuration: no configuration finished yet" in n for n in notes), notes
+        assert console_errors(driver) == []
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["missing.jsonl"], "No results file at 'missing.jsonl'"),
+    (["missing.db"], "No study database at 'missing.db'"),
+    ([], "No study in sqlite:///fitspeed.db"),
+])
+def test_bad_sources_get_one_clear_sentence(workdir: Path, args: list[str], expected: str) -> None:
+    result = fitspeed("report", *args, cwd=workdir)
+    assert result.returncode == 2
+    assert expected in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,76 @@
+"""best.json's snippet runs in a plain Keras script, and fitspeed.apply() applies it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import child_env
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.search import best_json
+
+PLAIN_SCRIPT = """
+import json, sys
+import numpy as np
+x_train = np.zeros((64, 16, 16, 3), "float32")
+y_train = np.zeros(64, "int32")
+optimizer, loss = "adam", "sparse_categorical_crossentropy"
+SNIPPET
+inputs = keras.Input(x_train.shape[1:])
+h = keras.layers.Conv2D(4, 3)(inputs)
+h = keras.layers.GlobalAveragePooling2D()(h)
+model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(h))
+""".strip()
+
+
+def run_snippet(config: TrialConfig) -> dict:
+    code = best_json.snippet(config)
+    # the snippet compiles `model`; build one first, then run the snippet's compile again on it
+    script = PLAIN_SCRIPT.replace("SNIPPET", code.split("# Build and compile")[0]) + "\n"
+    if "model.compile(" in code:
+        script += "model.compile(" + code.split("model.compile(", 1)[1].split("\n\n")[0] + "\n"
+    if "np.transpose" in code:
+        script += "x_train = np.transpose(x_train, (0, 3, 1, 2))\n"
+    script += (
+        "print(json.dumps({'policy': keras.config.dtype_policy().name,"
+        " 'format': keras.config.image_data_format(),"
+        " 'spe': getattr(model, 'steps_per_execution', None), 'x': list(x_train.shape)}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, (script, result.stderr)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_snippet_applies_the_configuration_in_plain_keras() -> None:
+    config = TrialConfig(steps_per_execution=32, precision="mixed_bfloat16", data_format="channels_first",
+                         intra_op_threads=1)
+    state = run_snippet(config)
+    assert state == {"policy": "mixed_bfloat16", "format": "channels_first", "spe": 32, "x": [64, 3, 16, 16]}
+
+
+def test_defaults_say_keep_them() -> None:
+    assert "Keep Keras's defaults" in best_json.snippet(TrialConfig())
+    assert "re-tune the learning rate" in best_json.snippet(TrialConfig(batch_size=256))
+
+
+def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
+    config = TrialConfig(precision="mixed_bfloat16", data_format="channels_first")
+    path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict()}})
+    assert not (tmp_path / "best.json.tmp").exists()
+    assert json.loads(path.read_text())["knobs"] == {"precision": "mixed_bfloat16",
+                                                     "data_format": "channels_first"}
+    script = (
+        "import sys, fitspeed\n"
+        f"config = fitspeed.apply({str(path)!r})\n"
+        "import keras\n"
+        "print(keras.config.dtype_policy().name, keras.config.image_data_format(),"
+        " fitspeed.compile_kwargs(config)['steps_per_execution'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["mixed_bfloat16", "channels_first", "1"]

@@ -1,0 +1,79 @@
+"""The study summary is plain data: outcomes and reasons from records and guards."""
+
+from __future__ import annotations
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.search.studies import config_key
+from fitspeed.search.summary import study_summary
+
+
+def trial(config: TrialConfig, phase: str, status: str = "ok", speed: float = 100.0, reason: str | None = None) -> dict:
+    metrics = {"samples_per_s": {"median": speed}, "compile_s": 1.0} if status == "ok" else None
+    record = new_record(TrialSpec(model="tiny", config=config), status, reason=reason, metrics=metrics)
+    return {"number": 0, "phase": phase, "config": config.to_dict(), "record": record}
+
+
+def test_outcomes_effects_and_rejections() -> None:
+    base = TrialConfig()
+    spe = TrialConfig(steps_per_execution=16)
+    bf16 = TrialConfig(precision="mixed_bfloat16")
+    first = TrialConfig(data_format="channels_first")
+    slow = TrialConfig(intra_op_threads=1)
+    data = {
+        "study": "s",
+        "meta": {"model": "tiny", "data": None, "base": base.to_dict(), "min_gain": 0.05,
+                 "skipped": {"precision": "no GPU"}},
+        "trials": [
+            trial(base, "baseline", speed=100.0),
+            trial(spe, "sweep", speed=180.0),
+            trial(bf16, "sweep", speed=150.0),
+            trial(first, "sweep", status="nan", reason="the loss became nan at step 3 of epoch 0"),
+            trial(slow, "sweep", speed=90.0),
+            trial(base, "baseline", speed=110.0),  # the baseline again: the faster one counts
+            trial(TrialConfig(batch_size=256), "batch_size", speed=900.0),
+            trial(TrialConfig(batch_size=4096), "batch_size", status="oom", reason="over the limit"),
+        ],
+        "guards": {config_key(bf16): {"ok": False, "reason": "final loss 2.1 is 40% away"}},
+        "verification": {"config": spe.to_dict(), "claimed": True, "verdict": "B is 1.70× faster (1.5–1.9)",
+                         "estimate": {"median": 1.7, "ci_low": 1.5, "ci_high": 1.9, "confidence": 0.95,
+                                      "ratios": [1.7, 1.6]}},
+    }
+    summary = study_summary(data)
+    assert summary["baseline"]["samples_per_s"] == 110.0
+    assert summary["best"]["label"] == "steps_per_execution=16" and summary["best"]["claimed"]
+    outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
+    assert outcomes["steps_per_execution=16"] == "faster"
+    assert outcomes["precision=mixed_bfloat16"] == "numerics changed: final loss 2.1 is 40% away"
+    assert outcomes["data_format=channels_first"] == "numerics: the loss became nan at step 3 of epoch 0"
+    assert outcomes["intra_op_threads=1"] == "slower (0.82×)"
+    assert {r["config"] for r in summary["rejected"]} == {
+        "precision=mixed_bfloat16", "data_format=channels_first", "intra_op_threads=1"}
+    assert [r["config"] for r in summary["effects"]] == [
+        "steps_per_execution=16", "precision=mixed_bfloat16", "data_format=channels_first", "intra_op_threads=1"]
+    batch = summary["batch_sizes"]
+    assert (batch["largest_fitting"], batch["first_oom"], batch["recommended_max"]) == (256, 4096, 224)
+    assert summary["skipped"] == {"precision": "no GPU"}
+
+
+def test_partial_study_without_verification() -> None:
+    base = TrialConfig()
+    data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict()},
+            "trials": [trial(base, "baseline")], "guards": {}, "verification": None}
+    summary = study_summary(data)
+    assert summary["best"]["verdict"] == "not verified yet"
+    assert summary["best"]["config"] == base.to_dict()
+
+
+def test_determinism_is_a_cost_never_a_rejected_speed_candidate() -> None:
+    base = TrialConfig()
+    det = TrialConfig(deterministic=True)
+    data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict(), "min_gain": 0.05,
+                                   "skipped": {"cache": "cache applies to images", "vectorize": "vectorize applies to images"}},
+            "trials": [trial(base, "baseline", speed=100.0), trial(det, "sweep", speed=108.0)],
+            "guards": {}, "verification": None}
+    summary = study_summary(data)
+    outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
+    assert outcomes["deterministic=True"] == "cost only (1.08×)"
+    assert summary["rejected"] == []
+    assert summary["skipped_groups"] == [(["cache", "vectorize"], "applies to images")]

@@ -41,14 +41,14 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 model_name, batch, steps, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 import keras, numpy as np, tensorflow as tf
 keras.utils.set_random_seed(0)
-from fitspeed.trial.data import sources as datasets
+from fitspeed.trial.data.sources import synthetic
 from fitspeed.trial import models
 from fitspeed.core.workloads import MODELS
 info = MODELS[model_name]
 model = models.build(model_name)
 model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
               metrics=["accuracy"])
-x, y = datasets.synthetic(info.input_shape, info.num_classes, 0)
+x, y = synthetic(info.input_shape, info.num_classes, 0)
 index = np.arange((steps + 1) * batch) % len(x)
 xs, ys = x[index], y[index]
 model.fit(xs[: 2 * batch], ys[: 2 * batch], batch_size=batch, epochs=1, verbose=0)

@@ -24,11 +24,11 @@ import json, time
 import numpy as np
 {process}
 import keras
-from fitspeed.trial.data import sources as datasets
+from fitspeed.trial.data.sources import synthetic
 from fitspeed.trial import models
 from fitspeed.core.workloads import MODELS
 info = MODELS["{model}"]
-x_train, y_train = datasets.synthetic(info.input_shape, info.num_classes, 0)
+x_train, y_train = synthetic(info.input_shape, info.num_classes, 0)
 index = np.arange(({steps} + 64) * {batch}) % len(x_train)
 x_train, y_train = x_train[index], y_train[index]
 model = models.build("{model}")   # the architecture only; compiled here, as a user would

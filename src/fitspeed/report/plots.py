@@ -1,8 +1,8 @@
-"""The report's five PNG plots, drawn from `report_data.plot_data` (matplotlib, Agg).
+"""The report's five PNG plots, drawn from `plot_data.all_series` (matplotlib, Agg).
 
 Each drawer takes plain data and a path and returns the path, or None when it
 has nothing to draw (the page then says why). Nothing here computes a figure:
-that is `report_data`'s job, which is what the tests check.
+that is `plot_data`'s job, which is what the tests check.
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def test_cli_monitor_passes_on_the_exit_status_and_rejects_a_missing_command(wor
     failed = fitspeed("monitor", "--interval", "0.1", "--", sys.executable, "-c", "import sys; sys.exit(3)",
                       cwd=workdir)
     assert failed.returncode == 3, failed.stderr
-    missing = fitspeed("monitor", "--", "no-such-command-fitspeed", cwd=workdir)
+    missing = fitspeed("monitor", "--out", "missing.csv", "--", "no-such-command-fitspeed", cwd=workdir)
     assert missing.returncode == 2
     assert "Expected a command to run after `--`" in missing.stderr and "Traceback" not in missing.stderr
 

@@ -59,8 +59,9 @@ def test_defaults_say_keep_them() -> None:
 
 def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
     config = TrialConfig(precision="mixed_bfloat16", data_format="channels_first")
-    path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict()}})
-    assert not (tmp_path / "best.json.tmp").exists()
+    path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict(), "claimed": True},
+                                                    "baseline": {"config": TrialConfig().to_dict()}})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]  # no temporary file left
     assert json.loads(path.read_text())["knobs"] == {"precision": "mixed_bfloat16",
                                                      "data_format": "channels_first"}
     script = (

@@ -16,13 +16,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from fitspeed.cli import tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import TrialSpec, brief_reason, throughput
 from fitspeed.core.workloads import check_model
 from fitspeed.measure import results
 
@@ -32,8 +33,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+# markup off: a user's text ('[/]' in a name, pip install 'fitspeed[jax]') prints as it is
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 DEFAULT_RESULTS = Path("fitspeed-results.jsonl")
 
@@ -61,7 +63,10 @@ def _quantity(text: str, units: dict[str, float], option: str, examples: str) ->
     match = _QUANTITY.match(text)
     if not match or match.group(2).lower() not in units:
         raise UserError(f"Expected {option} as {examples}. Received: {text!r}.")
-    return float(match.group(1)) * units[match.group(2).lower()]
+    value = float(match.group(1)) * units[match.group(2).lower()]
+    if value <= 0:  # a zero budget or limit cannot measure even the baseline
+        raise UserError(f"Expected {option} to be more than zero, as {examples}. Received: {text!r}.")
+    return value
 
 
 def parse_memory(text: str | None) -> int | None:
@@ -306,7 +311,7 @@ def tune(
                     label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
                     _check_user_error(record)
                     err.print(f"{phase:>9} {label}: {record['status']}"
-                              + (f", {speed:,.0f} samples/s" if speed else f" ({record.get('reason')})")
+                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.get('reason'))})")
                               + tables.monitor_brief(record.get("monitor")),
                               highlight=False)
                 case GuardChecked(config, verdict):
@@ -370,6 +375,7 @@ def monitor(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = 1.0,
     out_path: Annotated[Path, typer.Option("--out", help="CSV to write (one row per sample); the plot goes beside it as .png.")] = Path("fitspeed-monitor.csv"),
     pid: Annotated[Optional[int], typer.Option("--pid", help="Follow this running process and its children instead of starting a command.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Sample CPU per core, threads, memory, I/O and NVIDIA GPUs to CSV and a PNG plot."""
     import shlex
@@ -379,19 +385,25 @@ def monitor(
     from fitspeed.machine.watch import watch
 
     check_interval(interval)
+    if out_path.exists() and not force:  # it may be someone's results: never truncate it unasked
+        raise UserError(f"Expected --out to name a new file. Received: {str(out_path)!r}, which exists "
+                        "and would be overwritten. Choose another path, or pass --force to overwrite it.")
     what = _short(shlex.join(command)) if command else f"process {pid}" if pid is not None else "the host"
     err.print(f"sampling {what} every {interval:g} s into {out_path}"
               + ("" if command or pid is not None else "; Ctrl-C to stop"), highlight=False)
     watched = watch(command or [], out=out_path, interval_s=interval, pid=pid,
-                             say=lambda text: err.print(text, highlight=False))
-    png = None
-    if watched.samples:
+                    say=lambda text: err.print(text, highlight=False, markup=False))
+    png, why = None, f"; none taken, the command ended within the first {interval:g} s interval"
+    if watched.samples:  # the plot is best effort: the command's exit status comes back whatever happens
         from fitspeed.report.monitor_plot import plot
 
-        png = plot(out_path, title=f"fitspeed monitor: {what}")
+        try:
+            png = plot(out_path, title=f"fitspeed monitor: {what}")
+        except Exception as error:  # a full disk, a plotting failure: say so, keep the CSV
+            why = f"; the plot could not be drawn ({type(error).__name__}: {error})"
     tables.print_monitor(out, usage_figures(watched.samples, interval), len(watched.samples))
-    err.print(f"{len(watched.samples)} samples in {out_path}" + (f", plot in {png}" if png else
-              f"; none taken, the command ended within the first {interval:g} s interval"), highlight=False)
+    err.print(f"{len(watched.samples)} samples in {out_path}" + (f", plot in {png}" if png else why),
+              highlight=False, markup=False)
     if watched.exit_code:
         raise typer.Exit(watched.exit_code)
 
@@ -475,6 +487,6 @@ def main() -> None:
     try:
         app()
     except UserError as error:
-        err.print(f"[bold red]Error:[/] {error}", highlight=False)
+        err.print(Text.assemble(("Error:", "bold red"), f" {error}"), highlight=False)
         sys.exit(error.exit_code)
 

@@ -2,6 +2,9 @@
 
 Each function takes the data and a Console, so tests render into a
 `Console(file=io.StringIO(), width=..., color_system=None)` and read the text.
+Text that came from a user or a workload (names, values, error messages) is
+never read as rich markup: fitspeed's own styles are `Text` objects, and the
+CLI's consoles have markup off.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS
-from fitspeed.core.record import throughput
+from fitspeed.core.record import brief_reason, throughput
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison
 from fitspeed.report.numbers import number, ratio
@@ -117,9 +120,8 @@ def _monitor_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _status(status: str) -> str:
-    style = _STATUS_STYLE.get(status)
-    return f"[{style}]{status}[/]" if style else status
+def _status(status: str) -> Text:
+    return Text(status, style=_STATUS_STYLE.get(status, ""))
 
 
 def measure_table(record: dict[str, Any]) -> Table:
@@ -131,7 +133,7 @@ def measure_table(record: dict[str, Any]) -> Table:
     table = Table(title=f"{spec['model']} · {spec['data'] or 'synthetic'}", show_header=False)
     table.add_column("", style="bold")
     table.add_column("", justify="right")
-    rows = [
+    rows: list[tuple[str, str | Text]] = [
         ("config", _config_label(record)),
         ("status", _status(record["status"])),
         ("samples/s median (min–max)", speed),
@@ -161,7 +163,10 @@ def print_trials(console: Console, records: Sequence[dict[str, Any]], title: str
         console.print(trials_table(records, title))
     for record in records:
         if record["status"] != "ok" and record.get("reason"):
-            console.print(f"[bold]{record['status']}[/]: {record['reason']}", highlight=False)
+            console.print(Text.assemble((record["status"], "bold"), f": {brief_reason(record['reason'])}"),
+                          highlight=False)
+            if brief_reason(record["reason"]) != record["reason"]:
+                console.print("(the whole message is in the record: --json, or the results file)", highlight=False)
 
 
 def print_comparison(console: Console, comparison: Comparison) -> None:
@@ -187,7 +192,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
             f"over {len(estimate.ratios)} pairs",
             highlight=False,
         )
-    console.print(f"[bold]{comparison.verdict()}[/]", highlight=False)
+    console.print(Text(comparison.verdict(), style="bold"), highlight=False)
     for pair in comparison.pairs:
         for record in pair:
             if record["status"] != "ok":
@@ -241,7 +246,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         head.add_row("verified", f"median {estimate['median']:.2f}× "
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pairs")
-    head.add_row("verdict", f"[bold]{best['verdict']}[/]" + (f" — {best['why']}" if best.get("why") else ""))
+    head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
     console.print(head)
 
     effects = Table(title="each knob alone (one trial each, against the baseline)", header_style="bold")
@@ -296,7 +301,7 @@ def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> No
 def print_profile(console: Console, profile: dict[str, Any]) -> None:
     """The traced window: its ten most expensive ops, and how to open the trace."""
     if profile.get("error"):
-        console.print(f"[bold]profile failed[/]: {profile['error']}", highlight=False)
+        console.print(Text.assemble(("profile failed", "bold"), f": {profile['error']}"), highlight=False)
     ops = profile.get("top_ops") or []
     if ops:
         where = "device" if profile.get("where") == "device" else "host"
@@ -308,13 +313,14 @@ def print_profile(console: Console, profile: dict[str, Any]) -> None:
             table.add_column(column, justify="right", no_wrap=True)
         table.add_column("op [type]", overflow="fold")
         for op in ops:
-            kind = f" [dim]{escape('[' + op['op_type'] + ']')}[/]" if op.get("op_type") else ""
-            table.add_row(number(op["self_ms"], 2), f"{100 * op['share']:.1f}%", str(op["count"]), escape(op["op"]) + kind)
+            kind = (" [" + op["op_type"] + "]", "dim") if op.get("op_type") else ""
+            table.add_row(number(op["self_ms"], 2), f"{100 * op['share']:.1f}%", str(op["count"]),
+                          Text.assemble(op["op"], kind))
         console.print(table)
     for path in profile.get("trace_files") or []:
         console.print(f"trace: {path}", highlight=False, soft_wrap=True)
     command, *needs = profile.get("open") or [None]
     if command:
-        console.print(f"open it: [bold]{command}[/]", highlight=False, soft_wrap=True)
+        console.print(Text.assemble("open it: ", (command, "bold")), highlight=False, soft_wrap=True)
         for line in needs:
             console.print(f"  {line}", highlight=False, soft_wrap=True)

@@ -119,6 +119,48 @@ def new_record(spec: TrialSpec, status: str, **fields: Any) -> dict[str, Any]:
     return record
 
 
+REASON_LIMIT = 4000  # characters of a failure's text a record keeps
+
+
+def clip_reason(text: str, limit: int = REASON_LIMIT) -> str:
+    """A failure's text in about `limit` characters: a quarter from its head, the rest from its tail,
+    where TensorFlow puts the cause.
+
+    >>> clip_reason("Error: " + "x" * 40 + " the cause", limit=20)
+    'Error … [37 characters cut] … xxxxx the cause'
+    """
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 4, limit - limit // 4
+    return f"{text[:head]} … [{len(text) - limit} characters cut] … {text[-tail:]}"
+
+
+def brief_reason(reason: str | None) -> str:
+    """One line for a progress line: the error's type and its last line of substance.
+
+    TensorFlow puts the cause at the end, after the traceback of the graph and
+    before a `[[{{node ...}}]]` annotation:
+
+    >>> brief_reason("InvalidArgumentError: Graph execution error:\\n\\nDetected at node x\\n"
+    ...              "Conv2DCustomBackpropInputOp only supports NHWC.\\n\\t [[{{node x}}]] [Op:__inference_f]")
+    'InvalidArgumentError: Conv2DCustomBackpropInputOp only supports NHWC.'
+    >>> brief_reason("the trial ran past its timeout of 60 s")
+    'the trial ran past its timeout of 60 s'
+    """
+    lines = [line.strip() for line in (reason or "").splitlines() if line.strip()]
+    if not lines:
+        return "no reason given"
+    kind, sep, rest = lines[0].partition(": ")
+    kind = kind if sep and kind.isidentifier() and kind[:1].isupper() else ""
+    substance = [line for line in lines if not line.startswith("[[")]
+    last = substance[-1] if substance else lines[-1]
+    if len(lines) == 1:
+        return lines[0]
+    if kind and not last.startswith(kind):
+        last = f"{kind}: {last}"
+    return last if len(last) <= 300 else last[:299] + "…"
+
+
 def throughput(record: dict[str, Any]) -> float | None:
     """The median samples/s of an ok record, else None.
 

@@ -107,7 +107,7 @@ def run_trial(
         child_env["PYTHONUNBUFFERED"] = "1"
         with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
             proc = subprocess.Popen(
-                [python, "-m", "fitspeed.trial", str(spec_path)],
+                [python, "-P", "-m", "fitspeed.trial", str(spec_path)],  # -P: the working folder shadows no package
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,

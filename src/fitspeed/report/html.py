@@ -11,7 +11,6 @@ script are inline, and the plots are files beside `index.html`.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import jinja2
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.files import write_atomically
 from fitspeed.core.record import to_json
 from fitspeed.report import plot_data
 from fitspeed.report.numbers import number, ratio
@@ -118,12 +118,6 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
     )
 
 
-def _write_text(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
-
-
 def write(summary: dict[str, Any], folder: Path) -> Report:
     """Write the plots, `index.html` and `report.json` (the plain data) into `folder`."""
     from fitspeed.report.plots import draw_all  # matplotlib: imported only when drawing
@@ -133,9 +127,9 @@ def write(summary: dict[str, Any], folder: Path) -> Report:
         data = plot_data.all_series(summary)
         drawn = draw_all(data, folder)
         index = folder / "index.html"
-        _write_text(folder / "report.json", json.dumps(
+        write_atomically(folder / "report.json", json.dumps(
             json.loads(to_json({"summary": summary, "plots": data})), indent=2) + "\n")
-        _write_text(index, render(summary, drawn))
+        write_atomically(index, render(summary, drawn))
     except OSError as error:
         raise UserError(f"Could not write the report into {str(folder)!r}: {error.strerror}. "
                         "Pass --out with a writable folder; the study itself is unchanged.") from None

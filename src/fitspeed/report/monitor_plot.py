@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fitspeed.core.files import write_atomically
+
 # (title, unit, column pattern, label for each match); the pattern's group names the line
 _PANELS: tuple[tuple[str, str, str, str], ...] = (
     ("CPU per core", "%", r"cpu(\d+)_percent", "core {}"),
@@ -84,6 +86,8 @@ def draw(data: PlotData, png: Path, title: str | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from fitspeed.report.plots import png_bytes
+
     count = max(1, len(data.panels))
     figure, axes = plt.subplots(count, 1, figsize=(9, 1.9 * count + 0.6), sharex=True, squeeze=False)
     for axis, panel in zip(axes[:, 0], data.panels):
@@ -100,13 +104,11 @@ def draw(data: PlotData, png: Path, title: str | None = None) -> Path:
         if 1 < len(panel.lines) <= 8:
             axis.legend(fontsize=7, loc="upper right", ncol=min(4, len(panel.lines)))
     axes[-1, 0].set_xlabel("seconds", fontsize=8)
-    if title:
-        figure.suptitle(title, fontsize=10)
+    if title:  # the user's command line: a `$` in it is text, not mathtext
+        figure.suptitle(title, fontsize=10, parse_math=False)
     figure.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(png, dpi=100)
-    plt.close(figure)
-    return png
+    return write_atomically(png, png_bytes(figure, 100))
 
 
 def plot(csv_path: Path, png: Path | None = None, title: str | None = None) -> Path:

@@ -7,6 +7,7 @@ that is `plot_data`'s job, which is what the tests check.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from fitspeed.core.files import write_atomically  # noqa: E402
+
 BASE_COLOR, BEST_COLOR, OTHER_COLOR, BAD_COLOR = "#7f7f7f", "#2ca02c", "#1f77b4", "#d62728"
+
+
+def png_bytes(fig: Figure, dpi: int) -> bytes:
+    """The figure as PNG bytes, and the figure closed: nothing is written until it is whole."""
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    return buffer.getvalue()
 
 
 def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return write_atomically(path, png_bytes(fig, 110))
 
 
 def time_bars(bars: list[dict[str, Any]], path: Path) -> Path | None:

@@ -8,12 +8,12 @@ built), then the compile arguments, then the data layout the model needs.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.files import write_atomically
 from fitspeed.core.record import SCHEMA_VERSION, to_json
 
 
@@ -88,9 +88,16 @@ def snippet(config: TrialConfig) -> str:
 
 
 def write(path: str | Path, summary: dict[str, Any]) -> Path:
-    """Write best.json atomically (a temp file renamed into place)."""
+    """Write best.json atomically; its knobs and snippet follow the verdict.
+
+    A best configuration that verification did not confirm is shown in the
+    summary, but best.json then recommends the baseline: "keep the defaults"
+    never comes with a snippet that changes anything.
+    """
     target = Path(path)
-    config = TrialConfig.from_dict(summary["best"]["config"])
+    best = summary["best"]
+    chosen = best["config"] if best.get("claimed") else summary["baseline"]["config"]
+    config = TrialConfig.from_dict(chosen)
     payload = {
         "schema": SCHEMA_VERSION,
         "kind": "best",
@@ -98,10 +105,8 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
         "knobs": config.changed(),
         "snippet": snippet(config),
     }
-    temp = target.with_name(target.name + ".tmp")
     try:
-        temp.write_text(json.dumps(json.loads(to_json(payload)), indent=2) + "\n")
-        os.replace(temp, target)
+        write_atomically(target, json.dumps(json.loads(to_json(payload)), indent=2) + "\n")
     except OSError as error:
         raise UserError(
             f"Could not write {str(target)!r}: {error.strerror}. Pass --best with a writable path; "

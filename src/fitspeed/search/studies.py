@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -70,7 +71,10 @@ def load_study(name: str | None, storage: str) -> optuna.Study:
         summaries = optuna.get_all_study_summaries(storage=storage)
     except Exception as error:
         raise UserError(f"Could not read the study storage {storage!r}: {error}.") from None
-    names = [s.study_name for s in sorted(summaries, key=lambda s: s.datetime_start or 0)]
+    summaries = [s for s in summaries if s.user_attrs.get("fitspeed")]  # the database may hold others' studies
+    # a study with no trial has no start time: it sorts first, so it is never taken for the newest
+    started = sorted(summaries, key=lambda s: (s.datetime_start is not None, s.datetime_start or datetime.min))
+    names = [s.study_name for s in started]
     if not names:
         raise UserError(f"No study in {storage}. Run `fitspeed tune WORKLOAD` first.")
     if name is None:

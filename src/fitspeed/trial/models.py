@@ -9,6 +9,8 @@ output stays float32 under mixed precision.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -144,6 +146,10 @@ def import_callable(ref: str, what: str) -> Callable[..., Any]:
             "Write it as mypkg.models:build."
         )
     module_name, _, attr = ref.partition(":")
+    # The trial runs with `python -P`: the working folder is not on sys.path, so a `keras.py`
+    # there cannot shadow Keras. The user's own module may come from it: searched last.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

@@ -34,7 +34,7 @@ from typing import Any
 from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import TrialSpec, encode, new_record
+from fitspeed.core.record import TrialSpec, clip_reason, encode, new_record
 from fitspeed.trial import apply
 
 
@@ -228,7 +228,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         status = "oom" if _is_oom(error) else "failed"
         traceback.print_exc()
         reason = f"{type(error).__name__}: {error}".strip()
-        return new_record(spec, status, reason=reason[:2000])
+        return new_record(spec, status, reason=clip_reason(reason))
 
 
 def main(argv: list[str]) -> int:

@@ -63,6 +63,20 @@ def _data(x: Any, y: Any, batch_size: int | None) -> Data:
     return Data("arrays", x=x, y=y)
 
 
+def _check_arguments(batch_size: Any, candidates: Sequence[int], seconds: Any, tolerance: Any) -> None:
+    """The same strictness as the CLI's: a bad argument is an error, never a silent default."""
+    if batch_size is not None and not (isinstance(batch_size, int) and not isinstance(batch_size, bool)
+                                       and batch_size >= 1):
+        raise ValueError(f"Expected batch_size to be a positive integer or None. Received: {batch_size!r}.")
+    if not candidates or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in candidates):
+        raise ValueError("Expected candidates to be positive integers, such as (1, 2, 4, 8). "
+                         f"Received: {tuple(candidates)!r}.")
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"Expected seconds to be a positive number. Received: {seconds!r}.")
+    if not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"Expected tolerance to be zero or more, such as 0.05. Received: {tolerance!r}.")
+
+
 def tune(
     model: keras.Model,
     x: Any,
@@ -76,6 +90,7 @@ def tune(
     """Measure `steps_per_execution` candidates on `model` and `x`; recompile with the choice."""
     if not model.compiled:
         raise ValueError("Expected a compiled model. Call model.compile(...) before tuning it.")
+    _check_arguments(batch_size, candidates, seconds, tolerance)
     data = _data(x, y, batch_size)
     batch = data.batch_size or batch_size or 32
     result = AutoStepsResult(chosen=1)

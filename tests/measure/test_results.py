@@ -13,25 +13,30 @@ from fitspeed.core.errors import UserError
 from fitspeed.measure import results
 
 
+def rec(name: str) -> dict:
+    """The smallest record `read` takes as fitspeed's."""
+    return {"schema": 1, "kind": "comparison", "model": "tiny", "a": {}, "b": {}, "id": name}
+
+
 def test_append_then_read(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    results.append(path, [{"schema": 1, "id": "a"}])
-    results.append(path, [{"schema": 1, "id": "b"}, {"schema": 1, "id": "c"}])
+    results.append(path, [rec("a")])
+    results.append(path, [rec("b"), rec("c")])
     records, skipped = results.read(path)
     assert [r["id"] for r in records] == ["a", "b", "c"]
-    assert skipped == 0
+    assert skipped == []
 
 
 def test_a_torn_last_line_is_skipped_and_never_glued_to(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    results.append(path, [{"schema": 1, "id": "a"}])
+    results.append(path, [rec("a")])
     with path.open("a") as stream:
         stream.write('{"schema": 1, "id": "tor')
     records, skipped = results.read(path)
-    assert [r["id"] for r in records] == ["a"] and skipped == 1
-    results.append(path, [{"schema": 1, "id": "b"}])
+    assert [r["id"] for r in records] == ["a"] and skipped == ["line 2: not JSON (a torn last write, or another tool's line)"]
+    results.append(path, [rec("b")])
     records, skipped = results.read(path)
-    assert [r["id"] for r in records] == ["a", "b"] and skipped == 1
+    assert [r["id"] for r in records] == ["a", "b"] and len(skipped) == 1
 
 
 def test_records_survive_a_kill_mid_write(tmp_path: Path) -> None:
@@ -42,7 +47,7 @@ def test_records_survive_a_kill_mid_write(tmp_path: Path) -> None:
         "from fitspeed.measure import results\n"
         "i = 0\n"
         "while True:\n"
-        "    results.append(sys.argv[1], [{'schema': 1, 'i': i, 'pad': 'x' * 5000}])\n"
+        "    results.append(sys.argv[1], [{'schema': 1, 'kind': 'comparison', 'model': 'm', 'a': {}, 'b': {}, 'i': i, 'pad': 'x' * 5000}])\n"
         "    print(i, flush=True)\n"
         "    i += 1\n"
     )
@@ -67,6 +72,9 @@ def test_unwritable_path_is_a_user_error(tmp_path: Path) -> None:
 
 def test_foreign_lines_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps([1, 2]) + "\n" + json.dumps({"schema": 1, "id": "x"}) + "\n")
+    path.write_text(json.dumps([1, 2]) + "\n" + json.dumps(rec("x")) + "\n"
+                    + json.dumps({"event": "epoch", "loss": 0.3}) + "\n" + json.dumps({"schema": 1, "kind": "trial"}) + "\n")
     records, skipped = results.read(path)
-    assert [r["id"] for r in records] == ["x"] and skipped == 1
+    assert [r["id"] for r in records] == ["x"]
+    assert skipped == ["line 1: not a fitspeed record (a JSON list)", "line 3: not a fitspeed record (no schema)",
+                       "line 4: a trial record without its spec"]

@@ -119,9 +119,10 @@ def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> Non
 @pytest.mark.parametrize(("args", "expected"), [
     (["missing.jsonl"], "No results file at 'missing.jsonl'"),
     (["missing.db"], "No study database at 'missing.db'"),
-    ([], "No study in sqlite:///fitspeed.db"),
+    ([], "No study database at 'fitspeed.db'"),
 ])
 def test_bad_sources_get_one_clear_sentence(workdir: Path, args: list[str], expected: str) -> None:
     result = fitspeed("report", *args, cwd=workdir)
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
+    assert list(workdir.iterdir()) == []  # no empty database or report folder made

@@ -163,6 +163,7 @@ def measure(
 
     spec = _spec(workload, _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit)
     spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
+    results.check_writable(results_path)
     with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
     _check_user_error(record)
@@ -191,7 +192,7 @@ def compare(
     workload: Workload,
     a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
-    pairs: Annotated[int, typer.Option("--pairs", min=1, help="Interleaved A/B pairs, each trial a fresh process.")] = 5,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved A/B pairs, each trial a fresh process (an interval needs 2).")] = 5,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
     data: DataOpt = None,
     augment: AugmentOpt = False,
@@ -211,6 +212,7 @@ def compare(
     data = _data(data, augment)
     spec_a = _spec(workload, data, a or [], steps, repeats, seed, timeout, memory_limit, base)
     spec_b = _spec(workload, data, b or [], steps, repeats, seed, timeout, memory_limit, base)
+    results.check_writable(results_path)
 
     from rich.progress import Progress
 
@@ -262,7 +264,7 @@ def tune(
     space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
     knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
-    pairs: Annotated[int, typer.Option("--pairs", min=2, help="Interleaved pairs that verify the best against the baseline.")] = 5,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs that verify the best against the baseline.")] = 5,
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
     steps: StepsOpt = None,
     repeats: RepeatsOpt = 3,
@@ -363,6 +365,8 @@ def report(
     from fitspeed.report.html import load_summary, write
 
     summary = load_summary(source, study, storage, workload)
+    for note in summary["read_notes"]:
+        err.print(note, highlight=False)
     tables.print_tune(out, summary)
     written = write(summary, out_dir)
     drawn = sum(path is not None for path in written.plots.values())
@@ -446,6 +450,7 @@ def doctor(
 
     data = _data(data, augment)
     spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, None)
+    results.check_writable(results_path)
 
     def landed(name: str, record: dict[str, Any]) -> None:
         _check_user_error(record)

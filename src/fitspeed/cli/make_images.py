@@ -50,6 +50,9 @@ def write(folder: str | Path, count: int, size: int, source: str, seed: int = 0)
     if source not in ("synthetic", "cifar10"):
         raise DataError(f"Expected --source synthetic or cifar10. Received: {source!r}.")
     root = Path(folder)
+    if root.exists() and not root.is_dir():
+        raise DataError(f"Expected FOLDER to be a folder to write images into. Received: {str(root)!r}, "
+                        "which is a file. Choose another path.")
     examples = _synthetic(count, size, 10, seed) if source == "synthetic" else _cifar10(count)
     written: dict[str, int] = {}
     for index, (image, label) in enumerate(examples):
@@ -57,7 +60,11 @@ def write(folder: str | Path, count: int, size: int, source: str, seed: int = 0)
         picture = Image.fromarray(image)
         if image.shape[0] != size:
             picture = picture.resize((size, size), Image.Resampling.BILINEAR)
-        (root / name).mkdir(parents=True, exist_ok=True)
-        picture.save(root / name / f"{index:06d}.jpg", "JPEG", quality=90)
+        try:
+            (root / name).mkdir(parents=True, exist_ok=True)
+            picture.save(root / name / f"{index:06d}.jpg", "JPEG", quality=90)
+        except OSError as error:
+            raise DataError(f"Could not write images into {str(root)!r}: {error.strerror or error}. "
+                            f"{sum(written.values())} were written. Free some space, or choose another folder.") from None
         written[name] = written.get(name, 0) + 1
     return written

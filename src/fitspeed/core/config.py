@@ -69,8 +69,15 @@ class TrialConfig:
     ) -> TrialConfig:
         """Apply `name=value` strings, in order, on top of `base`."""
         values = (base or cls()).to_dict()
+        given: dict[str, str] = {}
         for text in assignments:
             name, value = parse_assignment(text)
+            if name in given:
+                raise KnobError(
+                    f"Expected each knob once. Received: {name} twice ({given[name]!r} and {text!r}). "
+                    "Keep the one you mean."
+                )
+            given[name] = text
             values[name] = value
         return cls.from_dict(values)
 

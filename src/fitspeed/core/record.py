@@ -64,9 +64,10 @@ class TrialSpec:
             raise UserError(
                 f"Expected --repeats to be at least 1. Received: {self.repeats}. Use --repeats 5."
             )
-        if self.timeout_s is not None and self.timeout_s <= 0:
+        if self.timeout_s is not None and not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise UserError(
-                f"Expected --timeout to be a positive number of seconds. Received: {self.timeout_s}."
+                f"Expected --timeout to be a positive, finite number of seconds. Received: {self.timeout_s}. "
+                "Use --timeout 900."
             )
         if self.memory_limit_mb is not None and self.memory_limit_mb <= 0:
             raise UserError(

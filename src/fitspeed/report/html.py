@@ -83,17 +83,25 @@ def _results_data(path: Path, workload: str | None) -> dict[str, Any]:
         raise UserError(f"No results file at {str(path)!r}. Expected a JSON-lines file written by "
                         "`fitspeed measure` or `compare`, or a study database (.db).")
     try:
-        records, _torn = results.read(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        records, skipped = results.read(path)
+    except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"Could not read {str(path)!r} as a fitspeed results file: {error}.") from None
     names = plot_data.workloads_in(records)
     if not names:
-        raise UserError(f"{str(path)!r} holds no trial records. Expected the file `fitspeed measure` "
-                        "or `compare` appends to (fitspeed-results.jsonl).")
+        raise UserError(f"Expected {str(path)!r} to hold fitspeed trial records, as `fitspeed measure` or "
+                        f"`compare` append them. It holds none ({len(skipped)} line(s) skipped"
+                        + (f", {skipped[0]}" if skipped else "") + ").")
     if workload is not None and workload not in names:
         raise UserError(f"No records for workload {workload!r} in {str(path)!r}. "
                         f"Expected one of: {', '.join(repr(n) for n in names)}.")
-    return plot_data.from_results(records, workload)
+    data = plot_data.from_results(records, workload)
+    data["read_notes"] = [f"{str(path)!r}: skipped {line}" for line in skipped]
+    if workload is None and len(names) > 1:
+        chosen = data["meta"]["workload"]
+        others = ", ".join(repr(n) for n in names if n != chosen)
+        data["read_notes"].append(f"{str(path)!r} holds {len(names)} workloads; this report is {chosen!r}, "
+                                  f"the newest. Pick another with --workload: {others}.")
+    return data
 
 
 def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:

@@ -36,7 +36,7 @@ def _workload(model: str, data: str | None) -> str:
 
 
 def from_results(records: Sequence[dict[str, Any]], workload: str | None = None) -> dict[str, Any]:
-    """Study-shaped data from the records of one workload (the newest by default).
+    """Study-shaped data from the records of one workload (by default, that of the newest trial record).
 
     Repeats of one configuration (compare's pairs) become one row: the record
     with the median throughput. The baseline is the newest comparison's A, or
@@ -46,7 +46,8 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
     names = workloads_in(records)
     if not names:
         raise ValueError("no trial records")
-    name = workload if workload is not None else names[-1]
+    newest = [r for r in records if r.get("kind") == "trial"][-1]
+    name = workload if workload is not None else _workload(newest["spec"]["model"], newest["spec"]["data"])
     if name not in names:
         raise ValueError(f"no records for workload {name!r}; the file has: {', '.join(names)}")
     trials = [r for r in records if r.get("kind") == "trial"
@@ -85,7 +86,7 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
     first = trials[0]
     return {
         "study": name,
-        "meta": {"model": first["spec"]["model"], "data": first["spec"]["data"], "base": base,
+        "meta": {"model": first["spec"]["model"], "data": first["spec"]["data"], "base": base, "workload": name,
                  "environment": first.get("environment")},
         "trials": rows,
         "guards": {},
@@ -119,7 +120,7 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 def notes(summary: dict[str, Any]) -> list[str]:
     """What a reader must know before trusting the page: partial or failed studies."""
-    out = []
+    out = list(summary.get("read_notes") or [])  # lines of a results file that were skipped, and why
     if summary["baseline"]["samples_per_s"] is None:
         out.append("The baseline has no successful measurement, so no speed-up can be given. "
                    "See the failed trials below for the reason.")

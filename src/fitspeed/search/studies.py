@@ -11,9 +11,11 @@ config again: nothing else runs twice.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -44,11 +46,8 @@ def open_study(name: str, storage: str, meta: dict[str, Any], seed: int = 0) -> 
             load_if_exists=True,
             sampler=optuna.samplers.TPESampler(seed=seed),
         )
-    except Exception as error:  # bad URL, missing driver, unreachable server
-        raise UserError(
-            f"Could not open the study storage {storage!r}: {error}. Expected an Optuna "
-            "storage URL such as sqlite:///fitspeed.db or postgresql://user@host/db."
-        ) from None
+    except Exception as error:  # bad URL, missing driver, unreachable server, full disk
+        raise UserError(storage_problem(error, storage)) from None
     attrs = study.user_attrs
     if not attrs.get("fitspeed"):
         study.set_user_attr("fitspeed", True)
@@ -64,8 +63,33 @@ def open_study(name: str, storage: str, meta: dict[str, Any], seed: int = 0) -> 
     return study
 
 
+def disk_full(error: BaseException) -> bool:
+    """Whether `error` (SQLite's, SQLAlchemy's or the OS's) says the disk is full."""
+    text = str(error).lower()
+    return "disk is full" in text or "no space left" in text or getattr(error, "errno", None) == errno.ENOSPC
+
+
+def storage_problem(error: BaseException, storage: str) -> str:
+    """One sentence for a storage error: a full disk is said as such, not as a bad URL."""
+    text = str(error)
+    if disk_full(error):
+        return (f"The disk that holds the study storage {storage!r} is full. Free some space and run the "
+                "same command again: every trial that finished is saved.")
+    return (f"Could not use the study storage {storage!r}: {text.splitlines()[0] if text else type(error).__name__}. "
+            "Expected an Optuna storage URL such as sqlite:///fitspeed.db or postgresql://user@host/db.")
+
+
+def check_exists(storage: str) -> None:
+    """Refuse a SQLite storage whose file does not exist, instead of creating an empty one."""
+    prefix = "sqlite:///"
+    if storage.startswith(prefix) and not Path(storage[len(prefix):]).is_file():
+        raise UserError(f"No study database at {storage[len(prefix):]!r}. Expected the SQLite file "
+                        "`fitspeed tune` wrote (--storage sqlite:///fitspeed.db by default); check the path.")
+
+
 def load_study(name: str | None, storage: str) -> optuna.Study:
-    """An existing study, or the newest one in `storage` when `name` is None."""
+    """An existing study, or the newest one in `storage` when `name` is None. Creates nothing."""
+    check_exists(storage)
     optuna.logging.set_verbosity(logging.WARNING)
     try:
         summaries = optuna.get_all_study_summaries(storage=storage)

@@ -151,4 +151,5 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             "recommended_max": safe,
         },
         "trials": rows,
+        "read_notes": list(data.get("read_notes") or []),
     }

@@ -29,7 +29,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import TrialState
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.errors import KnobError
+from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
 from fitspeed.machine import environment
@@ -220,6 +220,15 @@ class Tuner:
     # -- the search ---------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        """The whole search; a full disk under the study storage ends it with one sentence."""
+        try:
+            return self._search()
+        except Exception as error:
+            if studies.disk_full(error):
+                raise UserError(studies.storage_problem(error, self.settings.storage)) from None
+            raise
+
+    def _search(self) -> dict[str, Any]:
         interrupted = studies.recover_interrupted(self.study)
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 from conftest import QUICK, child_env, fitspeed
@@ -25,40 +26,154 @@ def digests(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def refused(result, *words: str) -> str:  # noqa: ANN001 - a CompletedProcess
-    """Exit status 2, one `Error:` sentence naming `words`, and no traceback."""
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+def refused(result, *words: str, code: int = 2) -> str:  # noqa: ANN001 - a CompletedProcess
+    """Exit status `code`, one sentence on stderr naming `words`, and no traceback.
+
+    fitspeed's own errors start with `Error: `; typer's checks of an option's
+    range or type print its usage and an `Error` panel.
+    """
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout
+    if code == 1:  # a trial that failed is a result: its table and one-line cause are the output
+        text = result.stdout + result.stderr
+        assert all(word in text for word in words), (words, text)
+        return text
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines and lines[0].startswith("Error: "), result.stderr
-    text = " ".join(lines)
+    assert lines, result.stdout
+    ours = lines[0].startswith("Error: ")
+    assert ours or any("Error" in line for line in lines), result.stderr
+    text = " ".join(line.strip("│ ") for line in lines)
     for word in words:
         assert word in text, (word, text)
     return text
 
 
-# (arguments, words the sentence must hold); each must leave the folder as it was
+def _trial_record(model: str, spe: int, speed: float) -> dict:
+    knobs = TrialConfig(steps_per_execution=spe).to_dict()
+    return {"schema": 1, "kind": "trial", "id": f"{model}{spe}", "status": "ok",
+            "spec": {"model": model, "data": None, "knobs": knobs},
+            "metrics": {"samples_per_s": {"median": speed}, "loss_curve": [1.0], "final_loss": 1.0}}
+
+
+@pytest.fixture
+def user_files(workdir: Path) -> Path:
+    """What a user already has in the folder; no refused command may change any of it."""
+    (workdir / "existing.csv").write_text("time,cpu_percent\nmine,1\n")
+    (workdir / "best.json").write_text('{"mine": true}\n')
+    (workdir / "adir").mkdir()
+    (workdir / "afile").write_text("not a folder\n")
+    (workdir / "corrupt.npz").write_bytes(b"this is not a zip archive")
+    np.savez(workdir / "noxy.npz", a=np.zeros(3))
+    (workdir / "foreign.jsonl").write_text('{"event": "epoch", "loss": 0.3}\n[1, 2]\n')
+    records = [_trial_record("tiny", 1, 100.0), _trial_record("tiny", 4, 150.0)]
+    (workdir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    _study_with_one_trial(f"sqlite:///{workdir / 'study.db'}", "older")
+    return workdir
+
+
+# (arguments, words the sentence must hold, exit status); none may change a file the user had
 REFUSED = [
-    (["tune", "tiny", "--time", "0s"], ["--time", "more than zero", "'0s'"]),
-    (["tune", "tiny", "--time", "-5m"], ["--time"]),
-    (["measure", "tiny", "--memory-limit", "0"], ["--memory-limit", "more than zero"]),
-    (["measure", "[/]"], ["Unknown workload '[/]'"]),
-    (["measure", "tiny", "--data", "[bold]x[/bold]"], ["Unknown data '[bold]x[/bold]'"]),
-    (["measure", "tiny", "--data", "missing.npz"], ["'missing.npz'", "does not exist"]),
-    (["measure", "tiny", "--data", "images:nowhere"], ["'nowhere'", "not a folder", "make-images"]),
-    (["measure", "tiny", "--augment"], ["--augment", "images:DIR"]),
-    (["measure", "tiny", "--set", "precision=float8"], ["float8"]),
-    (["monitor", "--out", "existing.csv", "--", sys.executable, "-c", "pass"], ["existing.csv", "--force"]),
+    # measure: models, data, knobs and limits
+    (["measure", "nosuch"], ["Unknown workload 'nosuch'", "fitspeed workloads"], 2),
+    (["measure", "[/]"], ["Unknown workload '[/]'"], 2),
+    (["measure", "nosuchpkg.models:build", *QUICK], ["Could not import module 'nosuchpkg.models'", "PYTHONPATH"], 2),
+    (["measure", "userwork:nosuch", *QUICK], ["no callable 'nosuch'"], 2),
+    (["measure", "tiny", "--data", "nosuch"], ["Unknown data 'nosuch'"], 2),
+    (["measure", "tiny", "--data", "[bold]x[/bold]"], ["Unknown data '[bold]x[/bold]'"], 2),
+    (["measure", "tiny", "--data", "missing.npz"], ["'missing.npz'", "does not exist"], 2),
+    (["measure", "tiny", "--data", "npz:missing"], ["'missing'", "does not exist"], 2),
+    (["measure", "tiny", "--data", "images:nowhere"], ["'nowhere'", "not a folder", "make-images"], 2),
+    (["measure", "tiny", "--data", "images:afile"], ["'afile'", "not a folder"], 2),
+    (["measure", "tiny", "--augment"], ["--augment", "images:DIR"], 2),
+    (["measure", "tiny", "--data", "corrupt.npz", *QUICK], ["Could not read 'corrupt.npz' as an .npz"], 2),
+    (["measure", "tiny", "--data", "noxy.npz", *QUICK], ["to hold arrays `x` and `y`", "It holds: a"], 2),
+    (["measure", "tiny", "--data", "userwork:wrong_shape", *QUICK], ["does not fit the model"], 2),
+    (["measure", "tiny", "--set", "precision=float8"], ["float8", "mixed_bfloat16"], 2),
+    (["measure", "tiny", "--set", "nosuch=1"], ["nosuch", "fitspeed knobs"], 2),
+    (["measure", "tiny", "--set", "steps_per_execution=0"], ["steps_per_execution", "0"], 2),
+    (["measure", "tiny", "--set", "steps_per_execution=abc"], ["steps_per_execution", "'abc'"], 2),
+    (["measure", "tiny", "--set", "batch_size=-1"], ["batch_size", "-1"], 2),
+    (["measure", "tiny", "--set", "jit_compile=maybe"], ["jit_compile", "'maybe'"], 2),
+    (["measure", "tiny", "--set", "data_format=NCHW"], ["channels_first"], 2),
+    (["measure", "tiny", "--set", "backend=nosuch"], ["backend", "'nosuch'"], 2),
+    (["measure", "tiny", "--set", "steps_per_execution=1", "--set", "steps_per_execution=2"],
+     ["steps_per_execution twice", "'steps_per_execution=1'", "'steps_per_execution=2'"], 2),
+    (["measure", "tiny", "--set", "spe"], ["name=value", "'spe'"], 2),
+    (["measure", "tiny", "--set", "workers=2", *QUICK], ["workers", "PyDataset"], 2),
+    (["measure", "tiny", "--steps", "7", "--set", "steps_per_execution=4"], ["multiple", "--steps 4"], 2),
+    (["measure", "tiny", "--steps", "0"], ["--steps"], 2),
+    (["measure", "tiny", "--repeats", "0"], ["--repeats", "0"], 2),
+    (["measure", "tiny", "--timeout", "0"], ["--timeout"], 2),
+    (["measure", "tiny", "--timeout", "nan"], ["--timeout", "finite"], 2),
+    (["measure", "tiny", "--timeout", "-1"], ["--timeout"], 2),
+    (["measure", "tiny", "--memory-limit", "0"], ["--memory-limit", "more than zero"], 2),
+    (["measure", "tiny", "--memory-limit", "lots"], ["--memory-limit", "'lots'"], 2),
+    (["measure", "tiny", "--memory-limit", "4XB"], ["--memory-limit", "'4XB'"], 2),
+    (["measure", "tiny", "--results", "adir"], ["--results", "'adir'", "folder"], 2),
+    (["measure", "tiny", "--results", "afile/r.jsonl"], ["--results", "'afile/r.jsonl'", "is a file"], 2),
+    # a trial that fails on the user's code: status 1, the cause in one line
+    (["measure", "userwork:raises", *QUICK], ["failed: ValueError: the builder broke on purpose"], 1),
+    # compare
+    (["compare", "tiny", "--pairs", "1"], ["Invalid value for '--pairs'"], 2),
+    (["compare", "tiny", "--pairs", "1000"], ["Invalid value for '--pairs'"], 2),
+    (["compare", "tiny", "--b", "nosuch=1"], ["nosuch"], 2),
+    (["compare", "tiny", "--b", "precision=fp8"], ["fp8"], 2),
+    (["compare", "tiny", "--confidence", "2"], ["Invalid value for '--confidence'"], 2),
+    (["compare", "tiny", "--results", "adir"], ["--results", "'adir'"], 2),
+    # tune
+    (["tune", "tiny", "--time", "0s"], ["--time", "more than zero", "'0s'"], 2),
+    (["tune", "tiny", "--time", "-5m"], ["--time"], 2),
+    (["tune", "tiny", "--time", "10parsecs"], ["--time", "'10parsecs'"], 2),
+    (["tune", "tiny", "--trials", "0"], ["Invalid value for '--trials'"], 2),
+    (["tune", "tiny", "--space", "nosuch=1,2", "--storage", "sqlite:///new.db"], ["nosuch"], 2),
+    (["tune", "tiny", "--space", "precision=fp8", "--storage", "sqlite:///new.db"], ["fp8"], 2),
+    (["tune", "tiny", "--knobs", "nosuch", "--storage", "sqlite:///new.db"], ["nosuch"], 2),
+    (["tune", "tiny", "--batch-sizes", "0,32"], ["--batch-sizes", "'0,32'"], 2),
+    (["tune", "tiny", "--batch-sizes", "a,b"], ["--batch-sizes", "'a,b'"], 2),
+    (["tune", "tiny", "--pairs", "1"], ["Invalid value for '--pairs'"], 2),
+    (["tune", "tiny", "--tolerance", "-1"], ["Invalid value for '--tolerance'"], 2),
+    (["tune", "tiny", "--storage", "bogus://nowhere"], ["study storage 'bogus://nowhere'"], 2),
+    (["tune", "mlp", "--study", "older", "--storage", "sqlite:///study.db"], ["Study 'older'", "made for model"], 2),
+    # show and report
+    (["show", "--storage", "sqlite:///missing.db"], ["No study database at 'missing.db'"], 2),
+    (["show", "nosuch", "--storage", "sqlite:///study.db"], ["No study named 'nosuch'", "older"], 2),
+    (["report", "missing.jsonl"], ["No results file at 'missing.jsonl'"], 2),
+    (["report", "missing.db"], ["No study database at 'missing.db'"], 2),
+    (["report", "foreign.jsonl"], ["'foreign.jsonl'", "holds none", "line 1: not a fitspeed record"], 2),
+    (["report", "study.db", "--study", "nosuch"], ["No study named 'nosuch'"], 2),
+    (["report", "results.jsonl", "--workload", "cnn10 · synthetic"], ["No records for workload", "'tiny · synthetic'"], 2),
+    (["report", "results.jsonl", "--out", "afile"], ["Could not write the report into 'afile'"], 2),
+    # monitor
+    (["monitor", "--out", "existing.csv", "--", sys.executable, "-c", "pass"], ["existing.csv", "--force"], 2),
+    (["monitor", "--interval", "0", "--out", "m.csv", "--", sys.executable, "-c", "pass"], ["--interval"], 2),
+    (["monitor", "--interval", "-1", "--out", "m.csv", "--", sys.executable, "-c", "pass"], ["--interval"], 2),
+    (["monitor", "--out", "m.csv", "--", "no-such-command-fitspeed"], ["Expected a command to run after `--`"], 2),
+    (["monitor", "--out", "m.csv", "--pid", "999999999"], ["--pid", "999999999"], 2),
+    # make-images and doctor
+    (["make-images", "afile"], ["'afile'", "which is a file"], 2),
+    (["make-images", "pics", "--source", "nosuch"], ["--source", "'nosuch'"], 2),
+    (["make-images", "pics", "--count", "0"], ["Invalid value for '--count'"], 2),
+    (["doctor", "nosuch"], ["Unknown workload 'nosuch'"], 2),
+    (["doctor", "tiny", "--augment"], ["--augment", "images:DIR"], 2),
+    (["doctor", "tiny", "--results", "adir"], ["--results", "'adir'"], 2),
 ]
 
 
-@pytest.mark.parametrize(("args", "words"), REFUSED, ids=[" ".join(a[:4]) for a, _ in REFUSED])
-def test_refused_with_one_sentence_and_nothing_changed(workdir: Path, args: list[str], words: list[str]) -> None:
-    (workdir / "existing.csv").write_text("time,cpu_percent\nmine,1\n")
-    (workdir / "best.json").write_text('{"mine": true}\n')
-    before = digests(workdir)
-    refused(fitspeed(*args, cwd=workdir, timeout=120), *words)
-    assert digests(workdir) == before  # no best.json overwritten, no study or results file created
+@pytest.mark.parametrize(("args", "words", "code"), REFUSED,
+                         ids=[" ".join(a[:5]).replace(sys.executable, "python") for a, _, _ in REFUSED])
+def test_refused_with_one_sentence_and_nothing_changed(user_files: Path, args: list[str], words: list[str],
+                                                       code: int) -> None:
+    before = digests(user_files)
+    text = refused(fitspeed(*args, cwd=user_files, timeout=180), *words, code=code)
+    after = digests(user_files)
+    # the user's files are untouched; a failed trial (status 1) only appends its record to the results file
+    assert {k: v for k, v in after.items() if k in before} == before, text
+    made = set(after) - set(before)
+    assert made <= ({"fitspeed-results.jsonl"} if code == 1 else set()), made
+
+
+def test_the_table_is_long_enough() -> None:
+    assert len(REFUSED) >= 60
 
 
 def test_a_builders_error_with_markup_prints_as_it_is(workdir: Path) -> None:

@@ -243,7 +243,10 @@ class Sampler:
             self._thread = None
         with self._lock:
             if self._stream is not None:
-                self._stream.close()
+                try:
+                    self._stream.close()
+                except OSError as error:  # a full disk: the rows written so far are whole; say why it stopped
+                    self.error = self.error or error
                 self._stream = None
         if self.gpus is not None:
             self.gpus.close()

@@ -7,6 +7,7 @@ reader skips a torn last line (a kill mid-write) and says how many it skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -21,15 +22,20 @@ def append(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
     """Append records to `path`, one JSON line each, durably."""
     target = Path(path)
     lines = "".join(to_json(record) + "\n" for record in records)
+    size = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("a", encoding="utf-8") as stream:
-            if stream.tell() > 0 and not _ends_with_newline(target):
+        with target.open("ab") as stream:
+            size = stream.tell()
+            if size > 0 and not _ends_with_newline(target):
                 lines = "\n" + lines  # never glue a record onto a torn line
-            stream.write(lines)
+            stream.write(lines.encode("utf-8"))
             stream.flush()
             os.fsync(stream.fileno())
     except OSError as error:
+        if size is not None:  # a write that ran out of space: take its torn part back off
+            with contextlib.suppress(OSError):
+                os.truncate(target, size)
         raise UserError(
             f"Could not write results to {str(target)!r}: {error.strerror}. "
             "Free some space or pass --results with another path; earlier records are intact."

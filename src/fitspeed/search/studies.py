@@ -63,20 +63,34 @@ def open_study(name: str, storage: str, meta: dict[str, Any], seed: int = 0) -> 
     return study
 
 
-def disk_full(error: BaseException) -> bool:
-    """Whether `error` (SQLite's, SQLAlchemy's or the OS's) says the disk is full."""
-    text = str(error).lower()
-    return "disk is full" in text or "no space left" in text or getattr(error, "errno", None) == errno.ENOSPC
+def disk_full(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, says the disk is full.
+
+    Optuna wraps SQLAlchemy's error, which wraps SQLite's, so the words can be
+    two causes down.
+    """
+    seen = 0
+    while error is not None and seen < 10:
+        text = str(error).lower()
+        if ("disk is full" in text or "no space left" in text or "file too large" in text
+                or getattr(error, "errno", None) in (errno.ENOSPC, errno.EFBIG)):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def storage_problem(error: BaseException, storage: str) -> str:
     """One sentence for a storage error: a full disk is said as such, not as a bad URL."""
-    text = str(error)
     if disk_full(error):
         return (f"The disk that holds the study storage {storage!r} is full. Free some space and run the "
                 "same command again: every trial that finished is saved.")
-    return (f"Could not use the study storage {storage!r}: {text.splitlines()[0] if text else type(error).__name__}. "
-            "Expected an Optuna storage URL such as sqlite:///fitspeed.db or postgresql://user@host/db.")
+    root: BaseException = error
+    while root.__cause__ is not None:  # Optuna's wrapper says little; the driver's error says why
+        root = root.__cause__
+    why = (str(root) or type(root).__name__).splitlines()[0]
+    return (f"Could not use the study storage {storage!r}: {why}. Expected an Optuna storage URL that "
+            "can be reached, such as sqlite:///fitspeed.db or postgresql://user@host/db; every trial "
+            "that finished is saved.")
 
 
 def check_exists(storage: str) -> None:

@@ -223,6 +223,8 @@ class Tuner:
         """The whole search; a full disk under the study storage ends it with one sentence."""
         try:
             return self._search()
+        except (optuna.exceptions.StorageInternalError, OSError) as error:  # the storage, not the search
+            raise UserError(studies.storage_problem(error, self.settings.storage)) from None
         except Exception as error:
             if studies.disk_full(error):
                 raise UserError(studies.storage_problem(error, self.settings.storage)) from None

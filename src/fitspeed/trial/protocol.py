@@ -218,6 +218,26 @@ def _is_oom(error: BaseException) -> bool:
     return name == "ResourceExhaustedError" or "out of memory" in text or "oom" in text.split()
 
 
+def _unreadable_images(spec: TrialSpec, error: BaseException) -> str | None:
+    """After a decode failure on an images: folder, a sentence naming the broken files, or None."""
+    text = str(error)
+    if "decode" not in text.lower() and "image" not in text.lower() and "jpeg" not in text.lower():
+        return None
+    try:
+        ref = DataRef.parse(spec.data, check_paths=False)
+    except UserError:
+        return None
+    if ref.kind != "images":
+        return None
+    from fitspeed.trial.data.image_folder import unreadable
+
+    bad = unreadable(ref.name)
+    if not bad:
+        return None
+    return (f"Expected every file in {ref.name!r} to be a readable JPEG or PNG image. These are not: "
+            f"{', '.join(repr(b) for b in bad)}. Delete or replace them, and run again.")
+
+
 def run(spec: TrialSpec) -> dict[str, Any]:
     """`measure`, with every exception turned into a record."""
     try:
@@ -225,6 +245,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     except UserError as error:
         return new_record(spec, "failed", reason=str(error), user_error=True)
     except BaseException as error:  # a failure is data: record it, whatever it is
+        named = _unreadable_images(spec, error)
+        if named:
+            return new_record(spec, "failed", reason=named, user_error=True)
         status = "oom" if _is_oom(error) else "failed"
         traceback.print_exc()
         reason = f"{type(error).__name__}: {error}".strip()

@@ -46,3 +46,24 @@ def list_images(folder: str, size: tuple[int, int], augment: bool, num_classes: 
             f"predicts {num_classes}. Use a model with at least {len(classes)} outputs, or fewer subfolders."
         )
     return ImageSource(tuple(paths), tuple(labels), tuple(classes), size, augment)
+
+
+def unreadable(folder: str, limit: int = 3) -> list[str]:
+    """The first `limit` image files under `folder` that do not decode whole (Pillow reads each fully).
+
+    Called only after a decode failure, to name the file; tf.data's error does not.
+    """
+    from PIL import Image
+
+    bad: list[str] = []
+    for path in sorted(Path(folder).rglob("*")):
+        if path.suffix.lower() not in IMAGE_SUFFIXES:
+            continue
+        try:
+            with Image.open(path) as picture:
+                picture.load()
+        except Exception:  # Pillow raises OSError, SyntaxError, ValueError... for a broken file
+            bad.append(str(path))
+            if len(bad) >= limit:
+                break
+    return bad

@@ -6,8 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import child_env
 
+from fitspeed import auto_steps
 from fitspeed.auto_steps import choose
 
 SCRIPT = """
@@ -45,3 +47,17 @@ def test_choose_prefers_the_smallest_within_tolerance() -> None:
     assert choose({1: 100.0, 2: 180.0, 4: 240.0, 8: 246.0, 16: 250.0}) == 4
     assert choose({1: 100.0, 2: 99.0}) == 1
     assert choose({1: 100.0, 2: 180.0, 4: 240.0}, tolerance=0.0) == 4
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"batch_size": 0}, "batch_size"), ({"batch_size": 2.5}, "batch_size"), ({"candidates": ()}, "candidates"),
+    ({"candidates": (1, 0)}, "candidates"), ({"seconds": 0}, "seconds"), ({"tolerance": -0.1}, "tolerance"),
+])
+def test_bad_arguments_are_refused_like_the_clis(kwargs: dict, words: str) -> None:
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match=words):
+        auto_steps.tune(model, np.ones((16, 4)), np.ones((16, 2)), **kwargs)

@@ -263,3 +263,44 @@ def test_best_json_leaves_no_debris_and_follows_no_planted_link(tmp_path: Path) 
     with pytest.raises(UserError, match="adir"):
         best_json.write(tmp_path / "adir", SUMMARY)  # a folder where the file should go
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "best.json", "best.json.tmp", "outside.txt"]
+
+
+def test_a_long_failure_keeps_its_cause(workdir: Path) -> None:
+    result = fitspeed("measure", "userwork:long_error", "--json", *QUICK, cwd=workdir)
+    assert result.returncode == 1
+    record = json.loads(result.stdout)
+    assert record["reason"].endswith("THE CAUSE") and len(record["reason"]) < 4200
+    table = fitspeed("measure", "userwork:long_error", *QUICK, cwd=workdir)
+    text = " ".join(table.stdout.split())  # the terminal wraps long lines
+    assert "failed: ValueError: while building: context" in text and "THE CAUSE (the whole message" in text
+    assert text.count("context") < 60  # one line's worth, not the 700 of the record
+
+
+def test_tune_prints_a_failed_trial_in_one_line(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 's.db'}"
+    result = fitspeed("tune", "userwork:long_error", "--trials", "1", "--storage", storage, *QUICK, cwd=workdir)
+    assert "Traceback" not in result.stderr
+    text = " ".join(result.stderr.split())  # the terminal wraps long lines
+    assert "baseline defaults: failed (ValueError: while building: context" in text, text
+    assert "THE CAUSE)" in text and text.count("context") < 60, text
+
+
+def test_a_corrupt_image_is_named(workdir: Path) -> None:
+    made = fitspeed("make-images", "pics", "--count", "40", "--size", "16", cwd=workdir)
+    assert made.returncode == 0, made.stderr
+    broken = workdir / "pics" / "class_02" / "000007.jpg"
+    broken.write_bytes(b"\xff\xd8 this is not a whole JPEG")
+    result = fitspeed("measure", "tiny", "--data", "images:pics", *QUICK, cwd=workdir)
+    refused(result, "'pics/class_02/000007.jpg'", "Delete or replace")
+
+
+def test_report_on_mixed_workloads_says_which_it_drew(workdir: Path) -> None:
+    records = [_trial_record("tiny", 1, 100.0), _trial_record("mlp", 1, 50.0), _trial_record("tiny", 4, 150.0)]
+    (workdir / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + "not json\n")
+    result = fitspeed("report", "r.jsonl", "--out", "rep", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    assert "this report is 'tiny · synthetic', the newest" in text and "--workload: 'mlp · synthetic'" in text
+    assert "skipped line 4: not JSON" in text
+    page = (workdir / "rep" / "index.html").read_text()
+    assert "skipped line 4" in page

@@ -119,6 +119,9 @@ def test_monitor_on_a_full_disk_keeps_the_commands_status(disk: SmallDisk) -> No
     assert "Traceback" not in result.stderr
     text = " ".join(result.stderr.split())
     assert "stopped early" in text or "could not be drawn" in text or "Expected --out" in text, text
+    png = out.with_suffix(".png")
+    assert not png.exists() or png.stat().st_size > 0  # no empty PNG left behind
+    assert not [p.name for p in disk.folder.iterdir() if p.name.endswith(".tmp")]
     disk.free()
     if out.exists() and out.stat().st_size:
         lines = out.read_text().splitlines()

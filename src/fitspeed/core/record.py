@@ -156,10 +156,10 @@ def brief_reason(reason: str | None) -> str:
     substance = [line for line in lines if not line.startswith("[[")]
     last = substance[-1] if substance else lines[-1]
     if len(lines) == 1:
-        return lines[0]
+        return lines[0] if len(lines[0]) <= 300 else f"{lines[0][:80]} … {lines[0][-200:]}"
     if kind and not last.startswith(kind):
         last = f"{kind}: {last}"
-    return last if len(last) <= 300 else last[:299] + "…"
+    return last if len(last) <= 300 else f"{last[:80]} … {last[-200:]}"  # the cause is at the end
 
 
 def throughput(record: dict[str, Any]) -> float | None:

@@ -48,7 +48,7 @@ def write(folder: str | Path, count: int, size: int, source: str, seed: int = 0)
     from PIL import Image
 
     if source not in ("synthetic", "cifar10"):
-        raise DataError(f"Expected --source synthetic or cifar10. Received: {source!r}.")
+        raise DataError(f"Expected --source synthetic or cifar10. Received: {source!r}. Use --source synthetic.")
     root = Path(folder)
     if root.exists() and not root.is_dir():
         raise DataError(f"Expected FOLDER to be a folder to write images into. Received: {str(root)!r}, "

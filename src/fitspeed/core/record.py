@@ -71,7 +71,8 @@ class TrialSpec:
             )
         if self.memory_limit_mb is not None and self.memory_limit_mb <= 0:
             raise UserError(
-                f"Expected --memory-limit to be a positive number of MiB. Received: {self.memory_limit_mb}."
+                f"Expected --memory-limit to be a positive number of MiB. Received: {self.memory_limit_mb}. "
+                "Use for example --memory-limit 4GiB."
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -45,7 +45,8 @@ PROCESS_COLUMNS = ("proc_cpu_percent", "proc_threads", "proc_rss_mb", "proc_read
 
 def check_interval(interval_s: float) -> None:
     if not interval_s > 0:
-        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval_s}.")
+        raise UserError(f"Expected --interval to be a positive number of seconds. Received: {interval_s}. "
+                        "Use for example --interval 1.")
 
 
 @dataclass(frozen=True)

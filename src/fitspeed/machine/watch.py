@@ -58,12 +58,14 @@ def watch(
         raise UserError("Expected either a command after `--` or --pid, not both. "
                         f"Received: --pid {pid} and {' '.join(command)!r}.")
     if pid is not None and not psutil.pid_exists(pid):
-        raise UserError(f"Expected --pid to be a running process. Received: {pid}, which does not exist.")
+        raise UserError(f"Expected --pid to be a running process. Received: {pid}, which does not exist. "
+                        "Check the number with `ps`, or start the command under `fitspeed monitor -- COMMAND`.")
     if pid is not None:
         try:
             psutil.Process(pid)
         except psutil.Error as error:
-            raise UserError(f"Expected --pid to be a process fitspeed can read. Received: {pid} ({error}).") from None
+            raise UserError(f"Expected --pid to be a process fitspeed can read. Received: {pid} ({error}). "
+                            "Run fitspeed as the user that owns it.") from None
     gpus, why = open_gpus()
     if gpus is None:
         say(f"No NVIDIA GPU to sample ({why}); sampling the host only.")

@@ -85,7 +85,8 @@ def _results_data(path: Path, workload: str | None) -> dict[str, Any]:
     try:
         records, skipped = results.read(path)
     except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"Could not read {str(path)!r} as a fitspeed results file: {error}.") from None
+        raise UserError(f"Could not read {str(path)!r} as a fitspeed results file: {error}. Pass the "
+                        "fitspeed-results.jsonl that `fitspeed measure` or `compare` wrote.") from None
     names = plot_data.workloads_in(records)
     if not names:
         raise UserError(f"Expected {str(path)!r} to hold fitspeed trial records, as `fitspeed measure` or "

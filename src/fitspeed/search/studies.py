@@ -108,7 +108,7 @@ def load_study(name: str | None, storage: str) -> optuna.Study:
     try:
         summaries = optuna.get_all_study_summaries(storage=storage)
     except Exception as error:
-        raise UserError(f"Could not read the study storage {storage!r}: {error}.") from None
+        raise UserError(storage_problem(error, storage)) from None
     summaries = [s for s in summaries if s.user_attrs.get("fitspeed")]  # the database may hold others' studies
     # a study with no trial has no start time: it sorts first, so it is never taken for the newest
     started = sorted(summaries, key=lambda s: (s.datetime_start is not None, s.datetime_start or datetime.min))
@@ -119,7 +119,8 @@ def load_study(name: str | None, storage: str) -> optuna.Study:
         name = names[-1]
     if name not in names:
         raise UserError(
-            f"No study named {name!r} in {storage}. Expected one of: {', '.join(names)}."
+            f"No study named {name!r} in {storage}. Expected one of: {', '.join(names)}. "
+            "Pass one of them, or leave the name out for the newest."
         )
     return optuna.load_study(study_name=name, storage=storage)
 

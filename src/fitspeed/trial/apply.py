@@ -48,7 +48,8 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
             config = dict(data["best"]["config"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise UserError(
-                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error})."
+                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error}). "
+                "Pass the best.json that `fitspeed tune` wrote, or a dict of knobs."
             ) from None
     if not isinstance(config, TrialConfig):
         config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]

@@ -114,7 +114,7 @@ def _monitor_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if summary.get("gpus") or summary.get("device_util_mean") is not None:
         rows += [
             ("GPU utilization % mean (peak)", _mean_peak(summary.get("device_util_mean"), summary.get("device_util_peak"))),
-            ("GPU memory peak MiB", number(summary.get("device_memory_peak_mb"), 0)),
+            ("GPU memory peak MiB, whole device (NVML)", number(summary.get("device_memory_peak_mb"), 0)),
             ("GPU power mean W", number(summary.get("power_mean_w"), 0)),
         ]
     return rows
@@ -144,7 +144,7 @@ def measure_table(record: dict[str, Any]) -> Table:
          f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
         ("compile s (excluded)", number(metrics.get("compile_s"), 2)),
         ("peak host memory MiB", number(metrics.get("peak_host_mb"), 0)),
-        ("peak device memory MiB", number(metrics.get("peak_device_mb"), 0)),
+        ("peak device memory MiB, the framework's own", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
     watched = record.get("monitor")

@@ -89,7 +89,9 @@ def draw(data: PlotData, png: Path, title: str | None = None) -> Path:
     from fitspeed.report.plots import png_bytes
 
     count = max(1, len(data.panels))
-    figure, axes = plt.subplots(count, 1, figsize=(9, 1.9 * count + 0.6), sharex=True, squeeze=False)
+    # constrained layout leaves room for the figure's title above the first panel's (tight_layout does not)
+    figure, axes = plt.subplots(count, 1, figsize=(9, 1.9 * count + 0.6), sharex=True, squeeze=False,
+                                layout="constrained")
     for axis, panel in zip(axes[:, 0], data.panels):
         for label, values in panel.lines.items():
             points = [(t, v) for t, v in zip(data.elapsed_s, values) if v is not None]
@@ -106,7 +108,6 @@ def draw(data: PlotData, png: Path, title: str | None = None) -> Path:
     axes[-1, 0].set_xlabel("seconds", fontsize=8)
     if title:  # the user's command line: a `$` in it is text, not mathtext
         figure.suptitle(title, fontsize=10, parse_math=False)
-    figure.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     return write_atomically(png, png_bytes(figure, 100))
 

@@ -234,7 +234,7 @@ class Tuner:
         interrupted = studies.recover_interrupted(self.study)
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
-        baseline = self.measure(self.base, "baseline")
+        baseline = self.measure(self.base, "baseline", budgeted=False)  # every budget buys the baseline
         if baseline is None or throughput(baseline) is None:
             return self.finish()
         self._learn_data_kind(baseline)

@@ -22,7 +22,7 @@ from fitspeed.config import TrialConfig
 from fitspeed.errors import UserError
 from fitspeed.knobs import check_backend_installed
 from fitspeed.record import TrialSpec
-from fitspeed.workloads import check_data, check_model
+from fitspeed.workloads import MODELS, check_data, check_model, is_callable_ref
 
 app = typer.Typer(
     help="Make Keras training fast, and prove it with numbers.",
@@ -46,6 +46,9 @@ MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Reside
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
 AugmentOpt = Annotated[bool, typer.Option("--augment", help="With --data images:DIR: random crop and flip per example (same as --data images+augment:DIR).")]
+Target = Annotated[Optional[str], typer.Argument(help="Built-in model (see `fitspeed workloads`) or module:function; or, after `--`, your training command, run unchanged: -- python train.py --epochs 15.", show_default=False)]
+CommandArgs = Annotated[Optional[list[str]], typer.Argument(help="The rest of the training command after `--`.", show_default=False)]
+FitOpt = Annotated[int, typer.Option("--fit", help="With a training command: which of its fit() calls to time (1 is the first).")]
 MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
 
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
@@ -105,9 +108,16 @@ def _spec(
     timeout: float,
     memory_limit: str | None,
     base: TrialConfig | None = None,
+    script: dict[str, Any] | None = None,
 ) -> TrialSpec:
     config = TrialConfig.from_assignments(assignments, base=base)
     check_backend_installed(config.backend)
+    if script is not None:
+        from fitspeed import script as scripts
+
+        return TrialSpec(model=scripts.label(script), data=scripts.DATA, config=config, steps=steps,
+                         repeats=repeats, seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit),
+                         script=script)
     return TrialSpec(
         model=check_model(workload),
         data=check_data(data),
@@ -130,6 +140,26 @@ def _interruptible() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def _script(workload: str | None, command: list[str] | None, fit: int, data: str | None = None) -> dict[str, Any] | None:
+    """The training command after `--` (`fitspeed.script`), or None for a built-in or module:function workload.
+
+    Click hands the first word after `--` to WORKLOAD and the rest to COMMAND; a
+    single word is a command when it names a file or a path (`-- ./train.sh`).
+    """
+    if workload is None:
+        raise UserError("Expected a workload (a built-in model or module:function) or a training command after "
+                        "`--`, such as `fitspeed measure -- python train.py`. Received neither.")
+    if not command and (workload in MODELS or is_callable_ref(workload)
+                        or not ("/" in workload or workload.endswith((".py", ".sh")) or Path(workload).is_file())):
+        return None
+    if data is not None:
+        raise UserError(f"Expected no --data with a training command: the script loads its own. Received: --data "
+                        f"{data}. Drop --data, or point your script at that data with its own arguments.")
+    from fitspeed import script as scripts
+
+    return scripts.describe([workload, *(command or [])], fit)
+
+
 def _check_user_error(record: dict[str, Any]) -> None:
     """A record that failed on the user's input ends the command with its message."""
     if record.get("user_error"):
@@ -138,7 +168,9 @@ def _check_user_error(record: dict[str, Any]) -> None:
 
 @app.command()
 def measure(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -157,10 +189,18 @@ def measure(
 
     from fitspeed.runner import run_trial
 
-    spec = _spec(workload, _augmented(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit)
-    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
+    script = _script(workload, command, fit, data)
+    if script is not None and profile:
+        raise UserError("Expected --profile with a built-in or module:function workload. Received it with a "
+                        "training command, which fitspeed does not trace yet. Drop --profile.")
+    spec = _spec(workload or "", _augmented(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit,
+                 script=script)
+    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload or "") if profile else None)
+    workload = spec.model
     with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
+    if script is not None and record.get("user_error"):
+        results.append(results_path, [record])  # the record keeps the script's traceback and log tail
     _check_user_error(record)
     results.append(results_path, [record])
     if as_json:
@@ -184,7 +224,9 @@ def _profile_dir(workload: str) -> str:
 
 @app.command()
 def compare(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=1, help="Interleaved A/B pairs, each trial a fresh process.")] = 5,
@@ -205,8 +247,9 @@ def compare(
 
     base = TrialConfig.from_assignments(set_ or [])
     data = _augmented(data, augment)
-    spec_a = _spec(workload, data, a or [], steps, repeats, seed, timeout, memory_limit, base)
-    spec_b = _spec(workload, data, b or [], steps, repeats, seed, timeout, memory_limit, base)
+    script = _script(workload, command, fit, data)
+    spec_a = _spec(workload or "", data, a or [], steps, repeats, seed, timeout, memory_limit, base, script)
+    spec_b = _spec(workload or "", data, b or [], steps, repeats, seed, timeout, memory_limit, base, script)
 
     from rich.progress import Progress
 
@@ -247,7 +290,9 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...]:
 
 @app.command()
 def tune(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -276,8 +321,16 @@ def tune(
 
     base = TrialConfig.from_assignments(set_ or [])
     check_backend_installed(base.backend)
+    script = _script(workload, command, fit, data)
+    if script is not None:
+        from fitspeed import script as scripts
+
+        workload, data = scripts.label(script), scripts.DATA
+        study = study or f"{workload}-{(script['sha256'] or 'command')[:8]}"
     settings = TuneSettings(
-        model=check_model(workload), data=check_data(_augmented(data, augment)), base=base, trials=trials,
+        script=script,
+        model=workload if script else check_model(workload or ""),
+        data=data if script else check_data(_augmented(data, augment)), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
@@ -407,7 +460,9 @@ def knobs() -> None:
 
 @app.command()
 def doctor(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -424,7 +479,9 @@ def doctor(
     from fitspeed.doctor import diagnose, render
 
     data = _augmented(data, augment)
-    spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, None)
+    script = _script(workload, command, fit, data)
+    spec = _spec(workload or "", data, set_ or [], steps, repeats, seed, timeout, None, script=script)
+    workload = spec.model
 
     def event(kind: str, info: dict[str, Any]) -> None:
         if kind == "trial":
@@ -439,12 +496,26 @@ def doctor(
 
     with _interruptible(), err.status(f"diagnosing {workload}…"):
         report = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
-                          seed=seed, timeout_s=timeout, try_fixes=fixes, on_event=event)
+                          seed=seed, timeout_s=timeout, try_fixes=fixes, on_event=event, script=script)
     summary = report.summary()
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         render(out, summary)
+
+
+@app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def run_script(
+    config: Annotated[Path, typer.Argument(help="A best.json written by `fitspeed tune`.")],
+    command: Annotated[list[str], typer.Argument(help="Your training command after `--`, such as -- python train.py --epochs 15.", show_default=False)],
+    seed: SeedOpt = 0,
+) -> None:
+    """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
+    from fitspeed import script as scripts
+
+    chosen = scripts.load_config(config)
+    err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
+    raise typer.Exit(scripts.run(chosen, command, seed=seed))
 
 
 @app.command("make-images")

@@ -178,6 +178,7 @@ def diagnose(
     try_fixes: bool = True,
     run: Runner | None = None,
     on_event: Event | None = None,
+    script: dict[str, Any] | None = None,
 ) -> Report:
     """Run the measurements, then the fixes; every record is kept in the report."""
     if run is None:
@@ -191,7 +192,7 @@ def diagnose(
     def trial(name: str, mode: str, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
         emit("start", {"name": name, "config": config})
         spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
-                         timeout_s=timeout_s, mode=mode)
+                         timeout_s=timeout_s, mode=mode, script=script)
         record = runner(spec)
         emit("trial", {"name": name, "record": record})
         return record

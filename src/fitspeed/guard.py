@@ -46,6 +46,7 @@ def guard_spec(spec: TrialSpec, baseline: TrialConfig) -> TrialSpec:
         timeout_s=spec.timeout_s,
         memory_limit_mb=spec.memory_limit_mb,
         mode="train",
+        script=spec.script,
     )
 
 

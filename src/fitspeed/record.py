@@ -46,6 +46,7 @@ class TrialSpec:
     mode: str = "time"
     monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.monitor)
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.profiling)
+    script: dict[str, Any] | None = field(default=None, compare=False)  # a user's command (fitspeed.script)
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train", "input", "compute", "epochs"):
@@ -88,6 +89,7 @@ class TrialSpec:
             # optional: absent when off, so records without them read the same
             **({"monitor": True} if self.monitor else {}),
             **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
+            **({"script": self.script} if self.script else {}),
         }
 
     @classmethod

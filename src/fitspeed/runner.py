@@ -119,11 +119,17 @@ def run_trial(
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env["PYTHONUNBUFFERED"] = "1"
+        argv, record_path = [python, "-m", "fitspeed.trial", str(spec_path)], None
+        if spec.script is not None:  # a user's own command, hooked (fitspeed.script); its output is one log
+            from fitspeed import script
+
+            argv, child_env, record_path = script.prepare(spec, folder, child_env)
+            cwd = spec.script["cwd"]
         with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
             proc = subprocess.Popen(
-                [python, "-m", "fitspeed.trial", str(spec_path)],
+                argv,
                 stdout=out,
-                stderr=err,
+                stderr=err if record_path is None else subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
                 env=child_env,
@@ -140,13 +146,14 @@ def run_trial(
                 # it stops the child, and any worker processes it left behind.
                 _kill_group(proc)
         stdout = stdout_path.read_text("utf-8", "replace")
-        stderr_tail = _tail(stderr_path)
+        stderr_tail = _tail(stderr_path if record_path is None else stdout_path)
+        scripted = script.read_record(record_path) if record_path is not None else None
     wall_s = time.perf_counter() - started
     if killed:
         status, reason = killed
         record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
-        decoded = decode(stdout)
+        decoded = decode(stdout) if spec.script is None else scripted
         if decoded is None:
             code = proc.returncode
             how = (
@@ -162,6 +169,8 @@ def run_trial(
         else:
             record = decoded
     record["stderr_tail"] = stderr_tail if record["status"] != "ok" else None
+    if spec.script is not None:
+        record["log_tail"] = stderr_tail  # the script's own output, stdout and stderr together
     record["wall_s"] = wall_s
     if sampler is not None:
         record["monitor"] = monitor.trial_summary(sampler, record)

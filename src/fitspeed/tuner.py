@@ -63,6 +63,7 @@ class TuneSettings:
     knobs: tuple[str, ...] = ()  # search only these (empty: all)
     batch_sizes: tuple[int, ...] = ()
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.monitor)
+    script: dict[str, Any] | None = None  # a user's training command (fitspeed.script); model and data name it
 
     @property
     def study_name(self) -> str:
@@ -72,7 +73,7 @@ class TuneSettings:
         return TrialSpec(
             model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
             repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
-            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor,
+            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor, script=self.script,
         )
 
     def steps_for(self, config: TrialConfig) -> int | None:

@@ -514,6 +514,7 @@ def run_script(
     from fitspeed import script as scripts
 
     chosen = scripts.load_config(config)
+    command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
     err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
     raise typer.Exit(scripts.run(chosen, command, seed=seed))
 

@@ -319,8 +319,9 @@ class Hook:
         error, text = self.failure, self.failure_text
         if error is not None and _is_data_fetch(error, text):
             reason = (
-                f"The script {name} could not load its data: {_last_line(text)}. This machine cannot reach the "
-                "internet, and keras.datasets.*.load_data() downloads on first use. Point the script at a local "
+                f"Expected the script {name} to load its data. It could not download it ({_last_line(text)}): "
+                "this machine cannot reach the internet, and keras.datasets.*.load_data() downloads on first use. "
+                "Point the script at a local "
                 "copy (for MNIST, put mnist.npz in ~/.keras/datasets/ or pass load_data(path=...) an absolute "
                 "path, or give the script a --data FILE option), then run fitspeed again."
             )

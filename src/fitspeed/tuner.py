@@ -180,13 +180,17 @@ class Tuner:
         baseline = self._guard_curve(self.base)
         candidate = self._guard_curve(config)
         verdict = guard.check(baseline, candidate, self.settings.tolerance).to_dict()
+        if self.settings.script is not None:  # a script seeds its own training: is its baseline reproducible?
+            unsteady = guard.unreproducible(baseline, self._guard_curve(self.base, again=True), self.settings.tolerance)
+            if unsteady:
+                verdict = {**verdict, "ok": False, "reason": unsteady}
         self.study.set_user_attr(key, verdict)
         self.emit("guard", {"config": config, "verdict": verdict})
         return verdict
 
-    def _guard_curve(self, config: TrialConfig) -> list[float | None]:
+    def _guard_curve(self, config: TrialConfig, again: bool = False) -> list[float | None]:
         spec = guard.guard_spec(self.settings.spec(config), self.base)
-        key = "guard-run:" + studies.config_key(spec.config)
+        key = "guard-run:" + studies.config_key(spec.config) + ("#again" if again else "")
         stored = self.study.user_attrs.get(key)
         if stored is None:
             record = self.run_trial(spec)

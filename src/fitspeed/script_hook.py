@@ -163,7 +163,7 @@ class Hook:
         def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
             hook.fits += 1
             if hook.action != "trial":
-                return real_fit(model, *args, **hook._run_inputs(real_fit, model, args, kwargs))
+                return real_fit(model, **hook._run_inputs(real_fit, model, args, kwargs))
             if hook.fits != hook.fit_index or hook.done:
                 return real_fit(model, *args, **kwargs)
             hook.done = True
@@ -176,20 +176,27 @@ class Hook:
         model_class.fit = fit
 
     def _run_inputs(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """`fitspeed run`: the same fit() call, with the input knobs applied to what it was given."""
+        """`fitspeed run`: the same fit() arguments, with the input knobs applied to what it was given."""
+        given = dict(inspect.signature(real_fit).bind(model, *args, **kwargs).arguments)
+        given.pop(next(iter(inspect.signature(real_fit).parameters)), None)  # the model itself
         if not self.config.changed().keys() & set(inputs.INPUT_KNOBS):
-            return kwargs
-        bound = inspect.signature(real_fit).bind(model, *args, **kwargs).arguments
-        data = _data(bound.get("x"), bound.get("y"), 0.0)
+            return given
         from fitspeed import pipeline
 
-        prepared = pipeline.prepare(data, self.config, data.batch_size or bound.get("batch_size") or 32, self.spec.seed)
-        if prepared.kind == "arrays" and not prepared.autotune:
-            kwargs = dict(kwargs)
-            kwargs.update(x=pipeline.keras_array_dataset(prepared.x, prepared.y, bound.get("batch_size") or 32,
-                                                         autotune=False), y=None, batch_size=None)
-            return {k: v for k, v in kwargs.items() if v is not None or k == "x"}
-        return kwargs
+        data = _data(given.get("x"), given.get("y"), 0.0)
+        batch = data.batch_size or int(given.get("batch_size") or 32)
+        prepared = pipeline.prepare(data, self.config, batch, self.spec.seed)
+        if prepared.kind == "dataset":
+            given["x"] = prepared.source
+        elif prepared.kind == "arrays" and not prepared.autotune:
+            if given.get("validation_split"):
+                sys.stderr.write("fitspeed: data_autotune=false is not applied: fit() splits its arrays for "
+                                 "validation, which Keras cannot do on a dataset.\n")
+                return given
+            given["x"] = pipeline.keras_array_dataset(prepared.x, prepared.y, batch, autotune=False)
+            given.pop("y", None)
+            given.pop("batch_size", None)
+        return given
 
     # -- the trial --------------------------------------------------------------
 
@@ -217,6 +224,12 @@ class Hook:
                 f"Expected knobs that apply to a training script. Received: data_format={config.data_format!r}, "
                 "which fitspeed cannot yet apply to a script's own layers without changing what it computes. "
                 "Drop --set data_format=..."
+            )
+        if "batch_size" in config.changed():
+            raise UserError(
+                f"Expected knobs that apply to a training script. Received: batch_size={config.batch_size}, but a "
+                "script's batch size is its own (it changes the recipe). Drop --set batch_size=... and pass the "
+                "size through the script's own arguments."
             )
         data = _data(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
         batch = data.batch_size or int(bound.get("batch_size") or 32)

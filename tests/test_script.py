@@ -192,3 +192,69 @@ def test_the_hook_leaves_processes_without_the_order_alone(tmp_path: Path) -> No
     code = "import sys; import keras; print(type(keras.Model.fit).__name__, 'fitspeed.script_hook' in sys.modules)"
     out = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["function", "False"]
+
+
+# -- compare, tune and doctor on a script ---------------------------------------------
+
+
+def test_compare_runs_a_script_in_interleaved_pairs(tmp_path: Path) -> None:
+    result = cli("compare", *QUICK, "--pairs", "2", "--b", "steps_per_execution=2", "--json",
+                 "--results", str(tmp_path / "r.jsonl"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
+    summary = measured(result)
+    assert summary["model"] == "script:long_train.py"
+    assert len(summary["estimate"]["ratios"]) == 2
+    resolved = [t["metrics"]["steps_per_execution_resolved"] for t in summary["trials"]]
+    assert resolved == [1, 2, 1, 2]
+    assert not (tmp_path / "m.keras").exists()
+
+
+def test_doctor_diagnoses_a_scripts_own_pipeline(tmp_path: Path) -> None:
+    result = cli("doctor", *QUICK, "--epochs", "2", "--no-fixes", "--json", "--results", str(tmp_path / "r.jsonl"),
+                 "--", PY, str(SCRIPTS / "tf_style.py"), cwd=tmp_path)
+    summary = measured(result)
+    assert summary["kind"] == "dataset"
+    assert summary["failed"] == {}
+    assert all(summary["ms_per_step"][name] > 0 for name in ("input", "compute", "together"))
+    assert summary["verdict"] in ("highly input-bound", "moderately input-bound", "not input-bound")
+
+
+@pytest.mark.slow
+def test_tune_on_a_script_writes_best_json_and_skips_data_format(tmp_path: Path) -> None:
+    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
+                 "--best", str(tmp_path / "best.json"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
+    summary = measured(result)
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert "snippet" in best and best["kind"] == "best"
+    assert "builds its own layers" in summary["skipped"]["data_format"]
+    assert summary["skipped"].get("workers", "").startswith("workers applies to a keras.utils.PyDataset")
+    assert not (tmp_path / "m.keras").exists()
+
+
+def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
+    """The tuner's numerics guard on mixed_bfloat16, with real trial processes of a script."""
+    from fitspeed import script
+    from fitspeed.config import TrialConfig
+    from fitspeed.tuner import Tuner, TuneSettings
+
+    described = script.describe([PY, str(SCRIPTS / script_name)], cwd=tmp_path)
+    settings = TuneSettings(model=script.label(described), data=script.DATA, script=described,
+                            storage=f"sqlite:///{tmp_path}/s.db", knobs=("precision",))
+    tuner = Tuner(settings)
+    verdict = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert verdict is not None
+    return verdict
+
+
+def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    verdict = _guard_verdict(tmp_path, "long_train.py")
+    assert verdict["ok"], verdict["reason"]
+    assert len(verdict["baseline_curve"]) == 4 and verdict["baseline_curve"] != verdict["curve"]
+
+
+def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
+    verdict = _guard_verdict(tmp_path, "unseeded.py")
+    assert not verdict["ok"]
+    assert "not reproducible from a seed" in verdict["reason"]

@@ -327,6 +327,9 @@ def tune(
 
         workload, data = scripts.label(script), scripts.DATA
         study = study or f"{workload}-{(script['sha256'] or 'command')[:8]}"
+        if batch_sizes:
+            raise UserError(f"Expected no --batch-sizes with a training command: its batch size is its own. Received: "
+                            f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
     settings = TuneSettings(
         script=script,
         model=workload if script else check_model(workload or ""),

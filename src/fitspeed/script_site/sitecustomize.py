@@ -5,6 +5,7 @@ file before the script's first line. Without FITSPEED_SCRIPT it does nothing
 but pass on to the next `sitecustomize` on the path, if there is one.
 """
 
+import importlib.machinery
 import importlib.util
 import os
 import sys

@@ -134,7 +134,8 @@ def test_run_exits_with_the_scripts_status(tmp_path: Path) -> None:
 
 def _wrapper(tmp_path: Path) -> list[str]:
     wrapper = tmp_path / "train.sh"
-    wrapper.write_text(f'#!/bin/sh\necho "wrapper starting"\nexec "{PY}" "{SCRIPTS / "long_train.py"}" "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\necho "wrapper starting"\n"{PY}" "{SCRIPTS / "long_train.py"}" "$@" && '
+                       f'"{PY}" -c "open(\'after-train.txt\', \'w\')"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return ["./train.sh", "--epochs", "15"]
 
@@ -162,6 +163,7 @@ def test_every_way_of_starting_a_script_is_hooked(tmp_path: Path, how: str) -> N
         assert not (tmp_path / "tf_style.keras").exists()
     if how == "shell wrapper":
         assert "wrapper starting" in record["log_tail"]
+        assert not (tmp_path / "after-train.txt").exists()  # the python after the trial did not run
 
 
 def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
@@ -174,6 +176,14 @@ def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
     third = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--fit", "3",
                 "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS)
     assert third.returncode == 2 and "It called it 2 time(s)" in error_text(third)
+
+
+def test_a_script_file_that_is_not_a_command_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import keras\n")
+    result = cli("measure", *QUICK, "--", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Run it as `python train.py`" in error_text(result)
+    assert "Traceback" not in result.stderr
 
 
 def test_a_knob_that_cannot_apply_to_the_scripts_data_is_refused(tmp_path: Path) -> None:

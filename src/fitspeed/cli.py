@@ -332,7 +332,7 @@ def tune(
                             f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
     settings = TuneSettings(
         script=script,
-        model=workload if script else check_model(workload or ""),
+        model=(workload or "") if script else check_model(workload or ""),
         data=data if script else check_data(_augmented(data, augment)), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,

@@ -86,7 +86,15 @@ def _script_file(command: list[str], folder: Path) -> Path | None:
         files = [arg for arg in args if not arg.startswith("-")]
         return _existing(files[0], folder, "the shell script") if files else None
     if "/" in program or (folder / program).is_file():
-        return _existing(program, folder, "the program")
+        path = _existing(program, folder, "the program")
+        if not os.access(path, os.X_OK) or "/" not in program:
+            runner = "python" if path.suffix == ".py" else "sh" if path.suffix == ".sh" else None
+            how = f"`{runner} {program}`" if runner else f"`./{program}` after `chmod +x {program}`"
+            raise ScriptError(
+                f"Expected a command that runs your training. Received: `{program}`, a file that cannot be run "
+                f"as a command{'' if os.access(path, os.X_OK) else ' (it is not executable)'}. Run it as {how}."
+            )
+        return path
     if shutil.which(program) is None:
         raise ScriptError(
             f"Expected a command that runs your training, such as `python train.py`. Received: `{program}`, "

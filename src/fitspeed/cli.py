@@ -511,7 +511,7 @@ def doctor(
 def run_script(
     config: Annotated[Path, typer.Argument(help="A best.json written by `fitspeed tune`.")],
     command: Annotated[list[str], typer.Argument(help="Your training command after `--`, such as -- python train.py --epochs 15.", show_default=False)],
-    seed: SeedOpt = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed set at keras import when the configuration has deterministic=true (give it before CONFIG); otherwise the run keeps its own randomness.")] = 0,
 ) -> None:
     """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
     from fitspeed import script as scripts

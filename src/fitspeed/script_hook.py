@@ -134,6 +134,10 @@ class Hook:
         if not self.applied:
             self.applied = True
             apply_knobs.after_import(self.config, self.spec.seed)
+            if self.action == "run" and not self.config.deterministic:
+                import keras  # a real run keeps its own randomness: the fixed seed is for trials
+
+                keras.utils.set_random_seed(int.from_bytes(os.urandom(4), "little"))
         if "keras" in sys.modules and not self.patched:
             self.patched = True
             self._patch()

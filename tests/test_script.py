@@ -45,17 +45,19 @@ def error_text(result: subprocess.CompletedProcess[str]) -> str:
         (["missing_train.py"], "Expected the Python script 'missing_train.py' to exist", None),
         (["fails_early.py"], "It failed before that: KeyError: 'label'", None),
         (["no_fit.py"], "It ended without calling it. fitspeed watches keras.Model.fit", None),
-        (["legacy_keras.py"], "imports the standalone tf_keras package (Keras 2", None),
+        (["legacy_keras.py"], "uses the standalone tf_keras package (Keras 2", None),
+        (["keras2_fit.py"], "uses the standalone tf_keras package (Keras 2", {"PYTHONPATH": "{keras2}"}),
         (["exits_early.py"], "It called sys.exit(3) before that", None),
         (["os_exits_early.py"], "It called os._exit(0) before that", None),
         (["downloads_mnist.py"], "to load its data. It could not download it", {"KERAS_HOME": "{tmp}/keras-home"}),
     ],
-    ids=["missing", "fails-early", "no-fit", "tf_keras", "sys.exit", "os._exit", "no-internet"],
+    ids=["missing", "fails-early", "no-fit", "tf_keras", "tf_keras-fit", "sys.exit", "os._exit", "no-internet"],
 )
 def test_bad_scripts_say_one_sentence_and_exit_2(
     tmp_path: Path, command: list[str], expected: str, env: dict[str, str] | None
 ) -> None:
-    env = {k: v.format(tmp=tmp_path) for k, v in (env or {}).items()}
+    env = {k: v.format(tmp=tmp_path, keras2=os.pathsep.join([str(SCRIPTS / "keras2_site"), child_env()["PYTHONPATH"]]))
+           for k, v in (env or {}).items()}
     result = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--", PY, *command,
                  cwd=SCRIPTS, env=env)
     text = error_text(result)
@@ -176,6 +178,13 @@ def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
     third = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--fit", "3",
                 "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS)
     assert third.returncode == 2 and "It called it 2 time(s)" in error_text(third)
+
+
+def test_a_library_that_only_probes_for_tf_keras_is_no_mistake(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(SCRIPTS / "keras2_site"), child_env()["PYTHONPATH"]])}
+    record = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"),
+                          "--", PY, str(SCRIPTS / "probes_tf_keras.py"), cwd=tmp_path, env=env))
+    assert record["status"] == "ok"
 
 
 def test_a_script_file_that_is_not_a_command_is_refused(tmp_path: Path) -> None:

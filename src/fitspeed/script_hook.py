@@ -28,7 +28,7 @@ data, batch size and callbacks (less ModelCheckpoint, BackupAndRestore and
 EarlyStopping), writes the record, and ends the process at once, so the rest
 of the script (evaluation, `model.save`) never runs. Whatever stops the script
 before that `fit()` (an exception, `sys.exit`, `os._exit`, reaching its end,
-importing `tf_keras`) becomes a record with one sentence that says so.
+training with `tf_keras`) becomes a record with one sentence that says so.
 With action "run" (`fitspeed run best.json -- ...`) the knobs are applied and
 the script runs to its end untouched otherwise.
 """
@@ -55,6 +55,11 @@ from fitspeed.errors import DataError, UserError
 from fitspeed.record import TrialSpec, new_record, to_json
 
 ENV = "FITSPEED_SCRIPT"
+LEGACY = (
+    "Expected a script that trains with Keras 3 (`import keras` or `from tensorflow import keras`). "
+    "Received a script that uses the standalone tf_keras package (Keras 2, or TF_USE_LEGACY_KERAS=1), "
+    "which fitspeed cannot hook. Import keras instead of tf_keras (and unset TF_USE_LEGACY_KERAS)."
+)
 WATCHED = "keras.Model.fit (Keras 3: `import keras`, `from tensorflow import keras`)"
 NOT_TIMED_CALLBACKS = ("ModelCheckpoint", "BackupAndRestore", "EarlyStopping")
 LOG_LINES = 12
@@ -142,12 +147,23 @@ class Hook:
             self.patched = True
             self._patch()
 
+    def tf_keras_imported(self) -> None:
+        """Keras 2 loaded: its fit() would train untimed, so calling it ends the trial with the reason.
+
+        Only a call counts: libraries that merely probe for tf_keras stay harmless.
+        """
+        import tf_keras
+
+        real_fit, hook = tf_keras.Model.fit, self
+
+        def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
+            hook.legacy_keras()
+            return real_fit(model, *args, **kwargs)
+
+        tf_keras.Model.fit = fit
+
     def legacy_keras(self) -> None:
-        message = (
-            "Expected a script that trains with Keras 3 (`import keras` or `from tensorflow import keras`). "
-            "Received a script that imports the standalone tf_keras package (Keras 2, or TF_USE_LEGACY_KERAS=1), "
-            "which fitspeed cannot hook. Import keras instead of tf_keras (and unset TF_USE_LEGACY_KERAS)."
-        )
+        message = LEGACY
         if self.action != "trial":
             sys.stderr.write(f"fitspeed: {message} The knobs are not applied.\n")
             return
@@ -340,7 +356,9 @@ class Hook:
             return  # an earlier python of the same command already said what happened
         name = Path(str(self._script_info()["path"] or "the script")).name
         error, text = self.failure, self.failure_text
-        if error is not None and _is_data_fetch(error, text):
+        if isinstance(error, ModuleNotFoundError) and error.name == "tf_keras":
+            reason = LEGACY
+        elif error is not None and _is_data_fetch(error, text):
             reason = (
                 f"Expected the script {name} to load its data. It could not download it ({_last_line(text)}): "
                 "this machine cannot reach the internet, and keras.datasets.*.load_data() downloads on first use. "
@@ -395,10 +413,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.busy = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name == "tf_keras":
-            self.hook.legacy_keras()
-            return None
-        if name not in ("keras", "tensorflow") or self.busy:
+        if name not in ("keras", "tensorflow", "tf_keras") or self.busy:
             return None
         self.busy = True
         try:
@@ -407,7 +422,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             self.busy = False
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _Loader(spec.loader, lambda: self.hook.imported(name))
+        done = self.hook.tf_keras_imported if name == "tf_keras" else (lambda: self.hook.imported(name))
+        spec.loader = _Loader(spec.loader, done)
         return spec
 
 

@@ -11,9 +11,15 @@ import os
 import sys
 
 if os.environ.get("FITSPEED_SCRIPT"):
-    from fitspeed import script_hook
+    try:
+        from fitspeed import script_hook
 
-    script_hook.install()
+        script_hook.install()
+    except Exception as error:  # never let the script run on unhooked: a trial would train it to the end
+        sys.stderr.write(f"fitspeed: the script hook could not start in {sys.executable}: "
+                         f"{type(error).__name__}: {error}. Run the command with a Python that has fitspeed "
+                         "and its dependencies installed.\n")
+        os._exit(70)
 
 
 def _next_sitecustomize() -> None:

@@ -20,11 +20,11 @@ from rich.text import Text
 
 from fitspeed.cli import tables
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.data_ref import DataRef
+from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import TrialSpec, brief_reason, throughput
-from fitspeed.core.workloads import check_model
+from fitspeed.core.workloads import MODELS, check_model
 from fitspeed.measure import results
 
 app = typer.Typer(
@@ -50,6 +50,9 @@ MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Reside
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
 AugmentOpt = Annotated[bool, typer.Option("--augment", help="With --data images:DIR: random crop and flip per example (same as --data images+augment:DIR).")]
+Target = Annotated[Optional[str], typer.Argument(help="Built-in model (see `fitspeed workloads`) or module:function; or, after `--`, your training command, run unchanged: -- python train.py --epochs 15.", show_default=False)]
+CommandArgs = Annotated[Optional[list[str]], typer.Argument(help="The rest of the training command after `--`.", show_default=False)]
+FitOpt = Annotated[int, typer.Option("--fit", help="With a training command: which of its fit() calls to time (1 is the first).")]
 MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
 
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
@@ -109,9 +112,16 @@ def _spec(
     timeout: float,
     memory_limit: str | None,
     base: TrialConfig | None = None,
+    script: dict[str, Any] | None = None,
 ) -> TrialSpec:
     config = TrialConfig.from_assignments(assignments, base=base)
     check_backend_installed(config.backend)
+    if script is not None:
+        from fitspeed.measure import training_command
+
+        return TrialSpec(model=training_command.label(script), data=training_command.DATA, config=config, steps=steps,
+                         repeats=repeats, seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit),
+                         script=script)
     return TrialSpec(
         model=check_model(workload),
         data=data,
@@ -134,6 +144,26 @@ def _interruptible() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def _script(workload: str | None, command: list[str] | None, fit: int, data: str | None = None) -> dict[str, Any] | None:
+    """The training command after `--` (`fitspeed.measure.training_command`), or None for a built-in or module:function workload.
+
+    Click hands the first word after `--` to WORKLOAD and the rest to COMMAND; a
+    single word is a command when it names a file or a path (`-- ./train.sh`).
+    """
+    if workload is None:
+        raise UserError("Expected a workload (a built-in model or module:function) or a training command after "
+                        "`--`, such as `fitspeed measure -- python train.py`. Received neither.")
+    if not command and (workload in MODELS or is_callable_ref(workload)
+                        or not ("/" in workload or workload.endswith((".py", ".sh")) or Path(workload).is_file())):
+        return None
+    if data is not None:
+        raise UserError(f"Expected no --data with a training command: the script loads its own. Received: --data "
+                        f"{data}. Drop --data, or point your script at that data with its own arguments.")
+    from fitspeed.measure import training_command
+
+    return training_command.describe([workload, *(command or [])], fit)
+
+
 def _check_user_error(record: dict[str, Any]) -> None:
     """A record that failed on the user's input ends the command with its message."""
     if record.get("user_error"):
@@ -142,7 +172,9 @@ def _check_user_error(record: dict[str, Any]) -> None:
 
 @app.command()
 def measure(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -161,11 +193,19 @@ def measure(
 
     from fitspeed.measure.runner import run_trial
 
-    spec = _spec(workload, _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit)
-    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload) if profile else None)
+    script = _script(workload, command, fit, data)
+    if script is not None and profile:
+        raise UserError("Expected --profile with a built-in or module:function workload. Received it with a "
+                        "training command, which fitspeed does not trace yet. Drop --profile.")
+    spec = _spec(workload or "", _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit,
+                 script=script)
+    spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload or "") if profile else None)
+    workload = spec.model
     results.check_writable(results_path)
     with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
         record = run_trial(spec)
+    if script is not None and record.get("user_error"):
+        results.append(results_path, [record])  # the record keeps the script's traceback and log tail
     _check_user_error(record)
     results.append(results_path, [record])
     if as_json:
@@ -189,7 +229,9 @@ def _profile_dir(workload: str) -> str:
 
 @app.command()
 def compare(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved A/B pairs, each trial a fresh process (an interval needs 2).")] = 5,
@@ -209,9 +251,10 @@ def compare(
     from fitspeed.measure.comparison import interleave
 
     base = TrialConfig.from_assignments(set_ or [])
+    script = _script(workload, command, fit, data)
     data = _data(data, augment)
-    spec_a = _spec(workload, data, a or [], steps, repeats, seed, timeout, memory_limit, base)
-    spec_b = _spec(workload, data, b or [], steps, repeats, seed, timeout, memory_limit, base)
+    spec_a = _spec(workload or "", data, a or [], steps, repeats, seed, timeout, memory_limit, base, script)
+    spec_b = _spec(workload or "", data, b or [], steps, repeats, seed, timeout, memory_limit, base, script)
     results.check_writable(results_path)
 
     from rich.progress import Progress
@@ -253,7 +296,9 @@ def _int_list(text: str | None, option: str) -> tuple[int, ...]:
 
 @app.command()
 def tune(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -290,8 +335,19 @@ def tune(
 
     base = TrialConfig.from_assignments(set_ or [])
     check_backend_installed(base.backend)
+    script = _script(workload, command, fit, data)
+    if script is not None:
+        from fitspeed.measure import training_command
+
+        workload, data = training_command.label(script), training_command.DATA
+        study = study or f"{workload}-{(script['sha256'] or 'command')[:8]}"
+        if batch_sizes:
+            raise UserError(f"Expected no --batch-sizes with a training command: its batch size is its own. Received: "
+                            f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
     settings = TuneSettings(
-        model=check_model(workload), data=_data(data, augment), base=base, trials=trials,
+        script=script,
+        model=(workload or "") if script else check_model(workload or ""),
+        data=data if script else _data(data, augment), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
@@ -431,7 +487,9 @@ def knobs() -> None:
 
 @app.command()
 def doctor(
-    workload: Workload,
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -448,8 +506,10 @@ def doctor(
     from fitspeed.cli.diagnosis import print_diagnosis
     from fitspeed.measure.doctor import diagnose
 
+    script = _script(workload, command, fit, data)
     data = _data(data, augment)
-    spec = _spec(workload, data, set_ or [], steps, repeats, seed, timeout, None)
+    spec = _spec(workload or "", data, set_ or [], steps, repeats, seed, timeout, None, script=script)
+    workload = spec.model
     results.check_writable(results_path)
 
     def landed(name: str, record: dict[str, Any]) -> None:
@@ -463,12 +523,27 @@ def doctor(
 
     with _interruptible(), err.status(f"diagnosing {workload}…"):
         diagnosis = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
-                             seed=seed, timeout_s=timeout, try_fixes=fixes, on_trial=landed)
+                             seed=seed, timeout_s=timeout, try_fixes=fixes, on_trial=landed, script=script)
     summary = diagnosis.summary()
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print_diagnosis(out, summary)
+
+
+@app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def run_script(
+    config: Annotated[Path, typer.Argument(help="A best.json written by `fitspeed tune`.")],
+    command: Annotated[list[str], typer.Argument(help="Your training command after `--`, such as -- python train.py --epochs 15.", show_default=False)],
+    seed: Annotated[int, typer.Option("--seed", help="Seed set at keras import when the configuration has deterministic=true (give it before CONFIG); otherwise the run keeps its own randomness.")] = 0,
+) -> None:
+    """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
+    from fitspeed.measure import training_command
+
+    chosen = training_command.load_config(config)
+    command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
+    err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
+    raise typer.Exit(training_command.run(chosen, command, seed=seed))
 
 
 @app.command("make-images")

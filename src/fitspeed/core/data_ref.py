@@ -14,6 +14,7 @@ reference is written here, once.
 | `images+augment:DIR`          | images    | the same, with random crop and flip             |
 | `pyloader`                    | pyloader  | article 002's CPU-heavy PyDataset               |
 | `module:function`             | function  | the user's function returning the data          |
+| `script`                      | script    | a training command's own data (`-- python train.py`) |
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 # Which `fitspeed.core.input_kinds` kind each reference gives; None: known only once loaded.
 _INPUT_KIND = {"synthetic": "arrays", "keras": "arrays", "npz": "arrays", "images": "images",
-               "pyloader": "pydataset", "function": None}
+               "pyloader": "pydataset", "function": None, "script": None}
 
 
 def is_callable_ref(text: str) -> bool:
@@ -46,7 +47,7 @@ def is_callable_ref(text: str) -> bool:
 class DataRef:
     """A parsed data reference. `str(ref)` is its canonical text, as records store it."""
 
-    kind: str  # synthetic, keras, npz, images, pyloader or function
+    kind: str  # synthetic, keras, npz, images, pyloader, function or script
     name: str = "synthetic"  # the keras dataset's name, the file or folder path, or module:function
     augment: bool = False  # images only: random crop and flip per example
 
@@ -59,7 +60,7 @@ class DataRef:
 
     @property
     def input_kind(self) -> str | None:
-        """The input kind (`fitspeed.core.input_kinds`), or None for a user's function."""
+        """The input kind (`fitspeed.core.input_kinds`), or None for a user's function or script (known once loaded)."""
         return _INPUT_KIND[self.kind]
 
     @classmethod
@@ -85,7 +86,7 @@ class DataRef:
 
     @classmethod
     def _parse(cls, text: str) -> DataRef:
-        if text in ("synthetic", "pyloader"):
+        if text in ("synthetic", "pyloader", "script"):
             return cls(text, text)
         if text in KERAS_DATASETS:
             return cls("keras", text)

@@ -46,6 +46,7 @@ class TrialSpec:
     mode: str = "time"
     monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.machine.sampler)
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.trial.profiling)
+    script: dict[str, Any] | None = field(default=None, compare=False)  # a user's command (fitspeed.measure.script)
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train", "input", "compute", "epochs"):
@@ -90,6 +91,7 @@ class TrialSpec:
             # optional: absent when off, so records without them read the same
             **({"monitor": True} if self.monitor else {}),
             **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
+            **({"script": self.script} if self.script else {}),
         }
 
     @classmethod

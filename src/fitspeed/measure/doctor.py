@@ -169,6 +169,7 @@ def diagnose(
     try_fixes: bool = True,
     run: Runner | None = None,
     on_trial: OnTrial | None = None,
+    script: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Run the measurements, then the fixes; every record is kept in the diagnosis.
 
@@ -184,7 +185,7 @@ def diagnose(
 
     def trial(name: str, mode: str, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
         spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
-                         timeout_s=timeout_s, mode=mode)
+                         timeout_s=timeout_s, mode=mode, script=script)
         record = runner(spec)
         landed(name, record)
         return record

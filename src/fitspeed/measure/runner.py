@@ -105,11 +105,17 @@ def run_trial(
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env["PYTHONUNBUFFERED"] = "1"
+        argv, record_path = [python, "-P", "-m", "fitspeed.trial", str(spec_path)], None  # -P: the working folder shadows no package
+        if spec.script is not None:  # a user's own command, hooked (fitspeed.measure.training_command); its output is one log
+            from fitspeed.measure import training_command
+
+            argv, child_env, record_path = training_command.prepare(spec, folder, child_env)
+            cwd = spec.script["cwd"]
         with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
             proc = subprocess.Popen(
-                [python, "-P", "-m", "fitspeed.trial", str(spec_path)],  # -P: the working folder shadows no package
+                argv,
                 stdout=out,
-                stderr=err,
+                stderr=err if record_path is None else subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
                 env=child_env,
@@ -126,13 +132,14 @@ def run_trial(
                 # it stops the child, and any worker processes it left behind.
                 _kill_group(proc)
         stdout = stdout_path.read_text("utf-8", "replace")
-        stderr_tail = _tail(stderr_path)
+        stderr_tail = _tail(stderr_path if record_path is None else stdout_path)
+        scripted = training_command.read_record(record_path) if record_path is not None else None
     wall_s = time.perf_counter() - started
     if killed:
         status, reason = killed
         record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
-        decoded = decode(stdout)
+        decoded = decode(stdout) if spec.script is None else scripted
         if decoded is None:
             code = proc.returncode
             how = (
@@ -148,6 +155,8 @@ def run_trial(
         else:
             record = decoded
     record["stderr_tail"] = stderr_tail if record["status"] != "ok" else None
+    if spec.script is not None:
+        record["log_tail"] = stderr_tail  # the script's own output, stdout and stderr together
     record["wall_s"] = wall_s
     if sampler is not None:
         record["monitor"] = trial_usage(sampler, record)

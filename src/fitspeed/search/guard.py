@@ -46,6 +46,7 @@ def guard_spec(spec: TrialSpec, baseline: TrialConfig) -> TrialSpec:
         timeout_s=spec.timeout_s,
         memory_limit_mb=spec.memory_limit_mb,
         mode="train",
+        script=spec.script,
     )
 
 
@@ -88,3 +89,31 @@ def check(
             *keep,
         )
     return GuardVerdict(True, f"final loss within {100 * gap:.1f}% of the baseline", *keep)
+
+
+def unreproducible(
+    first: Sequence[float | None], second: Sequence[float | None], tolerance: float = DEFAULT_TOLERANCE
+) -> str | None:
+    """Why two baseline curves from the same seed cannot judge a candidate, or None when they agree.
+
+    A training script seeds (or does not seed) its own data order and weights;
+    when two baseline runs end further apart than half the tolerance, a
+    candidate's change cannot be told from the script's own noise:
+
+    >>> unreproducible([2.3, 1.0], [2.3, 1.01]) is None
+    True
+    >>> unreproducible([2.3, 1.0], [2.3, 1.3])
+    "the script's training is not reproducible from a seed: two baseline runs ended at losses 1 and 1.3 (30% apart, over half the 10% tolerance), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights (keras.utils.set_random_seed, shuffle(seed=...)) or set deterministic=true"
+    """
+    a = first[-1] if first else None
+    b = second[-1] if second else None
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return None  # check() says that the loss is not finite
+    gap = abs(a - b) / max(abs(a), 1e-3)
+    if gap <= tolerance / 2:
+        return None
+    return (f"the script's training is not reproducible from a seed: two baseline runs ended at losses {a:.3g} and "
+            f"{b:.3g} ({100 * gap:.0f}% apart, over half the {100 * tolerance:.0f}% tolerance), so the guard cannot "
+            "tell a numerics change from the script's own noise; seed its data order and weights "
+            "(keras.utils.set_random_seed, shuffle(seed=...)) or set deterministic=true")
+

@@ -65,7 +65,10 @@ def default_space(
     dims.append(Dimension("precision", precision))
     if not has_gpu:
         dims.append(Dimension("precision", (), "mixed_float16: no NVIDIA GPU here, and a CPU has no fast float16"))
-    if _image_model(model) is False:
+    if data == "script":  # fitspeed.measure.training_command.DATA
+        dims.append(Dimension("data_format", (), "data_format: a training script builds its own layers, and "
+                                                 "fitspeed does not yet rewrite them safely"))
+    elif _image_model(model) is False:
         dims.append(Dimension("data_format", (), "the model has no image layers"))
     else:
         dims.append(Dimension("data_format", ("channels_first",)))

@@ -79,6 +79,7 @@ class TuneSettings:
     knobs: tuple[str, ...] = ()  # search only these (empty: all)
     batch_sizes: tuple[int, ...] = ()
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
+    script: dict[str, Any] | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
 
     @property
     def study_name(self) -> str:
@@ -88,7 +89,7 @@ class TuneSettings:
         return TrialSpec(
             model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
             repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
-            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor,
+            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor, script=self.script,
         )
 
     def steps_for(self, config: TrialConfig) -> int | None:
@@ -195,13 +196,17 @@ class Tuner:
         baseline = self._guard_curve(self.base)
         candidate = self._guard_curve(config)
         verdict = guard.check(baseline, candidate, self.settings.tolerance).to_dict()
+        if self.settings.script is not None:  # a script seeds its own training: is its baseline reproducible?
+            unsteady = guard.unreproducible(baseline, self._guard_curve(self.base, again=True), self.settings.tolerance)
+            if unsteady:
+                verdict = {**verdict, "ok": False, "reason": unsteady}
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, verdict))
         return verdict
 
-    def _guard_curve(self, config: TrialConfig) -> list[float | None]:
+    def _guard_curve(self, config: TrialConfig, again: bool = False) -> list[float | None]:
         spec = guard.guard_spec(self.settings.spec(config), self.base)
-        key = "guard-run:" + studies.config_key(spec.config)
+        key = "guard-run:" + studies.config_key(spec.config) + ("#again" if again else "")
         stored = self.study.user_attrs.get(key)
         if stored is None:
             record = self.run_trial(spec)

@@ -129,7 +129,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         "ok" if losses and math.isfinite(losses[-1]) else "nan",
         reason=None if losses and math.isfinite(losses[-1]) else "the final loss is not finite",
         environment=env,
-        metrics=_metrics(
+        metrics=window_metrics(
             windows=[w for w in windows if w is not None],
             steps=steps,
             steps_per_execution=n,
@@ -171,7 +171,7 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
     return new_record(spec, "ok", environment=env, metrics=metrics)
 
 
-def _metrics(
+def window_metrics(
     *,
     windows: list[float],
     steps: int,
@@ -210,7 +210,7 @@ def _metrics(
     }
 
 
-def _is_oom(error: BaseException) -> bool:
+def is_oom(error: BaseException) -> bool:
     if isinstance(error, MemoryError):
         return True
     name = type(error).__name__
@@ -248,7 +248,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         named = _unreadable_images(spec, error)
         if named:
             return new_record(spec, "failed", reason=named, user_error=True)
-        status = "oom" if _is_oom(error) else "failed"
+        status = "oom" if is_oom(error) else "failed"
         traceback.print_exc()
         reason = f"{type(error).__name__}: {error}".strip()
         return new_record(spec, status, reason=clip_reason(reason))

@@ -1,0 +1,499 @@
+"""The hook that runs inside a user's own training process (`fitspeed ... -- python train.py`).
+
+`fitspeed.measure.training_command` starts the user's command with `fitspeed/script_site` first on
+PYTHONPATH; Python imports its `sitecustomize` at start-up, before the
+script's first line, and that calls `install()` here when `FITSPEED_SCRIPT`
+names an order file. The first Python process that reads the order takes it
+(the variable is removed), so a shell wrapper passes it on to the python it
+starts, and the script's own worker processes stay unhooked.
+
+Who owns what in the user's process:
+
+| when                         | what                                                 | knobs                      |
+|------------------------------|------------------------------------------------------|----------------------------|
+| start-up (sitecustomize)     | `apply.before_import`                          | backend, deterministic     |
+| `keras` (or `tensorflow`)    | `apply.after_import`, once, then Model.compile | precision, threads,        |
+| finishes importing           | and Model.fit are wrapped                            | determinism, the seed      |
+| the script's `compile()`     | the wrapper adds the knobs the config changes        | steps_per_execution,       |
+|                              | (the script's own values stay otherwise)             | jit_compile                |
+| the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
+|                              | the measurement protocol of `fitspeed.trial.protocol`         | to arrays, a tf.data       |
+|                              |                                                      | Dataset or a PyDataset     |
+
+data_format is never applied to a script: its layers are built by its own code.
+
+In a trial (action "trial") the chosen `fit()` never trains the script's
+recipe: it runs the warm-up and the timed windows on the script's own model,
+data, batch size and callbacks (less ModelCheckpoint, BackupAndRestore and
+EarlyStopping), writes the record, and ends the process at once, so the rest
+of the script (evaluation, `model.save`) never runs. Whatever stops the script
+before that `fit()` (an exception, `sys.exit`, `os._exit`, reaching its end,
+training with `tf_keras`) becomes a record with one sentence that says so.
+With action "run" (`fitspeed run best.json -- ...`) the knobs are applied and
+the script runs to its end untouched otherwise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.abc
+import importlib.util
+import inspect
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.errors import DataError, UserError
+from fitspeed.core.input_kinds import INPUT_KNOBS
+from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
+from fitspeed.trial import apply
+from fitspeed.trial.protocol import is_oom, window_metrics
+
+ENV = "FITSPEED_SCRIPT"
+LEGACY = (
+    "Expected a script that trains with Keras 3 (`import keras` or `from tensorflow import keras`). "
+    "Received a script that uses the standalone tf_keras package (Keras 2, or TF_USE_LEGACY_KERAS=1), "
+    "which fitspeed cannot hook. Import keras instead of tf_keras (and unset TF_USE_LEGACY_KERAS)."
+)
+WATCHED = "keras.Model.fit (Keras 3: `import keras`, `from tensorflow import keras`)"
+NOT_TIMED_CALLBACKS = ("ModelCheckpoint", "BackupAndRestore", "EarlyStopping")
+LOG_LINES = 12
+
+_hook: Hook | None = None
+
+
+def install() -> None:
+    """Take the order named by FITSPEED_SCRIPT, if any, and hook this process."""
+    global _hook
+    path = os.environ.pop(ENV, None)
+    if not path or _hook is not None:
+        return
+    order = json.loads(Path(path).read_text())
+    if order.get("action", "trial") == "trial" and order.get("record") and Path(order["record"]).exists():
+        # A wrapper runs python again after the timed fit() ended the trial (`python train.py && python eval.py`):
+        # the trial is over, so this process ends before its first line.
+        os._exit(0)
+    _hook = Hook(order)
+    _hook.start()
+
+
+class Hook:
+    """One user process under fitspeed: knobs applied, fit() watched."""
+
+    def __init__(self, order: dict[str, Any]) -> None:
+        self.spec = TrialSpec.from_dict(order["spec"])
+        self.config = self.spec.config
+        self.action: str = order.get("action", "trial")
+        self.record_path = Path(order["record"]) if order.get("record") else None
+        self.fit_index = int((self.spec.script or {}).get("fit", 1))
+        self.fits = 0
+        self.applied = False
+        self.patched = False
+        self.done = False
+        self.failure: BaseException | None = None
+        self.failure_text = ""
+        self.exit_call: str | None = None
+        self._real_exit = sys.exit
+        self._real_os_exit = os._exit
+
+    # -- start-up -------------------------------------------------------------
+
+    def start(self) -> None:
+        apply.before_import(self.config, self.spec.seed)
+        sys.meta_path.insert(0, _Finder(self))
+        if self.action != "trial":
+            return
+        previous = sys.excepthook
+
+        def excepthook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+            if self.failure is None:
+                self.failure = error
+                self.failure_text = "".join(traceback.format_exception(kind, error, tb))
+            previous(kind, error, tb)
+
+        def exit_(code: Any = None) -> None:
+            if self.exit_call is None:
+                self.exit_call = f"sys.exit({'' if code is None else repr(code)})"
+            self._real_exit(code)
+
+        def os_exit(code: int) -> None:
+            if not self.done:
+                self.exit_call = f"os._exit({code})"
+                self._stopped_early()
+            self._real_os_exit(code)
+
+        sys.excepthook = excepthook
+        sys.exit = exit_  # type: ignore[assignment]
+        os._exit = os_exit  # type: ignore[assignment]
+        atexit.register(self._stopped_early)
+
+    def imported(self, name: str) -> None:
+        """`keras` or `tensorflow` finished importing: apply the process-wide knobs, wrap Model."""
+        if name == "tensorflow" and "keras" in sys.modules:
+            return  # keras is importing tensorflow; keras's own turn comes when it is done
+        if not self.applied:
+            self.applied = True
+            apply.after_import(self.config, self.spec.seed)
+            if self.action == "run" and not self.config.deterministic:
+                import keras  # a real run keeps its own randomness: the fixed seed is for trials
+
+                keras.utils.set_random_seed(int.from_bytes(os.urandom(4), "little"))
+        if "keras" in sys.modules and not self.patched:
+            self.patched = True
+            self._patch()
+
+    def tf_keras_imported(self) -> None:
+        """Keras 2 loaded: its fit() would train untimed, so calling it ends the trial with the reason.
+
+        Only a call counts: libraries that merely probe for tf_keras stay harmless.
+        """
+        import tf_keras
+
+        real_fit, hook = tf_keras.Model.fit, self
+
+        def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
+            hook.legacy_keras()
+            return real_fit(model, *args, **kwargs)
+
+        tf_keras.Model.fit = fit
+
+    def legacy_keras(self) -> None:
+        message = LEGACY
+        if self.action != "trial":
+            sys.stderr.write(f"fitspeed: {message} The knobs are not applied.\n")
+            return
+        self._finish(self._failed(message, user_error=True))
+
+    # -- Model.compile and Model.fit ------------------------------------------
+
+    def _patch(self) -> None:
+        import keras
+
+        model_class = keras.Model
+        real_compile, real_fit = model_class.compile, model_class.fit
+        hook = self
+        changed = self.config.changed()
+        compile_knobs = {k: v for k, v in apply.compile_kwargs(self.config).items() if k in changed}
+
+        def compile(model: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A001 (Keras's own name)
+            kwargs.update(compile_knobs)
+            return real_compile(model, *args, **kwargs)
+
+        def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
+            hook.fits += 1
+            if hook.action != "trial":
+                return real_fit(model, **hook._run_inputs(real_fit, model, args, kwargs))
+            if hook.fits != hook.fit_index or hook.done:
+                return real_fit(model, *args, **kwargs)
+            hook.done = True
+            hook._finish(hook._trial(real_fit, model, args, kwargs))
+            return None  # not reached: _finish ends the process
+
+        compile.__wrapped__ = real_compile  # type: ignore[attr-defined]
+        fit.__wrapped__ = real_fit  # type: ignore[attr-defined]
+        model_class.compile = compile
+        model_class.fit = fit
+
+    def _run_inputs(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`fitspeed run`: the same fit() arguments, with the input knobs applied to what it was given."""
+        given = dict(inspect.signature(real_fit).bind(model, *args, **kwargs).arguments)
+        given.pop(next(iter(inspect.signature(real_fit).parameters)), None)  # the model itself
+        if not self.config.changed().keys() & set(INPUT_KNOBS):
+            return given
+        from fitspeed.trial.data import pipeline
+
+        data = _data(given.get("x"), given.get("y"), 0.0)
+        batch = data.batch_size or int(given.get("batch_size") or 32)
+        prepared = pipeline.prepare(data, self.config, batch, self.spec.seed)
+        if prepared.kind == "dataset":
+            given["x"] = prepared.source
+        elif prepared.kind == "arrays" and not prepared.autotune:
+            if given.get("validation_split"):
+                sys.stderr.write("fitspeed: data_autotune=false is not applied: fit() splits its arrays for "
+                                 "validation, which Keras cannot do on a dataset.\n")
+                return given
+            given["x"] = pipeline.keras_array_dataset(prepared.x, prepared.y, batch, autotune=False)
+            given.pop("y", None)
+            given.pop("batch_size", None)
+        return given
+
+    # -- the trial --------------------------------------------------------------
+
+    def _trial(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._measure(real_fit, model, args, kwargs)
+        except UserError as error:
+            return self._failed(str(error), user_error=True)
+        except BaseException as error:  # a failure is data
+            traceback.print_exc()
+            status = "oom" if is_oom(error) else "failed"
+            return new_record(self.spec, status, reason=clip_reason(f"{type(error).__name__}: {error}".strip()),
+                              script=self._script_info())
+
+    def _measure(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        from fitspeed.machine import environment
+        from fitspeed.trial import input_probe
+        from fitspeed.trial.timing import StepTimer
+
+        spec, config = self.spec, self.config
+        env = environment.collect(config.backend)
+        started = time.perf_counter()
+        bound = inspect.signature(real_fit).bind(model, *args, **kwargs).arguments
+        if config.data_format != "channels_last":
+            raise UserError(
+                f"Expected knobs that apply to a training script. Received: data_format={config.data_format!r}, "
+                "which fitspeed cannot yet apply to a script's own layers without changing what it computes. "
+                "Drop --set data_format=..."
+            )
+        if "batch_size" in config.changed():
+            raise UserError(
+                f"Expected knobs that apply to a training script. Received: batch_size={config.batch_size}, but a "
+                "script's batch size is its own (it changes the recipe). Drop --set batch_size=... and pass the "
+                "size through the script's own arguments."
+            )
+        data = _data(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
+        batch = data.batch_size or int(bound.get("batch_size") or 32)
+        from fitspeed.trial.data.fit_input import fit_input, max_steps
+
+        if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
+            from fitspeed.trial.data import pipeline
+
+            data = pipeline.prepare(data, config, batch, spec.seed)
+        kept, dropped = _callbacks(bound.get("callbacks"))
+        extra = {"verbose": bound.get("verbose", "auto"), "class_weight": bound.get("class_weight")}
+        n = int(getattr(model, "steps_per_execution", 1) or 1)
+        build_s = time.perf_counter() - started
+        notes = [f"not run during the trial: the script's {', '.join(dropped)}"] if dropped else []
+        if bound.get("validation_data") is not None or bound.get("validation_split"):
+            notes.append("the script's validation is not run during the trial")
+
+        def run_fit(steps: int, epochs: int, timer: Any) -> None:
+            real_fit(model, **fit_input(data, steps, batch), epochs=epochs, steps_per_epoch=steps,
+                     callbacks=[*kept, timer], **extra)
+
+        if spec.mode == "train":  # the numerics guard's loss curve: from the seed, no warm-up
+            steps = spec.steps or 0
+            timer = StepTimer(marks=())
+            run_fit(steps, spec.repeats, timer)
+            losses = timer.epoch_losses
+            metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
+                       "steps_per_repeat": steps, "batch_size": batch, "data_kind": data.kind}
+            bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
+            return new_record(spec, "nan" if bad else "ok", reason=bad, environment=env, metrics=metrics,
+                              script=self._script_info(), notes=notes)
+        if spec.mode == "input":
+            return {**input_probe.input_rate(spec, data, batch, env), "script": self._script_info()}
+        if spec.mode == "epochs":
+            return {**input_probe.epochs(spec, model, data, batch, env), "script": self._script_info()}
+        if spec.mode == "compute":
+            data = input_probe.in_memory(data, batch)
+
+        warm = StepTimer(marks=(n - 1, 2 * n - 1))
+        run_fit(2 * n, 1, warm)
+        first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
+        steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
+        if warm.nonfinite:
+            return new_record(spec, "nan", reason=warm.nonfinite, environment=env, script=self._script_info())
+        if spec.steps:
+            steps = -(-spec.steps // n) * n
+        else:
+            steps = n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
+            cap = (max_steps(data, batch) - n) // n * n
+            steps = max(n, min(steps, cap))
+        timer = StepTimer(marks=(n - 1, n + steps - 1))
+        timed_wall = time.time()
+        run_fit(n + steps, spec.repeats, timer)
+        losses = [*warm.epoch_losses, *timer.epoch_losses]
+        if timer.nonfinite:
+            return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
+                              metrics={"loss_curve": losses}, script=self._script_info())
+        windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
+        if any(w is None for w in windows):
+            raise RuntimeError(f"timed windows incomplete: {windows}")
+        finite = bool(losses) and math.isfinite(losses[-1])
+        metrics = window_metrics(
+            windows=[w for w in windows if w is not None], steps=steps, steps_per_execution=n, batch=batch,
+            first_s=first_s, build_s=build_s, losses=losses, calls=timer.calls_per_epoch,
+            jit_compile=bool(getattr(model, "jit_compile", False)),
+            device_mb=environment.peak_device_memory_mb(config.backend), params=int(model.count_params()),
+            data_kind=data.kind,
+        )
+        metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits)
+        return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
+                          environment=env, metrics=metrics, notes=notes, script=self._script_info(),
+                          timed_wall=[timed_wall, time.time()])
+
+    # -- the end ----------------------------------------------------------------
+
+    def _script_info(self) -> dict[str, Any]:
+        main = sys.modules.get("__main__")
+        path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv and sys.argv[0] else None)
+        info: dict[str, Any] = {"path": path, "argv": list(sys.argv[1:]),
+                                "command": (self.spec.script or {}).get("command")}
+        try:
+            info["sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+        except OSError:
+            info["sha256"] = None
+        return info
+
+    def _failed(self, reason: str, user_error: bool, **fields: Any) -> dict[str, Any]:
+        return new_record(self.spec, "failed", reason=reason, user_error=user_error, script=self._script_info(),
+                          **fields)
+
+    def _stopped_early(self) -> None:
+        """At exit (or os._exit) before the chosen fit(): say what stopped the script."""
+        if self.done or self.action != "trial":
+            return
+        self.done = True
+        if self.record_path is not None and self.record_path.exists():
+            return  # an earlier python of the same command already said what happened
+        name = Path(str(self._script_info()["path"] or "the script")).name
+        error, text = self.failure, self.failure_text
+        if isinstance(error, ModuleNotFoundError) and error.name == "tf_keras":
+            reason = LEGACY
+        elif error is not None and _is_data_fetch(error, text):
+            reason = (
+                f"Expected the script {name} to load its data. It could not download it ({_last_line(text)}): "
+                "this machine cannot reach the internet, and keras.datasets.*.load_data() downloads on first use. "
+                "Point the script at a local "
+                "copy (for MNIST, put mnist.npz in ~/.keras/datasets/ or pass load_data(path=...) an absolute "
+                "path, or give the script a --data FILE option), then run fitspeed again."
+            )
+        elif error is not None:
+            reason = (
+                f"Expected the script {name} to reach Model.fit(). It failed before that: {_last_line(text)}. "
+                "Fix the error (run the command alone to see the whole traceback; the record keeps its tail)."
+            )
+        elif self.exit_call is not None:
+            reason = (
+                f"Expected the script {name} to reach Model.fit(). It called {self.exit_call} before that, "
+                f"after {self.fits} fit() call(s). Remove that exit, or check the arguments you passed "
+                "(argparse exits on bad ones; its message is in the trial's log)."
+            )
+        elif self.fits:
+            reason = (
+                f"Expected the script {name} to call Model.fit() at least {self.fit_index} times (--fit "
+                f"{self.fit_index}). It called it {self.fits} time(s). Use --fit 1 to time the first."
+            )
+        else:
+            reason = (
+                f"Expected the script {name} to train with Model.fit(). It ended without calling it. "
+                f"fitspeed watches {WATCHED}; a custom loop (GradientTape, train_on_batch) or the tf_keras "
+                "package is not timed. Train with model.fit(...)."
+            )
+        self._write(self._failed(reason, user_error=True, traceback_tail=text[-4000:] or None))
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.record_path is not None:
+            temp = self.record_path.with_name(self.record_path.name + ".tmp")
+            temp.write_text(to_json(record))
+            os.replace(temp, self.record_path)
+
+    def _finish(self, record: dict[str, Any]) -> None:
+        """Write the record and end the process now: the rest of the script does not run."""
+        self.done = True
+        self._write(record)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._real_os_exit(0)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Wraps the loader of `keras` and `tensorflow` to call the hook once each is imported."""
+
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+        self.busy = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in ("keras", "tensorflow", "tf_keras") or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None:
+            return None
+        done = self.hook.tf_keras_imported if name == "tf_keras" else (lambda: self.hook.imported(name))
+        spec.loader = _Loader(spec.loader, done)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: Any, done: Any) -> None:
+        self.inner, self.done = inner, done
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = self.inner
+        self.inner.exec_module(module)
+        self.done()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _data(x: Any, y: Any, validation_split: float) -> Any:
+    """What the script handed fit(), as `fitspeed.trial.data.sources.Data`."""
+    import keras
+    import numpy as np
+
+    from fitspeed.trial.data.sources import Data, batch_size_of, dataset_batch_size
+
+    if isinstance(x, keras.utils.PyDataset):
+        return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
+    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return Data("dataset", source=x, batch_size=dataset_batch_size(x, "the script's dataset"))
+    if isinstance(x, np.ndarray) and y is not None and isinstance(np.asarray(y), np.ndarray):
+        y = np.asarray(y)
+        if validation_split:  # Keras keeps the first (1 - split) of the samples for training
+            keep = int(len(x) * (1.0 - validation_split))
+            x, y = x[:keep], y[:keep]
+        return Data("arrays", x=x, y=y)
+    raise DataError(
+        "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
+        f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"
+        f"{'' if y is None or isinstance(x, np.ndarray) else ' with y'}. Hand fit() one of those."
+    )
+
+
+def _callbacks(given: Any) -> tuple[list[Any], list[str]]:
+    kept, dropped = [], []
+    for callback in list(given or []):
+        if type(callback).__name__ in NOT_TIMED_CALLBACKS:
+            dropped.append(type(callback).__name__)
+        else:
+            kept.append(callback)
+    return kept, dropped
+
+
+def _policy_name() -> str:
+    import keras
+
+    return str(keras.config.dtype_policy().name)
+
+
+def _is_data_fetch(error: BaseException, text: str) -> bool:
+    """A download that failed: Keras's get_file says "URL fetch failure"; urllib and sockets say more."""
+    markers = ("URL fetch failure", "urlopen error", "Name or service not known", "Temporary failure in name resolution",
+               "Network is unreachable")
+    chain: BaseException | None = error
+    while chain is not None:
+        if type(chain).__name__ in ("URLError", "gaierror", "HTTPError"):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return any(marker in text for marker in markers)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].rstrip(".") if lines else "an unknown error"

@@ -1,0 +1,278 @@
+"""A user's own training script under fitspeed, run unchanged through the real CLI.
+
+Every test starts `python -m fitspeed ... -- python SCRIPT` in a subprocess;
+the scripts in fixtures/scripts are written the way users write them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES, QUICK, child_env
+
+SCRIPTS = FIXTURES / "scripts"
+PY = sys.executable
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "fitspeed", *args], cwd=cwd, env={**child_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def measured(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def error_text(result: subprocess.CompletedProcess[str]) -> str:
+    return " ".join(result.stderr.split())
+
+
+# -- bad input: one sentence, exit status 2, no traceback -------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "expected", "env"),
+    [
+        (["missing_train.py"], "Expected the Python script 'missing_train.py' to exist", None),
+        (["fails_early.py"], "It failed before that: KeyError: 'label'", None),
+        (["no_fit.py"], "It ended without calling it. fitspeed watches keras.Model.fit", None),
+        (["legacy_keras.py"], "uses the standalone tf_keras package (Keras 2", None),
+        (["keras2_fit.py"], "uses the standalone tf_keras package (Keras 2", {"PYTHONPATH": "{keras2}"}),
+        (["exits_early.py"], "It called sys.exit(3) before that", None),
+        (["os_exits_early.py"], "It called os._exit(0) before that", None),
+        (["downloads_mnist.py"], "to load its data. It could not download it", {"KERAS_HOME": "{tmp}/keras-home"}),
+    ],
+    ids=["missing", "fails-early", "no-fit", "tf_keras", "tf_keras-fit", "sys.exit", "os._exit", "no-internet"],
+)
+def test_bad_scripts_say_one_sentence_and_exit_2(
+    tmp_path: Path, command: list[str], expected: str, env: dict[str, str] | None
+) -> None:
+    env = {k: v.format(tmp=tmp_path, keras2=os.pathsep.join([str(SCRIPTS / "keras2_site"), child_env()["PYTHONPATH"]]))
+           for k, v in (env or {}).items()}
+    result = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--", PY, *command,
+                 cwd=SCRIPTS, env=env)
+    text = error_text(result)
+    assert result.returncode == 2, result.stderr
+    assert expected in text
+    assert text.startswith("Error: Expected")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_failing_script_keeps_its_traceback_tail_in_the_record(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    result = cli("measure", *QUICK, "--results", str(results), "--", PY, "fails_early.py", cwd=SCRIPTS)
+    assert result.returncode == 2
+    record = json.loads(results.read_text().splitlines()[-1])
+    assert record["user_error"] and record["status"] == "failed"
+    assert "Traceback" in record["traceback_tail"] and "KeyError: 'label'" in record["traceback_tail"]
+    assert record["script"]["path"].endswith("fails_early.py")
+
+
+def test_the_data_error_says_how_to_point_at_a_local_copy(tmp_path: Path) -> None:
+    result = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--", PY, "downloads_mnist.py",
+                 cwd=SCRIPTS, env={"KERAS_HOME": str(tmp_path / "keras-home")})
+    assert result.returncode == 2
+    assert "Point the script at a local copy" in error_text(result)
+
+
+# -- the protocol on a script ---------------------------------------------------------
+
+
+def test_a_15_epoch_trial_stops_after_its_timed_windows_without_saving(tmp_path: Path) -> None:
+    saved = tmp_path / "model.keras"
+    script = str(SCRIPTS / "long_train.py")
+    result = cli("measure", *QUICK, "--json", "--", PY, script, "--epochs", "15", "--out", str(saved), cwd=tmp_path)
+    record = measured(result)
+    assert record["status"] == "ok"
+    metrics = record["metrics"]
+    assert metrics["steps_per_repeat"] == 8 and len(metrics["window_s"]) == 2
+    assert metrics["batch_size"] == 16  # the script's own --batch-size default
+    # warm-up (2 steps) + 2 timed epochs of 1 + 8 steps: three fit() epochs, not fifteen
+    assert len(metrics["loss_curve"]) == 3
+    assert not saved.exists()
+    assert "saved" not in record["log_tail"]
+    assert record["script"]["argv"] == ["--epochs", "15", "--out", str(saved)]
+    assert len(record["script"]["sha256"]) == 64
+
+    # the same command without fitspeed trains all 15 epochs and saves: the check above can fail
+    report = tmp_path / "report.json"
+    subprocess.run([PY, script, "--epochs", "15", "--out", str(saved), "--report", str(report)],
+                   cwd=tmp_path, env=child_env(), check=True, capture_output=True, timeout=300)
+    assert saved.exists() and json.loads(report.read_text())["epochs_run"] == 15
+
+
+def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(tmp_path: Path) -> None:
+    from fitspeed.search import best_json
+
+    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": {
+        "steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1, "inter_op_threads": 2}}})
+    report, saved = tmp_path / "report.json", tmp_path / "model.keras"
+    result = cli("run", "best.json", "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "3",
+                 "--out", str(saved), "--report", str(report), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(report.read_text())
+    assert seen == {"epochs_run": 3, "policy": "mixed_bfloat16", "steps_per_execution": 4,
+                    "intra_op_threads": 1, "inter_op_threads": 2}
+    assert saved.exists() and "saved" in result.stdout
+
+
+def test_run_exits_with_the_scripts_status(tmp_path: Path) -> None:
+    from fitspeed.search import best_json
+
+    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"config": {}}})
+    result = cli("run", "best.json", "--", PY, str(SCRIPTS / "exits_early.py"), cwd=tmp_path)
+    assert result.returncode == 3
+    assert "nothing to do" in result.stdout
+
+
+def _wrapper(tmp_path: Path) -> list[str]:
+    wrapper = tmp_path / "train.sh"
+    wrapper.write_text(f'#!/bin/sh\necho "wrapper starting"\n"{PY}" "{SCRIPTS / "long_train.py"}" "$@" && '
+                       f'"{PY}" -c "open(\'after-train.txt\', \'w\')"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return ["./train.sh", "--epochs", "15"]
+
+
+@pytest.mark.parametrize("how", ["module-level", "tensorflow.keras+main", "python -m", "shell wrapper"])
+def test_every_way_of_starting_a_script_is_hooked(tmp_path: Path, how: str) -> None:
+    cwd = tmp_path
+    if how == "module-level":
+        command = [PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras")]
+    elif how == "tensorflow.keras+main":
+        command = [PY, str(SCRIPTS / "tf_style.py")]
+    elif how == "python -m":
+        command, cwd = [PY, "-m", "trainpkg.train"], SCRIPTS
+    else:
+        command = _wrapper(tmp_path)
+    result = cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"),
+                 "--set", "steps_per_execution=2", "--set", "precision=mixed_bfloat16", "--", *command, cwd=cwd)
+    record = measured(result)
+    assert record["status"] == "ok", record.get("reason")
+    assert record["metrics"]["steps_per_execution_resolved"] == 2
+    assert record["metrics"]["dtype_policy"] == "mixed_bfloat16"
+    assert record["metrics"]["batch_callbacks_per_epoch"] == [5]  # (2 lead-in + 8 timed steps) / 2
+    if how == "tensorflow.keras+main":
+        assert record["metrics"]["data_kind"] == "dataset" and record["metrics"]["batch_size"] == 32
+        assert not (tmp_path / "tf_style.keras").exists()
+    if how == "shell wrapper":
+        assert "wrapper starting" in record["log_tail"]
+        assert not (tmp_path / "after-train.txt").exists()  # the python after the trial did not run
+
+
+def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
+    first = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"),
+                         "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS))
+    second = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"), "--fit", "2",
+                          "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS))
+    assert (first["metrics"]["batch_size"], first["metrics"]["fit_call"]) == (16, 1)
+    assert (second["metrics"]["batch_size"], second["metrics"]["fit_call"]) == (32, 2)
+    third = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--fit", "3",
+                "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS)
+    assert third.returncode == 2 and "It called it 2 time(s)" in error_text(third)
+
+
+def test_a_library_that_only_probes_for_tf_keras_is_no_mistake(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(SCRIPTS / "keras2_site"), child_env()["PYTHONPATH"]])}
+    record = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"),
+                          "--", PY, str(SCRIPTS / "probes_tf_keras.py"), cwd=tmp_path, env=env))
+    assert record["status"] == "ok"
+
+
+def test_a_script_file_that_is_not_a_command_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import keras\n")
+    result = cli("measure", *QUICK, "--", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Run it as `python train.py`" in error_text(result)
+    assert "Traceback" not in result.stderr
+
+
+def test_a_knob_that_cannot_apply_to_the_scripts_data_is_refused(tmp_path: Path) -> None:
+    result = cli("measure", *QUICK, "--set", "workers=2", "--results", str(tmp_path / "r.jsonl"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "workers applies to a keras.utils.PyDataset; the data here is numpy arrays" in error_text(result)
+    assert "Traceback" not in result.stderr
+
+
+def test_the_hook_leaves_processes_without_the_order_alone(tmp_path: Path) -> None:
+    """The script_site sitecustomize on the path does nothing without FITSPEED_SCRIPT."""
+    from fitspeed.measure import training_command
+
+    env = {**child_env(), "PYTHONPATH": os.pathsep.join([str(training_command.SITE), child_env()["PYTHONPATH"]])}
+    code = "import sys; import keras; print(type(keras.Model.fit).__name__, 'fitspeed.trial.script_hook' in sys.modules)"
+    out = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["function", "False"]
+
+
+# -- compare, tune and doctor on a script ---------------------------------------------
+
+
+def test_compare_runs_a_script_in_interleaved_pairs(tmp_path: Path) -> None:
+    result = cli("compare", *QUICK, "--pairs", "2", "--b", "steps_per_execution=2", "--json",
+                 "--results", str(tmp_path / "r.jsonl"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
+    summary = measured(result)
+    assert summary["model"] == "script:long_train.py"
+    assert len(summary["estimate"]["ratios"]) == 2
+    resolved = [t["metrics"]["steps_per_execution_resolved"] for t in summary["trials"]]
+    assert resolved == [1, 2, 1, 2]
+    assert not (tmp_path / "m.keras").exists()
+
+
+def test_doctor_diagnoses_a_scripts_own_pipeline(tmp_path: Path) -> None:
+    result = cli("doctor", *QUICK, "--epochs", "2", "--no-fixes", "--json", "--results", str(tmp_path / "r.jsonl"),
+                 "--", PY, str(SCRIPTS / "tf_style.py"), cwd=tmp_path)
+    summary = measured(result)
+    assert summary["kind"] == "dataset"
+    assert summary["failed"] == {}
+    assert all(summary["ms_per_step"][name] > 0 for name in ("input", "compute", "together"))
+    assert summary["verdict"] in ("highly input-bound", "moderately input-bound", "not input-bound")
+
+
+@pytest.mark.slow
+def test_tune_on_a_script_writes_best_json_and_skips_data_format(tmp_path: Path) -> None:
+    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
+                 "--best", str(tmp_path / "best.json"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
+    summary = measured(result)
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert "snippet" in best and best["kind"] == "best"
+    assert "builds its own layers" in summary["skipped"]["data_format"]
+    assert summary["skipped"].get("workers", "").startswith("workers applies to a keras.utils.PyDataset")
+    assert not (tmp_path / "m.keras").exists()
+
+
+def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
+    """The tuner's numerics guard on mixed_bfloat16, with real trial processes of a script."""
+    from fitspeed.core.config import TrialConfig
+    from fitspeed.measure import training_command
+    from fitspeed.search.tuner import Tuner, TuneSettings
+
+    described = training_command.describe([PY, str(SCRIPTS / script_name)], cwd=tmp_path)
+    settings = TuneSettings(model=training_command.label(described), data=training_command.DATA, script=described,
+                            storage=f"sqlite:///{tmp_path}/s.db", knobs=("precision",))
+    tuner = Tuner(settings)
+    verdict = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert verdict is not None
+    return verdict
+
+
+def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    verdict = _guard_verdict(tmp_path, "long_train.py")
+    assert verdict["ok"], verdict["reason"]
+    assert len(verdict["baseline_curve"]) == 4 and verdict["baseline_curve"] != verdict["curve"]
+
+
+def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
+    verdict = _guard_verdict(tmp_path, "unseeded.py")
+    assert not verdict["ok"]
+    assert "not reproducible from a seed" in verdict["reason"]

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import TrialSpec, throughput
 from fitspeed.machine import environment
 from fitspeed.measure import training_command
-from fitspeed.measure.comparison import compare, throughput
+from fitspeed.measure.comparison import interleave
 from fitspeed.measure.runner import run_trial
 
 HERE = Path(__file__).parent.absolute()
@@ -56,7 +56,7 @@ def main() -> None:
         ratio = f"{speed / a:.3f}" if speed and a else record.get("reason")
         print(f"{pair + 1:>4}  {a:>16,.0f}  {speed or 0:>10,.0f}  {ratio:>13}", flush=True)
 
-    comparison = compare(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show)
+    comparison = interleave(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show)
     estimate = comparison.estimate()
     host = environment.host()
     print()

@@ -75,7 +75,8 @@ def user_files(workdir: Path) -> Path:
 REFUSED = [
     # measure: models, data, knobs and limits
     (["measure", "nosuch"], ["Unknown workload 'nosuch'", "fitspeed workloads"], 2),
-    (["measure", "[/]"], ["Unknown workload '[/]'"], 2),
+    (["measure", "[/]"], ["'[/]'", "to exist"], 2),  # a word with a slash is taken for a program's path
+    (["measure", "[bold]x"], ["Unknown workload '[bold]x'"], 2),
     (["measure", "nosuchpkg.models:build", *QUICK], ["Could not import module 'nosuchpkg.models'", "PYTHONPATH"], 2),
     (["measure", "userwork:nosuch", *QUICK], ["no callable 'nosuch'"], 2),
     (["measure", "tiny", "--data", "nosuch"], ["Unknown data 'nosuch'"], 2),

@@ -408,7 +408,8 @@ class Tuner:
 
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         """`config` if the pairs find it faster than `incumbent` and its loss passes the guard."""
-        decision = self.decide(purpose, incumbent, config)
+        earlier = self.study.user_attrs.get("decision:" + decision_id("combine", incumbent, config))
+        decision = dict(earlier) if earlier and purpose == "sampler" else self.decide(purpose, incumbent, config)
         if decision["verdict"] != "faster":
             return incumbent
         verdict = self.guarded(config)

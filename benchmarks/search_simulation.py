@@ -110,13 +110,13 @@ SCENARIOS = (
         frozenset({("data_format", "channels_first")}),
     ),
     # An AVX2-only CPU: bfloat16 is 12x slower (its trials are the slow ones); jit_compile
-    # (1.3x) and channels_first (1.25x) each win alone and clash together (0.4x); one
+    # (1.3x) and channels_first (1.28x, within 2%: either is a right answer) each win alone and clash together (0.4x); one
     # inter-op thread helps (1.25x) only beside steps_per_execution.
     # Best: steps_per_execution=64 jit_compile=True inter_op_threads=1.
     Scenario(
         "bf16-slow",
         {**_spe(1.15, 1.25, 1.27), ("jit_compile", True): 1.3, ("precision", "mixed_bfloat16"): 0.085,
-         ("data_format", "channels_first"): 1.25, ("intra_op_threads", 1): 0.6, ("deterministic", True): 0.85,
+         ("data_format", "channels_first"): 1.28, ("intra_op_threads", 1): 0.6, ("deterministic", True): 0.85,
          ("precision", "mixed_float16"): 0.07},
         ((frozenset({("jit_compile", True), ("data_format", "channels_first")}), 0.4),
          *_with_spe(("inter_op_threads", 1), 1.25)),

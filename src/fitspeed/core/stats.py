@@ -127,34 +127,39 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
     `groups` are the log ratios of each comparison (each gives n - 1 degrees of
     freedom around its own mean); `nulls` are log ratios whose true value is 0,
     such as two baseline trials in a row (one degree of freedom each). The
-    nulls' spread is taken robustly (1.4826 times their median absolute value),
-    so one outlying baseline trial does not widen every interval after it.
+    spread is taken robustly, 1.4826 times the median absolute residual (a
+    group's residuals scaled by sqrt(n / (n - 1)) for the mean they lost), so
+    one outlying trial does not widen every interval after it.
 
     >>> noise = pooled_noise([[0.10, 0.30], [0.5, 0.5, 0.8]], nulls=[0.1, -0.1, 0.46])
     >>> round(noise.sd, 3), noise.df
-    (0.156, 6)
+    (0.196, 6)
     >>> pooled_noise([[0.2]]) is None
     True
     """
-    squares, df = 0.0, 0
+    residuals: list[float] = [abs(x) for x in nulls]
+    df = len(nulls)
     for group in groups:
         if len(group) > 1:
             mean = statistics.fmean(group)
-            squares += sum((x - mean) ** 2 for x in group)
+            scale = math.sqrt(len(group) / (len(group) - 1))
+            residuals += [abs(x - mean) * scale for x in group]
             df += len(group) - 1
-    if nulls:
-        robust = 1.4826 * statistics.median(abs(x) for x in nulls)
-        squares += len(nulls) * robust**2
-        df += len(nulls)
-    return Noise(math.sqrt(squares / df), df) if df else None
+    if not df:
+        return None
+    return Noise(1.4826 * statistics.median(residuals), df)
+
+
+OUTLIER_SDS = 3.0  # with a known noise, a pair this many noise sds from the median pair is left out
 
 
 @dataclass(frozen=True)
 class PairedStep:
     """Where a paired comparison stands: `verdict` None means take another pair.
 
-    Verdicts: "faster" (the interval lies above 1 and the estimate clears
-    1 + min_gain), "no gain" (the interval lies below 1 + min_gain, or two pairs or more show no gain at all), "slower" (below 1, or the first pair at
+    Verdicts: "faster" (the interval lies above 1, the estimate clears
+    1 + min_gain, and most pairs agree), "no gain" (the interval lies below
+    1 + min_gain, or after two pairs most show no gain at all), "slower" (below 1, or the first pair at
     `clearly_slower` or less), "not confirmed" (the cap came first).
     """
 
@@ -196,6 +201,12 @@ def paired_step(
     >>> [paired_step([1.03] * n, 0.05, 8, noise).verdict for n in (1, 4, 8)]
     [None, None, 'not confirmed']
 
+    One pair that a load burst threw far off is left out, once the noise is known:
+
+    >>> step = paired_step([1.3, 1.25, 0.7, 1.28], 0.05, 8, noise)
+    >>> step.verdict, round(step.ratio, 2)
+    ('faster', 1.28)
+
     Without a noise figure the first pair gives no interval; pairs that agree
     soon do:
 
@@ -211,10 +222,14 @@ def paired_step(
     if any(r <= 0 or not math.isfinite(r) for r in ratios):
         raise ValueError(f"ratios must be positive and finite, got {list(ratios)}")
     logs = [math.log(r) for r in ratios]
+    if n == 1 and ratios[0] <= clearly_slower:
+        return PairedStep("slower", n, ratios[0], None, None)
+    if noise and noise.df >= 3 and n >= 3:  # a pair far from the others is an outlier (a load burst)
+        middle = statistics.median(logs)
+        logs = [x for x in logs if abs(x - middle) <= OUTLIER_SDS * noise.sd]
+        n = len(logs)
     mean = statistics.fmean(logs)
     ratio = math.exp(mean)
-    if n == 1 and ratio <= clearly_slower:
-        return PairedStep("slower", n, ratio, None, None)
     squares = sum((x - mean) ** 2 for x in logs)
     df = n - 1 + (noise.df if noise else 0)
     if noise:
@@ -227,12 +242,12 @@ def paired_step(
     low, high = math.exp(mean - half), math.exp(mean + half)
     threshold = 1 + min_gain
     verdict: str | None = None
-    if low > 1 and ratio >= threshold:
+    if low > 1 and ratio >= threshold and statistics.median_low(logs) > 0:
         verdict = "faster"
     elif high < 1:
         verdict = "slower"
-    elif high < threshold or (n >= 2 and ratio <= 1):
+    elif high < threshold or (n >= 2 and statistics.median_high(logs) <= 0):
         verdict = "no gain"
-    elif n >= max_pairs:
+    elif len(ratios) >= max_pairs:
         verdict = "not confirmed"
-    return PairedStep(verdict, n, ratio, low, high)
+    return PairedStep(verdict, len(ratios), ratio, low, high)

@@ -32,7 +32,6 @@ seconds of this run's search.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import os
 import statistics
@@ -73,7 +72,7 @@ from fitspeed.search.space import (
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
-SCREEN_GROUP = 4  # the screen measures the baseline again after this many candidates
+SCREEN_GROUP = 2  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
 
@@ -262,6 +261,7 @@ class Tuner:
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
         promising = self._screen(sweep)
         self._combine(promising)
+        self._costs(sweep)
         self._sample()
         self._batch_sizes()
         return self.finish()
@@ -282,44 +282,62 @@ class Tuner:
     # -- the screen ---------------------------------------------------------
 
     def _screen(self, sweep: list[Dimension]) -> list[tuple[TrialConfig, float]]:
-        """Each knob's values once, the baseline again after every SCREEN_GROUP of them.
+        """Each knob's most promising value once, the baseline again after every SCREEN_GROUP of them.
 
-        Returns the single changes worth combining, most promising first, with
-        their ratio to the median baseline figure. Changes that fail, or come in
-        at CLEARLY_SLOWER or less, are decided there ("slower", one pair).
+        A knob's next value is screened only when the one before it failed or
+        came in at CLEARLY_SLOWER or less (`--space` lists them most promising
+        first). Returns the single changes worth combining, most promising
+        first, with their ratio to the median baseline figure; those that came
+        in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
+        Knobs measured only for their cost wait until after the combination.
         """
-        order: list[tuple[TrialConfig, Dimension]] = []
-        for index in range(max((len(d.values) for d in sweep), default=0)):
-            for dim in sweep:  # breadth first: every knob's most promising value first
-                if index < len(dim.values):
-                    config = self._config(knob_values={dim.knob: dim.values[index]})
-                    if config:
-                        order.append((config, dim))
-        measured: list[tuple[TrialConfig, Dimension, dict[str, Any]]] = []
-        for number, (config, dim) in enumerate(order):
-            if number and number % SCREEN_GROUP == 0 and self.measure(self.base, "baseline", f"#screen{number}") is None:
-                break
-            record = self.measure(config, "sweep")
-            if record is None:
-                break
-            measured.append((config, dim, record))
+        queue = [(dim, 0) for dim in sweep if not dim.cost_only]
+        measured: list[tuple[TrialConfig, float | None]] = []
+        number = 0
+        while queue:
+            dim, index = queue.pop(0)
+            config = self._config(knob_values={dim.knob: dim.values[index]})
+            if config is None:
+                record: dict[str, Any] | None = None
+            else:
+                if number and number % SCREEN_GROUP == 0 \
+                        and self.measure(self.base, "baseline", f"#screen{number}") is None:
+                    break
+                number += 1
+                record = self.measure(config, "sweep")
+                if record is None:
+                    break
+                measured.append((config, throughput(record)))
+            speed = throughput(record) if record else None
+            reference = self._screen_reference()
+            if index + 1 < len(dim.values) and (speed is None or (reference and speed <= CLEARLY_SLOWER * reference)):
+                queue.append((dim, index + 1))
         if measured:  # close the last group with the baseline
-            self.measure(self.base, "baseline", f"#screen{len(order)}")
-        base_speed = statistics.median(self._screen_baselines()) if self._screen_baselines() else None
+            self.measure(self.base, "baseline", f"#screen{number}")
+        reference = self._screen_reference()
         promising = []
-        for config, dim, record in measured:
-            speed = throughput(record)
-            if dim.cost_only:
-                continue
-            if speed is None or base_speed is None:
+        for config, speed in measured:
+            if speed is None or reference is None:
                 continue  # a failure is shown as such in the table; it is not combined
-            ratio = speed / base_speed
+            ratio = speed / reference
             if ratio <= CLEARLY_SLOWER:
-                self._store_decision("screen", self.base, config, [(base_speed, speed)],
+                self._store_decision("screen", self.base, config, [(reference, speed)],
                                      paired_step([ratio], self.settings.min_gain, 1))
                 continue
             promising.append((config, ratio))
         return sorted(promising, key=lambda item: item[1], reverse=True)
+
+    def _screen_reference(self) -> float | None:
+        speeds = self._screen_baselines()
+        return statistics.median(speeds) if speeds else None
+
+    def _costs(self, sweep: list[Dimension]) -> None:
+        """Knobs measured alone for their cost (deterministic), never recommended for speed."""
+        for dim in sweep:
+            if dim.cost_only and dim.values:
+                config = self._config(knob_values={dim.knob: dim.values[0]})
+                if config is None or self.measure(config, "sweep") is None:
+                    return
 
     def _screen_baselines(self) -> list[float]:
         """The baseline's figures from the screen, in the order measured."""
@@ -337,11 +355,13 @@ class Tuner:
 
     def noise(self) -> Noise | None:
         """This machine's noise on a paired log ratio, pooled over the study so far."""
-        speeds = self._screen_baselines()
-        nulls = [math.log(b / a) for a, b in itertools.pairwise(speeds)]
-        groups = [[math.log(b / a) for a, b in d["pairs"] if a and b]
-                  for d in self.decisions() if d["purpose"] != "screen"]
-        return pooled_noise(groups, nulls)
+        # The screen's baseline trials, less the first (a cold start), scaled by sqrt(2): their spread
+        # around their mean is that of a paired log ratio. One outlier among them touches one residual.
+        speeds = self._screen_baselines()[1:]
+        groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
+        groups += [[math.log(b / a) for a, b in d["pairs"] if a and b]
+                   for d in self.decisions() if d["purpose"] != "screen"]
+        return pooled_noise(groups)
 
     def decisions(self) -> list[dict[str, Any]]:
         """Every stored decision, in the order made."""
@@ -349,13 +369,14 @@ class Tuner:
         return sorted(found, key=lambda d: d["order"])
 
     def _store_decision(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
-                        step: Any, why: str | None = None) -> dict[str, Any]:
+                        step: Any, why: str | None = None, noise: Noise | None = None) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
         stored = self.study.user_attrs.get("decision:" + ident)
         order = stored["order"] if stored else len(self.decisions())
         decision = {"id": ident, "order": order, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
                     "a_label": a.label(), "b_label": b.label(), **step.to_dict(),
-                    "pairs": [list(p) for p in pairs], "min_gain": self.settings.min_gain, "why": why}
+                    "pairs": [list(p) for p in pairs], "min_gain": self.settings.min_gain, "why": why,
+                    "noise": noise.to_dict() if noise else None}
         decision["verdict"] = decision["verdict"] or "not confirmed"
         self.study.set_user_attr("decision:" + ident, studies.plain(decision))
         if not stored or stored != studies.plain(decision):
@@ -373,8 +394,14 @@ class Tuner:
         noise = self.noise()
         step = paired_step([], gain, self.settings.pairs)
         for index in range(self.settings.pairs):
-            record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
-            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted) if record_a else None
+            # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
+            # incumbent's trial that ends a decision can start the next one (`_reused`)
+            record_a = self._reused(ident, a) if index == 0 else None
+            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted)
+            if record_b is not None and throughput(record_b) is not None and record_a is None:
+                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
+            elif record_b is not None and record_a is None:
+                record_a = {"status": "not run"}
             if record_a is None or record_b is None:
                 why = "the budget ran out"
                 break
@@ -390,21 +417,57 @@ class Tuner:
                                clearly_slower=CLEARLY_SLOWER)
             if step.verdict:
                 break
-        return self._store_decision(purpose, a, b, pairs, step, why)
+        return self._store_decision(purpose, a, b, pairs, step, why, noise)
+
+    def _reused(self, ident: str, a: TrialConfig) -> dict[str, Any] | None:
+        """The study's latest trial, when it measured `a`: the first pair of decision `ident` starts from it.
+
+        The incumbent's trial that ended one decision (or the candidate's that
+        made it the incumbent) is adjacent in time to the next candidate's, so
+        it pairs with it as well as a fresh one would, one trial cheaper. Which
+        trial was used is stored, so a resumed search pairs the same ones.
+        """
+        done = studies.measured(self.study)
+        number = self.study.user_attrs.get("reuse:" + ident)
+        if number is None:
+            if f"{studies.config_key(a)}#{ident}:0a" in done or not done:
+                return None
+            latest = max(done.values(), key=lambda t: t.number)
+            if latest.user_attrs.get("config") != a.to_dict() or throughput(dict(latest.user_attrs["record"])) is None:
+                return None
+            used = {v for k, v in self.study.user_attrs.items() if k.startswith("reuse:")}
+            if latest.number in used:
+                return None
+            number = latest.number
+            self.study.set_user_attr("reuse:" + ident, number)
+        trial = next((t for t in done.values() if t.number == number), None)
+        return dict(trial.user_attrs["record"]) if trial else None
 
     def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
-        """Add the most promising change on top of the incumbent; keep it only if the pairs say so."""
+        """Add the most promising change on top of the incumbent; keep it only if the pairs say so.
+
+        A change that showed no gain is tried once more on top of a later
+        incumbent (it may help only beside another change); one that was
+        slower, failed or failed the guard is not.
+        """
         incumbent = self.base
-        for single, _ in promising:
-            changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
-            if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
-                continue  # that knob is set already, to a value that ranked higher
-            config = self._config(knob_values={**incumbent.to_dict(), **changes})
-            if config is None:
-                continue
-            if self._spent():
-                break
-            incumbent = self._challenge(incumbent, config, "combine")
+        waiting = [single for single, _ in promising]
+        while waiting and not self._spent():
+            passed: list[TrialConfig] = []
+            before = incumbent
+            for single in waiting:
+                changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
+                if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
+                    continue  # that knob is set already, to a value that ranked higher
+                config = self._config(knob_values={**incumbent.to_dict(), **changes})
+                if config is None or self._spent():
+                    continue
+                challenger = incumbent
+                incumbent = self._challenge(incumbent, config, "combine")
+                verdict = self.study.user_attrs["decision:" + decision_id("combine", challenger, config)]["verdict"]
+                if incumbent == challenger and verdict in ("no gain", "not confirmed"):
+                    passed.append(single)
+            waiting = passed if incumbent != before else []
 
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         """`config` if the pairs find it faster than `incumbent` and its loss passes the guard."""

@@ -128,12 +128,12 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
     freedom around its own mean); `nulls` are log ratios whose true value is 0,
     such as two baseline trials in a row (one degree of freedom each). The
     spread is taken robustly, 1.4826 times the median absolute residual (a
-    group's residuals scaled by sqrt(n / (n - 1)) for the mean they lost), so
-    one outlying trial does not widen every interval after it.
+    group's residuals from its median, scaled by sqrt(n / (n - 1)) for the
+    centre they lost), so one outlying trial does not widen every interval.
 
     >>> noise = pooled_noise([[0.10, 0.30], [0.5, 0.5, 0.8]], nulls=[0.1, -0.1, 0.46])
     >>> round(noise.sd, 3), noise.df
-    (0.196, 6)
+    (0.179, 6)
     >>> pooled_noise([[0.2]]) is None
     True
     """
@@ -141,9 +141,9 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
     df = len(nulls)
     for group in groups:
         if len(group) > 1:
-            mean = statistics.fmean(group)
+            middle = statistics.median(group)
             scale = math.sqrt(len(group) / (len(group) - 1))
-            residuals += [abs(x - mean) * scale for x in group]
+            residuals += [abs(x - middle) * scale for x in group]
             df += len(group) - 1
     if not df:
         return None

@@ -46,6 +46,9 @@ class TrialSpec:
     mode: str = "time"
     monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.machine.sampler)
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.trial.profiling)
+    # samples/s below which a "time" trial stops after its warm-up or its first timed window: the
+    # tuner sets it where the trial could not win anyway; the record says `metrics.stopped_early`
+    stop_below: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train", "input", "compute", "epochs"):
@@ -90,6 +93,7 @@ class TrialSpec:
             # optional: absent when off, so records without them read the same
             **({"monitor": True} if self.monitor else {}),
             **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
+            **({"stop_below": self.stop_below} if self.stop_below else {}),
         }
 
     @classmethod

@@ -105,6 +105,9 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 outcome = f"numerics: {record.get('reason')}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
+        elif metrics.get("stopped_early"):
+            outcome = (f"slower: cut short after {metrics['stopped_early']['after']}"
+                       + (f" ({ratio:.2f}×)" if ratio is not None else ""))
         elif config == base:
             outcome = "baseline"
         elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate

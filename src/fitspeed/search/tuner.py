@@ -74,6 +74,7 @@ Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
 SCREEN_GROUP = 2  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
+STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
 
 
@@ -103,11 +104,11 @@ class TuneSettings:
     def study_name(self) -> str:
         return self.study or f"{self.model}-{self.data or 'synthetic'}"
 
-    def spec(self, config: TrialConfig, steps: int | None = None) -> TrialSpec:
+    def spec(self, config: TrialConfig, steps: int | None = None, stop_below: float | None = None) -> TrialSpec:
         return TrialSpec(
             model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
             repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
-            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor,
+            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor, stop_below=stop_below,
         )
 
     def steps_for(self, config: TrialConfig) -> int | None:
@@ -175,7 +176,8 @@ class Tuner:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
     def measure(
-        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True
+        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
+        stop_below: float | None = None,
     ) -> dict[str, Any] | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget."""
         key = studies.config_key(config) + tag
@@ -186,15 +188,16 @@ class Tuner:
             return None
         params = {name: getattr(config, name) for name in self.choices}
         self.study.enqueue_trial(params, skip_if_exists=False)
-        return self._run(self.study.ask(self._distributions()), config, key, phase)
+        return self._run(self.study.ask(self._distributions()), config, key, phase, stop_below)
 
-    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str) -> dict[str, Any]:
+    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str,
+             stop_below: float | None = None) -> dict[str, Any]:
         """Run `config` as the Optuna trial `trial`; its record and speed go to the study."""
         trial.set_user_attr("phase", phase)
         trial.set_user_attr("config_key", key)
         trial.set_user_attr("config", config.to_dict())
         self.emit(TrialStarted(phase, config))
-        record = self.run_trial(self.settings.spec(config))
+        record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
         trial.set_user_attr("record", studies.plain(record))
         speed = throughput(record)
         if speed is None:
@@ -304,7 +307,8 @@ class Tuner:
                         and self.measure(self.base, "baseline", f"#screen{number}") is None:
                     break
                 number += 1
-                record = self.measure(config, "sweep")
+                reference = self._screen_reference()
+                record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference)
                 if record is None:
                     break
                 measured.append((config, throughput(record)))
@@ -397,7 +401,9 @@ class Tuner:
             # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
             # incumbent's trial that ends a decision can start the next one (`_reused`)
             record_a = self._reused(ident, a) if index == 0 else None
-            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted)
+            figure = self._figure(a)
+            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
+                                    stop_below=figure and STOP_SHARE * figure)
             if record_b is not None and throughput(record_b) is not None and record_a is None:
                 record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
             elif record_b is not None and record_a is None:

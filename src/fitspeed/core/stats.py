@@ -224,10 +224,11 @@ def paired_step(
     logs = [math.log(r) for r in ratios]
     if n == 1 and ratios[0] <= clearly_slower:
         return PairedStep("slower", n, ratios[0], None, None)
-    if noise and noise.df >= 3 and n >= 3:  # a pair far from the others is an outlier (a load burst)
+    if noise and noise.df >= 3 and noise.sd > 0 and n >= 3:  # a pair far from the others: a load burst
         middle = statistics.median(logs)
-        logs = [x for x in logs if abs(x - middle) <= OUTLIER_SDS * noise.sd]
-        n = len(logs)
+        kept = [x for x in logs if abs(x - middle) <= OUTLIER_SDS * noise.sd]
+        if 2 * len(kept) > n:  # never more than a minority left out
+            logs, n = kept, len(kept)
     mean = statistics.fmean(logs)
     ratio = math.exp(mean)
     squares = sum((x - mean) ** 2 for x in logs)

@@ -110,8 +110,8 @@ SCENARIOS = (
         frozenset({("data_format", "channels_first")}),
     ),
     # An AVX2-only CPU: bfloat16 is 12x slower (its trials are the slow ones); jit_compile
-    # (1.3x) and channels_first (1.28x, within 2%: either is a right answer) each win alone and clash together (0.4x); one
-    # inter-op thread helps (1.25x) only beside steps_per_execution.
+    # (1.3x) and channels_first (1.28x: within 2%, so either is a right answer) each win alone
+    # and clash together (0.4x); one inter-op thread helps (1.25x) only beside steps_per_execution.
     # Best: steps_per_execution=64 jit_compile=True inter_op_threads=1.
     Scenario(
         "bf16-slow",

@@ -257,7 +257,8 @@ class Tuner:
         interrupted = studies.recover_interrupted(self.study)
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
-        baseline = self.measure(self.base, "baseline")
+        self.started = time.perf_counter()  # --time counts the search, not opening the study
+        baseline = self.measure(self.base, "baseline", budgeted=False)  # nothing can be decided without it
         if baseline is None or throughput(baseline) is None:
             return self.finish()
         self._learn_data_kind(baseline)

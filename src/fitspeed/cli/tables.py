@@ -245,7 +245,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     if estimate:
         head.add_row("verified", f"median {estimate['median']:.2f}× "
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
-                                 f"over {len(estimate['ratios'])} interleaved pairs")
+                                 f"over {len(estimate['ratios'])} interleaved pair(s)")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
     console.print(head)
 

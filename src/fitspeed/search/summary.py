@@ -86,6 +86,10 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     min_gain = float(meta.get("min_gain", 0.05))
     guards = data["guards"]
 
+    decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
+    for decision in data.get("decisions") or []:
+        if decision["purpose"] != "verify":
+            decided[config_key(TrialConfig.from_dict(decision["b"]))] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
     baseline_row: dict[str, Any] | None = None
     baseline_curve: list[float | None] = []
@@ -105,6 +109,12 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 outcome = f"numerics: {record.get('reason')}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
+        elif key in decided and trial["phase"] not in ("sweep", "baseline"):
+            decision = decided[key]
+            outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
+                       f"({len(decision.get('pairs') or [])} pair(s))")
+            if decision["verdict"] == "faster":
+                outcome = "faster"
         elif metrics.get("stopped_early"):
             outcome = (f"slower: cut short after {metrics['stopped_early']['after']}"
                        + (f" ({ratio:.2f}×)" if ratio is not None else ""))

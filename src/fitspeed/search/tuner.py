@@ -517,10 +517,10 @@ class Tuner:
                 continue
             key = studies.config_key(config)
             done = studies.measured(self.study)
-            if key in done:
+            measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
+            if measured_before:  # alone, or in a decision's pairs
                 duplicates += 1
-                previous = done[key]
-                value = previous.value if previous.state == TrialState.COMPLETE else None
+                value = self._figure(config)
                 if value is None:
                     self.study.tell(trial, state=TrialState.FAIL)
                 else:

@@ -234,12 +234,6 @@ class Tuner:
             self.study.set_user_attr(key, studies.plain(stored))
         return list(stored["curve"]) if stored["status"] == "ok" else [None]
 
-    def accepted(self, config: TrialConfig, record: dict[str, Any] | None) -> bool:
-        if record is None or throughput(record) is None:
-            return False
-        verdict = self.guarded(config)
-        return verdict is None or bool(verdict["ok"])
-
     # -- the search ---------------------------------------------------------
 
     def run(self) -> dict[str, Any]:

@@ -302,14 +302,14 @@ def tune(
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
-    trials: Annotated[int, typer.Option("--trials", min=1, help="Configurations to measure in the study (a rerun continues to this total).")] = 30,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Trial processes in the study, the pairs of each decision included (a rerun continues to this total).")] = 30,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
     space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
     knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
-    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs that verify the best against the baseline.")] = 5,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="The most interleaved pairs one decision takes (each search step, and the verification against the defaults).")] = 5,
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
     steps: StepsOpt = None,
     repeats: RepeatsOpt = 3,
@@ -323,6 +323,7 @@ def tune(
     """Find the fastest configuration that trains the same, and verify it."""
     from fitspeed.search import best_json
     from fitspeed.search.events import (
+        DecisionMade,
         GuardChecked,
         Note,
         TrialFinished,
@@ -376,7 +377,13 @@ def tune(
                     err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict['ok'] else 'rejected'}, "
                               f"{verdict['reason']}", highlight=False)
                 case VerificationStarted(config, pairs):
-                    progress.update(task, description=f"verifying {config.label()} in {pairs} pairs")
+                    progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
+                case DecisionMade(decision):
+                    interval = (f", 95% CI {decision['low']:.2f}–{decision['high']:.2f}"
+                                if decision.get("low") is not None else "")
+                    err.print(f"{'decided':>9} {decision['b_label']} against {decision['a_label']}: "
+                              f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
+                              highlight=False)
                 case Note(text):
                     err.print(text, highlight=False)
 

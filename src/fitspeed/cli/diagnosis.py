@@ -44,10 +44,17 @@ def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:
         for column in ("#", "set", "gain", "measured", "why"):
             rec.add_column(column)
         for index, fix in enumerate(recs, 1):
-            rec.add_row(str(index), _sets(fix["change"]), f"{fix['gain']:.2f}x", fix["measured"] or "", fix["why"])
+            measured = fix["measured"] or ""
+            confirmed = fix.get("confirmed")
+            if confirmed and confirmed.get("low") is not None:
+                measured += (f"; confirmed in {confirmed['pairs']} pair(s): {confirmed['ratio']:.2f}x "
+                             f"(95% CI {confirmed['low']:.2f}-{confirmed['high']:.2f})")
+            rec.add_row(str(index), _sets(fix["change"]), f"{fix['gain']:.2f}x", measured, fix["why"])
         console.print(rec)
     for fix in summary["no_gain"]:
         detail = fix["measured"] or f"{fix['status']}: {fix['reason']}"
+        if fix.get("confirmed") and fix["confirmed"]["verdict"] != "faster":
+            detail += f"; not confirmed in {fix['confirmed']['pairs']} interleaved pair(s) ({fix['confirmed']['verdict']})"
         console.print(f"no gain from {_sets(fix['change'])}: {detail}", highlight=False)
     for name, reason in summary["failed"].items():
         console.print(f"{name} measurement failed: {reason}", highlight=False)

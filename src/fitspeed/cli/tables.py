@@ -245,11 +245,12 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     if estimate:
         head.add_row("verified", f"median {estimate['median']:.2f}× "
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
-                                 f"over {len(estimate['ratios'])} interleaved pairs")
+                                 f"over {len(estimate['ratios'])} interleaved pair(s)")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
     console.print(head)
 
-    effects = Table(title="each knob alone (one trial each, against the baseline)", header_style="bold")
+    effects = Table(title="each knob alone (the screen: one trial each, against the baseline's median)",
+                    header_style="bold")
     for column in ("knob", "samples/s", "vs baseline", "outcome"):
         effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")
     for row in summary["effects"]:
@@ -257,6 +258,16 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     for knobs, reason in summary["skipped_groups"]:
         effects.add_row(", ".join(knobs), "–", "–", f"skipped: {reason}")
     console.print(effects)
+
+    if summary.get("decisions"):
+        decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
+        for column in ("step", "change", "on top of", "pairs", "ratio", "95% CI", "verdict"):
+            decided.add_column(column, justify="right" if column in ("pairs", "ratio", "95% CI") else "left",
+                               overflow="fold")
+        for row in summary["decisions"]:
+            decided.add_row(row["purpose"], row["change"], row["incumbent"], str(row["pairs"]), ratio(row["ratio"]),
+                            row["interval"], row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
+        console.print(decided)
 
     if summary["rejected"]:
         rejected = Table(title="rejected", header_style="bold")

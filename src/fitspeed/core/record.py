@@ -46,7 +46,10 @@ class TrialSpec:
     mode: str = "time"
     monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.machine.sampler)
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.trial.profiling)
-    script: dict[str, Any] | None = field(default=None, compare=False)  # a user's command (fitspeed.measure.script)
+    script: dict[str, Any] | None = field(default=None, compare=False)  # a user's command (fitspeed.measure.training_command)
+    # samples/s below which a "time" trial stops after its warm-up or its first timed window: the
+    # tuner sets it where the trial could not win anyway; the record says `metrics.stopped_early`
+    stop_below: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train", "input", "compute", "epochs"):
@@ -92,6 +95,7 @@ class TrialSpec:
             **({"monitor": True} if self.monitor else {}),
             **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
             **({"script": self.script} if self.script else {}),
+            **({"stop_below": self.stop_below} if self.stop_below else {}),
         }
 
     @classmethod

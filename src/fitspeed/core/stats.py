@@ -97,3 +97,158 @@ def ratio_estimate(ratios: Sequence[float], confidence: float = 0.95) -> RatioEs
     return RatioEstimate(
         tuple(ratios), median, math.exp(mean - half), math.exp(mean + half), confidence
     )
+
+
+# -- paired, adaptive decisions ----------------------------------------------
+#
+# Taken from: perfgate's paired mode (baseline and candidate alternate, a t
+# interval on the paired differences, more pairs while it is not significant,
+# up to a cap); Optuna's WilcoxonPruner (stop a candidate as soon as it is
+# surely worse than the best, here: its first pair at 0.7x or less);
+# torch.utils.benchmark's adaptive_autorange (measure until the spread is small
+# enough, or a time cap); pyperf (fresh worker processes, and a warning where a
+# result is unstable: our pooled noise is that figure).
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The machine's noise on one paired log ratio: its standard deviation and degrees of freedom."""
+
+    sd: float
+    df: int
+
+    def to_dict(self) -> dict[str, float]:
+        return {"sd": self.sd, "df": self.df}
+
+
+def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ()) -> Noise | None:
+    """The noise on a paired log ratio, pooled over a study's comparisons.
+
+    `groups` are the log ratios of each comparison (each gives n - 1 degrees of
+    freedom around its own mean); `nulls` are log ratios whose true value is 0,
+    such as two baseline trials in a row (one degree of freedom each). The
+    spread is taken robustly, 1.4826 times the median absolute residual (a
+    group's residuals from its median, scaled by sqrt(n / (n - 1)) for the
+    centre they lost), so one outlying trial does not widen every interval.
+
+    >>> noise = pooled_noise([[0.10, 0.30], [0.5, 0.5, 0.8]], nulls=[0.1, -0.1, 0.46])
+    >>> round(noise.sd, 3), noise.df
+    (0.179, 6)
+    >>> pooled_noise([[0.2]]) is None
+    True
+    """
+    residuals: list[float] = [abs(x) for x in nulls]
+    df = len(nulls)
+    for group in groups:
+        if len(group) > 1:
+            middle = statistics.median(group)
+            scale = math.sqrt(len(group) / (len(group) - 1))
+            residuals += [abs(x - middle) * scale for x in group]
+            df += len(group) - 1
+    if not df:
+        return None
+    return Noise(1.4826 * statistics.median(residuals), df)
+
+
+OUTLIER_SDS = 3.0  # with a known noise, a pair this many noise sds from the median pair is left out
+
+
+@dataclass(frozen=True)
+class PairedStep:
+    """Where a paired comparison stands: `verdict` None means take another pair.
+
+    Verdicts: "faster" (the interval lies above 1, the estimate clears
+    1 + min_gain, and most pairs agree), "no gain" (the interval lies below
+    1 + min_gain, or after two pairs most show no gain at all), "slower" (below 1, or the first pair at
+    `clearly_slower` or less), "not confirmed" (the cap came first).
+    """
+
+    verdict: str | None
+    pairs: int
+    ratio: float | None  # the geometric mean of the pairs' ratios
+    low: float | None
+    high: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"verdict": self.verdict, "pairs": self.pairs, "ratio": self.ratio, "low": self.low,
+                "high": self.high}
+
+
+def paired_step(
+    ratios: Sequence[float],
+    min_gain: float,
+    max_pairs: int,
+    noise: Noise | None = None,
+    confidence: float = 0.95,
+    clearly_slower: float = 0.7,
+) -> PairedStep:
+    """Decide B against A from per-pair ratios, or ask for another pair.
+
+    The interval is a t interval on the mean log ratio; its spread pools this
+    comparison's own pairs with the study's `noise`, so that with a known noise
+    one pair can already decide a large difference. Worked examples, with a
+    noise of 0.12 on a paired log ratio (a CV of about 8% per trial) known
+    from 10 degrees of freedom:
+
+    A 2.5x win is decided in one pair, a clear loss too:
+
+    >>> noise = Noise(0.12, 10)
+    >>> paired_step([2.5], 0.05, 8, noise).verdict, paired_step([0.6], 0.05, 8, noise).verdict
+    ('faster', 'slower')
+
+    A 3% question stays open, and at the cap it is not confirmed:
+
+    >>> [paired_step([1.03] * n, 0.05, 8, noise).verdict for n in (1, 4, 8)]
+    [None, None, 'not confirmed']
+
+    One pair that a load burst threw far off is left out, once the noise is known:
+
+    >>> step = paired_step([1.3, 1.25, 0.7, 1.28], 0.05, 8, noise)
+    >>> step.verdict, round(step.ratio, 2)
+    ('faster', 1.28)
+
+    Without a noise figure the first pair gives no interval; pairs that agree
+    soon do:
+
+    >>> [paired_step([1.5, 1.45, 1.55][:n], 0.05, 8).verdict for n in (1, 2, 3)]
+    [None, 'faster', 'faster']
+    >>> step = paired_step([0.95, 0.97, 0.96], 0.05, 8)
+    >>> step.verdict, round(step.high, 3)
+    ('slower', 0.985)
+    """
+    n = len(ratios)
+    if n == 0:
+        return PairedStep(None, 0, None, None, None)
+    if any(r <= 0 or not math.isfinite(r) for r in ratios):
+        raise ValueError(f"ratios must be positive and finite, got {list(ratios)}")
+    logs = [math.log(r) for r in ratios]
+    if n == 1 and ratios[0] <= clearly_slower:
+        return PairedStep("slower", n, ratios[0], None, None)
+    if noise and noise.df >= 3 and noise.sd > 0 and n >= 3:  # a pair far from the others: a load burst
+        middle = statistics.median(logs)
+        kept = [x for x in logs if abs(x - middle) <= OUTLIER_SDS * noise.sd]
+        if 2 * len(kept) > n:  # never more than a minority left out
+            logs, n = kept, len(kept)
+    mean = statistics.fmean(logs)
+    ratio = math.exp(mean)
+    squares = sum((x - mean) ** 2 for x in logs)
+    df = n - 1 + (noise.df if noise else 0)
+    if noise:
+        squares += noise.df * noise.sd**2
+    if df == 0:
+        return PairedStep(None if n < max_pairs else "not confirmed", n, ratio, None, None)
+    from scipy import stats as scipy_stats
+
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(squares / df / n)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    threshold = 1 + min_gain
+    verdict: str | None = None
+    if low > 1 and ratio >= threshold and statistics.median_low(logs) > 0:
+        verdict = "faster"
+    elif high < 1:
+        verdict = "slower"
+    elif high < threshold or (n >= 2 and statistics.median_high(logs) <= 0):
+        verdict = "no gain"
+    elif len(ratios) >= max_pairs:
+        verdict = "not confirmed"
+    return PairedStep(verdict, len(ratios), ratio, low, high)

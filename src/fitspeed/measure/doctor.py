@@ -18,7 +18,10 @@ does not need. XProf's input-pipeline analyzer thresholds name it: 20% or more
 is "highly input-bound", 5% or more "moderately input-bound", less "not
 input-bound". Then doctor tries the fixes that apply to this kind of data
 (`fitspeed.core.input_kinds`), each a trial of its own, and ranks them by measured gain.
-One trial per figure on a shared machine: gains under 5% are reported as none.
+Each fix is one trial (a screen); the top fix is then confirmed against the
+unchanged configuration in interleaved pairs (`fitspeed.core.stats.paired_step`,
+up to `pairs` pairs), and only a confirmed gain is recommended. Gains under 5%
+are reported as none.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
 from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.stats import paired_step
 
 HIGH = 0.20
 MODERATE = 0.05
@@ -151,9 +155,34 @@ class Diagnosis:
             out["pipeline"] = inputs["pipeline"]
         out["failed"] = {n: r.get("reason") for n, r in self.records.items() if r["status"] != "ok"}
         ranked = sorted(self.fixes, key=lambda f: f.get("gain") or 0.0, reverse=True)
-        out["recommendations"] = [f for f in ranked if (f.get("gain") or 0) >= MIN_GAIN]
-        out["no_gain"] = [f for f in ranked if (f.get("gain") or 0) < MIN_GAIN]
+        confirmed = [f for f in ranked if (f.get("gain") or 0) >= MIN_GAIN
+                     and (f.get("confirmed") is None or f["confirmed"]["verdict"] == "faster")]
+        out["recommendations"] = confirmed
+        out["no_gain"] = [f for f in ranked if f not in confirmed]
         return out
+
+
+def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
+                 run_one: Callable[[str, TrialConfig], dict[str, Any]]) -> None:
+    """The top fix against the unchanged configuration, in interleaved pairs (the fix first)."""
+    timed = [f for f in diagnosis.fixes if (f.get("gain") or 0) >= MIN_GAIN]
+    if not timed:
+        return
+    top = max(timed, key=lambda f: f["gain"])
+    config = base.replace(**top["change"])
+    figures: list[list[float]] = []
+    step = paired_step([], MIN_GAIN - 1, pairs)
+    label = " ".join(f"{k}={v}" for k, v in top["change"].items())
+    for index in range(pairs):
+        fixed = throughput(run_one(f"{label} (pair {index + 1})", config))
+        unchanged = throughput(run_one(f"unchanged (pair {index + 1})", base)) if fixed else None
+        if not fixed or not unchanged:
+            break
+        figures.append([unchanged, fixed])
+        step = paired_step([b / a for a, b in figures], MIN_GAIN - 1, pairs)
+        if step.verdict:
+            break
+    top["confirmed"] = {**step.to_dict(), "verdict": step.verdict or "not confirmed", "figures": figures}
 
 
 def diagnose(
@@ -167,6 +196,7 @@ def diagnose(
     seed: int = 0,
     timeout_s: float | None = 900.0,
     try_fixes: bool = True,
+    pairs: int = 5,
     run: Runner | None = None,
     on_trial: OnTrial | None = None,
     script: dict[str, Any] | None = None,
@@ -207,6 +237,7 @@ def diagnose(
             diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record["status"],
                                  "reason": record.get("reason"), "gain": speed / base_speed if speed else None,
                                  "measured": f"{base_speed:,.0f} -> {speed:,.0f} samples/s" if speed else None})
+    _confirm_top(diagnosis, base, pairs, lambda name, config: trial(name, "time", config, repeats))
     stall = stall_fix(kind, base)
     lost = summary.get("epochs")
     if stall and lost and lost["lost_share"] >= STALL_SHARE:

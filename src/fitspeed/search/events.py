@@ -57,11 +57,20 @@ class VerificationTrial:
 
 
 @dataclass(frozen=True)
+class DecisionMade:
+    """A paired comparison decided (or ran out of pairs): `decision` holds its pairs, interval and verdict."""
+
+    decision: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Note:
     """Something the user should read, in one sentence."""
 
     text: str
 
 
-TuneEvent = Union[TrialStarted, TrialFinished, GuardChecked, VerificationStarted, VerificationTrial, Note]
+TuneEvent = Union[
+    TrialStarted, TrialFinished, GuardChecked, DecisionMade, VerificationStarted, VerificationTrial, Note
+]
 OnEvent = Callable[[TuneEvent], None]

@@ -27,10 +27,12 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
     attrs = study.user_attrs
     return {
         "study": study.study_name,
-        "meta": {k: v for k, v in attrs.items() if not k.startswith("guard") and k != "verification"},
+        "meta": {k: v for k, v in attrs.items()
+                 if not k.startswith(("guard", "decision:", "reuse:")) and k != "verification"},
         "trials": trials,
         "guards": {k[len("guard:"):]: v for k, v in attrs.items() if k.startswith("guard:")},
         "verification": attrs.get("verification"),
+        "decisions": sorted((v for k, v in attrs.items() if k.startswith("decision:")), key=lambda d: d["order"]),
     }
 
 
@@ -46,6 +48,25 @@ def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
         text = reason[len(knob) + 1:] if reason.startswith(knob + " ") else reason
         groups.setdefault(text, []).append(knob)
     return [(knobs, text) for text, knobs in groups.items()]
+
+
+def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
+    """One paired decision as a table row: what was compared, in how many pairs, the interval, the verdict.
+
+    >>> row = decision_row({"purpose": "combine", "a_label": "defaults", "b_label": "jit_compile=True",
+    ...                     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
+    ...                     "verdict": "faster", "why": None})
+    >>> row["change"], row["pairs"], row["interval"]
+    ('jit_compile=True', 2, '1.20–1.80')
+    """
+    a, b = decision["a_label"], decision["b_label"]
+    change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
+    low, high = decision.get("low"), decision.get("high")
+    return {"purpose": decision["purpose"], "incumbent": a, "candidate": b, "change": change or b,
+            "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
+            "ratio": decision.get("ratio"), "low": low, "high": high,
+            "interval": f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "–",
+            "verdict": decision["verdict"], "why": decision.get("why")}
 
 
 def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -65,6 +86,10 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     min_gain = float(meta.get("min_gain", 0.05))
     guards = data["guards"]
 
+    decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
+    for decision in data.get("decisions") or []:
+        if decision["purpose"] != "verify":
+            decided[config_key(TrialConfig.from_dict(decision["b"]))] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
     baseline_row: dict[str, Any] | None = None
     baseline_curve: list[float | None] = []
@@ -84,6 +109,15 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 outcome = f"numerics: {record.get('reason')}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
+        elif key in decided and trial["phase"] not in ("sweep", "baseline"):
+            decision = decided[key]
+            outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
+                       f"({len(decision.get('pairs') or [])} pair(s))")
+            if decision["verdict"] == "faster":
+                outcome = "faster"
+        elif metrics.get("stopped_early"):
+            outcome = (f"slower: cut short after {metrics['stopped_early']['after']}"
+                       + (f" ({ratio:.2f}×)" if ratio is not None else ""))
         elif config == base:
             outcome = "baseline"
         elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
@@ -151,5 +185,6 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             "recommended_max": safe,
         },
         "trials": rows,
+        "decisions": [decision_row(d) for d in data.get("decisions") or []],
         "read_notes": list(data.get("read_notes") or []),
     }

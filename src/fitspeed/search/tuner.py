@@ -1,24 +1,40 @@
 """`fitspeed tune`: find the fastest configuration that trains the same.
 
-The search, in order (every measured configuration is one Optuna trial):
-1. the baseline: Keras's defaults at the user's batch size and `--set`;
-2. a sweep of one knob at a time from the baseline, as the articles do;
-3. the combination of every knob value that beat the baseline by `min_gain`;
-4. Optuna's sampler (TPE) over the joint space, with the rest of the budget.
+Every decision is paired and adaptive (`fitspeed.core.stats.paired_step`): a
+candidate is measured interleaved with the current incumbent, pair after pair,
+until the interval on their ratio clears `min_gain` on one side or `pairs`
+pairs are spent; a first pair at 0.7x or less stops at once. The noise of this
+machine is pooled over the study (consecutive baseline trials and every
+comparison's own pairs), so a large difference is decided in a pair or two.
 
-A configuration counts only if its trial is ok and, when it changes numerics,
-its loss matches the baseline's (`fitspeed.search.guard`). The best one is then run
-again against the baseline, interleaved (`fitspeed.measure.comparison`); a speed-up is
-claimed only when the interval's lower bound exceeds 1.
+The search, in order (every trial is one Optuna trial):
+1. the screen: the baseline, then each knob's values one at a time, with the
+   baseline measured again after every few of them. It only ranks the changes;
+   a change that fails, or is at 0.7x of the baseline or less, is dropped there;
+2. combination by evidence: starting from the defaults, the most promising
+   change is compared with the incumbent on top of it and kept only if the pairs
+   say it is faster by `min_gain` (and its loss passes the guard); then the next.
+   Two changes that clash are never both kept: the second is compared on top of
+   the first;
+3. Optuna's sampler (TPE) over the joint space, with the rest of the budget: a
+   configuration it finds faster than the incumbent's figure is compared with
+   the incumbent in pairs before it replaces it;
+4. verification: the final incumbent against the defaults, in pairs (not
+   budgeted, at most `pairs`); if it is not confirmed faster, the incumbent
+   before it, and so on. "Keep the defaults" only when none is confirmed.
 
-Trials run one at a time, each in its own process. Budget: `trials` measured
-configurations in the study (a rerun continues towards the same total), and/or
-`time_s` seconds of this run's search.
+Every decision is stored as a study user attr `decision:ID` with its pairs,
+ratio, interval and verdict. Budget: `trials` trial processes in the study, the
+pairs included (the verification and guard runs come on top), and/or `time_s`
+seconds of this run's search.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,18 +48,18 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.stats import Noise, paired_step, pooled_noise, ratio_estimate
 from fitspeed.machine import environment
-from fitspeed.measure.comparison import interleave
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
 from fitspeed.search.events import (
+    DecisionMade,
     GuardChecked,
     Note,
     OnEvent,
     TrialFinished,
     TrialStarted,
     VerificationStarted,
-    VerificationTrial,
 )
 from fitspeed.search.space import (
     Dimension,
@@ -56,6 +72,10 @@ from fitspeed.search.space import (
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
+SCREEN_GROUP = 2  # the screen measures the baseline again after this many candidates
+CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
+STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
+MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
 
 
 @dataclass(frozen=True)
@@ -85,11 +105,12 @@ class TuneSettings:
     def study_name(self) -> str:
         return self.study or f"{self.model}-{self.data or 'synthetic'}"
 
-    def spec(self, config: TrialConfig, steps: int | None = None) -> TrialSpec:
+    def spec(self, config: TrialConfig, steps: int | None = None, stop_below: float | None = None) -> TrialSpec:
         return TrialSpec(
             model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
             repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
             memory_limit_mb=self.memory_limit_mb, monitor=self.monitor, script=self.script,
+            stop_below=stop_below,
         )
 
     def steps_for(self, config: TrialConfig) -> int | None:
@@ -145,7 +166,8 @@ class Tuner:
     # -- budget -------------------------------------------------------------
 
     def _spent(self) -> bool:
-        done = sum(1 for t in studies.measured(self.study).values() if t.user_attrs.get("phase") != "batch_size")
+        done = sum(1 for t in studies.measured(self.study).values()
+                   if t.user_attrs.get("phase") not in ("batch_size", "verify"))
         if done >= self.settings.trials:
             return True
         return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
@@ -156,7 +178,8 @@ class Tuner:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
     def measure(
-        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True
+        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
+        stop_below: float | None = None,
     ) -> dict[str, Any] | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget."""
         key = studies.config_key(config) + tag
@@ -167,15 +190,16 @@ class Tuner:
             return None
         params = {name: getattr(config, name) for name in self.choices}
         self.study.enqueue_trial(params, skip_if_exists=False)
-        return self._run(self.study.ask(self._distributions()), config, key, phase)
+        return self._run(self.study.ask(self._distributions()), config, key, phase, stop_below)
 
-    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str) -> dict[str, Any]:
+    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str,
+             stop_below: float | None = None) -> dict[str, Any]:
         """Run `config` as the Optuna trial `trial`; its record and speed go to the study."""
         trial.set_user_attr("phase", phase)
         trial.set_user_attr("config_key", key)
         trial.set_user_attr("config", config.to_dict())
         self.emit(TrialStarted(phase, config))
-        record = self.run_trial(self.settings.spec(config))
+        record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
         trial.set_user_attr("record", studies.plain(record))
         speed = throughput(record)
         if speed is None:
@@ -216,12 +240,6 @@ class Tuner:
             self.study.set_user_attr(key, studies.plain(stored))
         return list(stored["curve"]) if stored["status"] == "ok" else [None]
 
-    def accepted(self, config: TrialConfig, record: dict[str, Any] | None) -> bool:
-        if record is None or throughput(record) is None:
-            return False
-        verdict = self.guarded(config)
-        return verdict is None or bool(verdict["ok"])
-
     # -- the search ---------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -239,29 +257,16 @@ class Tuner:
         interrupted = studies.recover_interrupted(self.study)
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
-        baseline = self.measure(self.base, "baseline", budgeted=False)  # every budget buys the baseline
+        self.started = time.perf_counter()  # --time counts the search, not opening the study
+        baseline = self.measure(self.base, "baseline", budgeted=False)  # nothing can be decided without it
         if baseline is None or throughput(baseline) is None:
             return self.finish()
         self._learn_data_kind(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
-        # Breadth first: every knob's most promising value, then the winners
-        # combined, then the knobs' other values. A small budget still tries
-        # every knob once and their combination.
-        rounds = max((len(d.values) for d in sweep), default=0)
-        base_speed = throughput(baseline) or 0.0
-        for index in range(rounds):
-            for dim in sweep:
-                if index < len(dim.values):
-                    config = self._config(knob_values={dim.knob: dim.values[index]})
-                    if config:
-                        self.measure(config, "sweep")
-            if index == 0:
-                self._combine(self._winners(sweep, base_speed))
-        # The baseline again, after the sweep: a knob must beat the faster of the two.
-        again = self.measure(self.base, "baseline", tag="#again")
-        base_speed = max(throughput(r) or 0.0 for r in (baseline, again) if r)
-        self._combine(self._winners(sweep, base_speed))
-        self._sample(base_speed)
+        promising = self._screen(sweep)
+        self._combine(promising)
+        self._costs(sweep)
+        self._sample()
         self._batch_sizes()
         return self.finish()
 
@@ -278,32 +283,220 @@ class Tuner:
         self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))
 
-    def _winners(self, sweep: list[Dimension], base_speed: float) -> dict[str, Any]:
-        """Each knob's fastest value among those measured that beat `base_speed` by min_gain."""
-        done = {studies.config_key(TrialConfig.from_dict(t.user_attrs["config"])): t
-                for t in studies.measured(self.study).values()}
-        winners: dict[str, Any] = {}
-        for dim in sweep:
-            if dim.cost_only:
-                continue
-            best: tuple[float, Any] | None = None
-            for value in dim.values:
-                config = self._config(knob_values={dim.knob: value})
-                trial = done.get(studies.config_key(config)) if config else None
-                record = dict(trial.user_attrs["record"]) if trial else None
-                speed = throughput(record) if record else None
-                if speed and speed > base_speed * (1 + self.settings.min_gain) and (best is None or speed > best[0]):
-                    if self.accepted(config, record):  # type: ignore[arg-type]
-                        best = (speed, value)
-            if best:
-                winners[dim.knob] = best[1]
-        return winners
+    # -- the screen ---------------------------------------------------------
 
-    def _combine(self, winners: dict[str, Any]) -> None:
-        if len(winners) > 1:
-            combined = self._config(knob_values=winners)
-            if combined:
-                self.accepted(combined, self.measure(combined, "combine"))
+    def _screen(self, sweep: list[Dimension]) -> list[tuple[TrialConfig, float]]:
+        """Each knob's most promising value once, the baseline again after every SCREEN_GROUP of them.
+
+        A knob's next value is screened only when the one before it failed or
+        came in at CLEARLY_SLOWER or less (`--space` lists them most promising
+        first). Returns the single changes worth combining, most promising
+        first, with their ratio to the median baseline figure; those that came
+        in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
+        Knobs measured only for their cost wait until after the combination.
+        """
+        queue = [(dim, 0) for dim in sweep if not dim.cost_only]
+        measured: list[tuple[TrialConfig, float | None]] = []
+        number = 0
+        while queue:
+            dim, index = queue.pop(0)
+            config = self._config(knob_values={dim.knob: dim.values[index]})
+            if config is None:
+                record: dict[str, Any] | None = None
+            else:
+                if number and number % SCREEN_GROUP == 0 \
+                        and self.measure(self.base, "baseline", f"#screen{number}") is None:
+                    break
+                number += 1
+                reference = self._screen_reference()
+                record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference)
+                if record is None:
+                    break
+                measured.append((config, throughput(record)))
+            speed = throughput(record) if record else None
+            reference = self._screen_reference()
+            if index + 1 < len(dim.values) and (speed is None or (reference and speed <= CLEARLY_SLOWER * reference)):
+                queue.append((dim, index + 1))
+        if measured:  # close the last group with the baseline
+            self.measure(self.base, "baseline", f"#screen{number}")
+        reference = self._screen_reference()
+        promising = []
+        for config, speed in measured:
+            if speed is None or reference is None:
+                continue  # a failure is shown as such in the table; it is not combined
+            ratio = speed / reference
+            if ratio <= CLEARLY_SLOWER:
+                self._store_decision("screen", self.base, config, [(reference, speed)],
+                                     paired_step([ratio], self.settings.min_gain, 1))
+                continue
+            promising.append((config, ratio))
+        return sorted(promising, key=lambda item: item[1], reverse=True)
+
+    def _screen_reference(self) -> float | None:
+        speeds = self._screen_baselines()
+        return statistics.median(speeds) if speeds else None
+
+    def _costs(self, sweep: list[Dimension]) -> None:
+        """Knobs measured alone for their cost (deterministic), never recommended for speed."""
+        for dim in sweep:
+            if dim.cost_only and dim.values:
+                config = self._config(knob_values={dim.knob: dim.values[0]})
+                if config is None or self.measure(config, "sweep") is None:
+                    return
+
+    def _screen_baselines(self) -> list[float]:
+        """The baseline's figures from the screen, in the order measured."""
+        out = []
+        for key, trial in studies.measured(self.study).items():
+            if trial.user_attrs.get("phase") == "baseline" and key.startswith(studies.config_key(self.base)):
+                tag = key[len(studies.config_key(self.base)):]
+                if tag == "" or tag.startswith("#screen"):
+                    speed = throughput(dict(trial.user_attrs["record"]))
+                    if speed:
+                        out.append((trial.number, speed))
+        return [speed for _, speed in sorted(out)]
+
+    # -- decisions ----------------------------------------------------------
+
+    def noise(self) -> Noise | None:
+        """This machine's noise on a paired log ratio, pooled over the study so far."""
+        # The screen's baseline trials, less the first (a cold start), scaled by sqrt(2): their spread
+        # around their mean is that of a paired log ratio. One outlier among them touches one residual.
+        speeds = self._screen_baselines()[1:]
+        groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
+        groups += [[math.log(b / a) for a, b in d["pairs"] if a and b]
+                   for d in self.decisions() if d["purpose"] != "screen"]
+        return pooled_noise(groups)
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every stored decision, in the order made."""
+        found = [dict(v) for k, v in self.study.user_attrs.items() if k.startswith("decision:")]
+        return sorted(found, key=lambda d: d["order"])
+
+    def _store_decision(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
+                        step: Any, why: str | None = None, noise: Noise | None = None) -> dict[str, Any]:
+        ident = decision_id(purpose, a, b)
+        stored = self.study.user_attrs.get("decision:" + ident)
+        order = stored["order"] if stored else len(self.decisions())
+        decision = {"id": ident, "order": order, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
+                    "a_label": a.label(), "b_label": b.label(), **step.to_dict(),
+                    "pairs": [list(p) for p in pairs], "min_gain": self.settings.min_gain, "why": why,
+                    "noise": noise.to_dict() if noise else None}
+        decision["verdict"] = decision["verdict"] or "not confirmed"
+        self.study.set_user_attr("decision:" + ident, studies.plain(decision))
+        if not stored or stored != studies.plain(decision):
+            self.emit(DecisionMade(decision))
+        return decision
+
+    def decide(self, purpose: str, a: TrialConfig, b: TrialConfig, min_gain: float | None = None,
+               budgeted: bool = True) -> dict[str, Any]:
+        """Compare `b` with `a` in interleaved pairs until `paired_step` decides; stored and returned."""
+        gain = self.settings.min_gain if min_gain is None else min_gain
+        ident = decision_id(purpose, a, b)
+        phase = "verify" if purpose == "verify" else purpose
+        pairs: list[tuple[float, float]] = []
+        why = None
+        noise = self.noise()
+        step = paired_step([], gain, self.settings.pairs)
+        for index in range(self.settings.pairs):
+            # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
+            # incumbent's trial that ends a decision can start the next one (`_reused`)
+            record_a = self._reused(ident, a) if index == 0 else None
+            figure = self._figure(a)
+            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
+                                    stop_below=figure and STOP_SHARE * figure)
+            if record_b is not None and throughput(record_b) is not None and record_a is None:
+                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
+            elif record_b is not None and record_a is None:
+                record_a = {"status": "not run"}
+            if record_a is None or record_b is None:
+                why = "the budget ran out"
+                break
+            speed_a, speed_b = throughput(record_a), throughput(record_b)
+            if speed_b is None:
+                why = f"{record_b['status']}: {record_b.get('reason') or 'no reason given'}"
+                step = paired_step([], gain, self.settings.pairs)
+                break
+            if speed_a is None:
+                continue  # the incumbent's trial failed this time: this pair does not count
+            pairs.append((speed_a, speed_b))
+            step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise,
+                               clearly_slower=CLEARLY_SLOWER)
+            if step.verdict:
+                break
+        return self._store_decision(purpose, a, b, pairs, step, why, noise)
+
+    def _reused(self, ident: str, a: TrialConfig) -> dict[str, Any] | None:
+        """The study's latest trial, when it measured `a`: the first pair of decision `ident` starts from it.
+
+        The incumbent's trial that ended one decision (or the candidate's that
+        made it the incumbent) is adjacent in time to the next candidate's, so
+        it pairs with it as well as a fresh one would, one trial cheaper. Which
+        trial was used is stored, so a resumed search pairs the same ones.
+        """
+        done = studies.measured(self.study)
+        number = self.study.user_attrs.get("reuse:" + ident)
+        if number is None:
+            if f"{studies.config_key(a)}#{ident}:0a" in done or not done:
+                return None
+            latest = max(done.values(), key=lambda t: t.number)
+            if latest.user_attrs.get("config") != a.to_dict() or throughput(dict(latest.user_attrs["record"])) is None:
+                return None
+            used = {v for k, v in self.study.user_attrs.items() if k.startswith("reuse:")}
+            if latest.number in used:
+                return None
+            number = latest.number
+            self.study.set_user_attr("reuse:" + ident, number)
+        trial = next((t for t in done.values() if t.number == number), None)
+        return dict(trial.user_attrs["record"]) if trial else None
+
+    def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
+        """Add the most promising change on top of the incumbent; keep it only if the pairs say so.
+
+        A change that showed no gain is tried once more on top of a later
+        incumbent (it may help only beside another change); one that was
+        slower, failed or failed the guard is not.
+        """
+        incumbent = self.base
+        waiting = [single for single, _ in promising]
+        while waiting and not self._spent():
+            passed: list[TrialConfig] = []
+            before = incumbent
+            for single in waiting:
+                changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
+                if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
+                    continue  # that knob is set already, to a value that ranked higher
+                config = self._config(knob_values={**incumbent.to_dict(), **changes})
+                if config is None or self._spent():
+                    continue
+                challenger = incumbent
+                incumbent = self._challenge(incumbent, config, "combine")
+                verdict = self.study.user_attrs["decision:" + decision_id("combine", challenger, config)]["verdict"]
+                if incumbent == challenger and verdict in ("no gain", "not confirmed"):
+                    passed.append(single)
+            waiting = passed if incumbent != before else []
+
+    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
+        """`config` if the pairs find it faster than `incumbent` and its loss passes the guard."""
+        earlier = self.study.user_attrs.get("decision:" + decision_id("combine", incumbent, config))
+        decision = dict(earlier) if earlier and purpose == "sampler" else self.decide(purpose, incumbent, config)
+        if decision["verdict"] != "faster":
+            return incumbent
+        verdict = self.guarded(config)
+        if verdict is not None and not verdict["ok"]:
+            return incumbent
+        self._chain_add(config)
+        return config
+
+    def _chain_add(self, config: TrialConfig) -> None:
+        chain = list(self.study.user_attrs.get("incumbents") or [])
+        if config.to_dict() not in chain:
+            chain.append(config.to_dict())
+            self.study.set_user_attr("incumbents", studies.plain(chain))
+
+    def incumbents(self) -> list[TrialConfig]:
+        """The configurations that became the incumbent, in order; the last is the best found."""
+        return [TrialConfig.from_dict(c) for c in self.study.user_attrs.get("incumbents") or []]
 
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:
@@ -312,8 +505,8 @@ class Tuner:
             self.emit(Note(f"skipped {knob_values}: {error}"))
             return None
 
-    def _sample(self, base_speed: float) -> None:
-        """Optuna's sampler over the joint space; configurations measured before are not run again."""
+    def _sample(self) -> None:
+        """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""
         duplicates = 0
         while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
             trial = self.study.ask(self._distributions())
@@ -324,10 +517,10 @@ class Tuner:
                 continue
             key = studies.config_key(config)
             done = studies.measured(self.study)
-            if key in done:
+            measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
+            if measured_before:  # alone, or in a decision's pairs
                 duplicates += 1
-                previous = done[key]
-                value = previous.value if previous.state == TrialState.COMPLETE else None
+                value = self._figure(config)
                 if value is None:
                     self.study.tell(trial, state=TrialState.FAIL)
                 else:
@@ -336,8 +529,18 @@ class Tuner:
             duplicates = 0
             record = self._run(trial, config, key, "sampler")
             speed = throughput(record)
-            if speed and speed > base_speed * (1 + self.settings.min_gain):
-                self.accepted(config, record)
+            incumbent = (self.incumbents() or [self.base])[-1]
+            figure = self._figure(incumbent)
+            if speed and figure and speed > figure * (1 + self.settings.min_gain):
+                self._challenge(incumbent, config, "sampler")
+
+    def _figure(self, config: TrialConfig) -> float | None:
+        """The median of `config`'s measured figures in this study."""
+        prefix = studies.config_key(config)
+        speeds = [throughput(dict(t.user_attrs["record"])) for k, t in studies.measured(self.study).items()
+                  if k.startswith(prefix) and (k == prefix or k[len(prefix)] == "#")]
+        found = [s for s in speeds if s]
+        return statistics.median(found) if found else None
 
     def _batch_sizes(self) -> None:
         """Throughput against batch size, up to the first that runs out of memory.
@@ -385,30 +588,41 @@ class Tuner:
         return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
 
     def finish(self) -> dict[str, Any]:
-        ranked = self.candidates()
-        if not ranked or ranked[0][0] == self.base:
-            verification = {"config": self.base.to_dict(), "verdict": "keep the defaults",
-                            "claimed": False, "estimate": None,
-                            "why": "no configuration beat the baseline" if ranked else "no baseline"}
-            self.study.set_user_attr("verification", verification)
-            return verification
-        best = ranked[0][0]
+        """Verify the best incumbent against the defaults in pairs; fall back to the one before it."""
+        chain = self.incumbents()
         stored = self.study.user_attrs.get("verification")
-        if stored and stored.get("config") == best.to_dict():
+        if stored and chain and stored.get("config") == chain[-1].to_dict() and stored.get("claimed"):
             return dict(stored)
-        self.emit(VerificationStarted(best, self.settings.pairs))
-        comparison = interleave(self.settings.spec(self.base), self.settings.spec(best), self.settings.pairs,
-                             run=self.run_trial,
-                             on_trial=lambda arm, pair, record: self.emit(VerificationTrial(arm, pair, record)))
-        estimate = comparison.estimate()
-        claimed = bool(estimate and len(estimate.ratios) >= 2 and estimate.low > 1.0)
-        verification = {
-            "config": best.to_dict(),
-            "estimate": estimate.to_dict() if estimate else None,
-            "claimed": claimed,
-            "verdict": comparison.verdict() if claimed else "keep the defaults",
-            "why": None if claimed else f"the speed-up was not confirmed: {comparison.verdict()}",
-            "trials": studies.plain([r for pair in comparison.pairs for r in pair]),
-        }
-        self.study.set_user_attr("verification", verification)
+        tried: list[dict[str, Any]] = []
+        for config in list(reversed(chain))[:MAX_FALLBACKS]:
+            self.emit(VerificationStarted(config, self.settings.pairs))
+            decision = self.decide("verify", self.base, config, min_gain=0.0, budgeted=False)
+            tried.append(decision)
+            if decision["verdict"] == "faster":
+                verification = self._verification(config, decision, tried, claimed=True)
+                break
+        else:
+            why = ("no change was confirmed faster than the baseline in pairs" if not chain
+                   else "the speed-up was not confirmed: " + "; ".join(
+                       f"{d['b_label']}: {d['verdict']}" for d in tried))
+            verification = {"config": self.base.to_dict(), "verdict": "keep the defaults", "claimed": False,
+                            "estimate": None, "why": why if self._figure(self.base) else "no baseline", "tried": [d["id"] for d in tried]}
+        self.study.set_user_attr("verification", studies.plain(verification))
         return verification
+
+    def _verification(self, config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]],
+                      claimed: bool) -> dict[str, Any]:
+        ratios = [b / a for a, b in decision["pairs"]]
+        estimate = ratio_estimate(ratios).to_dict()
+        estimate.update(ci_low=decision["low"], ci_high=decision["high"], median=decision["ratio"])
+        pooled = f"B is {decision['ratio']:.2f}× faster ({decision['low']:.2f}–{decision['high']:.2f})"
+        estimate["verdict"] = pooled
+        return {"config": config.to_dict(), "estimate": estimate, "claimed": claimed, "verdict": pooled,
+                "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
+                "fell_back": len(tried) > 1}
+
+
+def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:
+    """A short name for the comparison of `b` with `a`, the same on a resumed run."""
+    text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
+    return hashlib.sha1(text.encode()).hexdigest()[:8]

@@ -15,7 +15,10 @@ The measurement protocol:
 3. Samples/s per window = steps * batch_size / window seconds; the record
    keeps every window, the median with its min, max and coefficient of
    variation, and the loss of every epoch.
-4. With `spec.profile_dir` (`measure --profile`), one more window like the
+4. With `spec.stop_below` (set by the tuner), a trial already slower than
+   that after its warm-up, or after its first timed window, stops there: an
+   `ok` record with the figure it reached and `metrics.stopped_early`.
+5. With `spec.profile_dir` (`measure --profile`), one more window like the
    timed ones runs under the backend's profiler (`fitspeed.trial.profiling`); it is
    reported as the record's `profile` and stays out of the figures.
 """
@@ -94,10 +97,14 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     if warm.nonfinite:
         return new_record(spec, "nan", reason=warm.nonfinite, environment=env)
 
+    if spec.stop_below and steady_s > 0 and n * batch / steady_s < spec.stop_below:
+        return _stopped_early(spec, "the warm-up", [n * batch / steady_s], n, batch, first_s, build_s,
+                              warm.epoch_losses, env)
+
     steps = spec.steps or n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
     cap = (max_steps(data, batch) - n) // n * n
     steps = max(n, min(steps, cap)) if spec.steps is None else steps
-    timer = StepTimer(marks=(n - 1, n + steps - 1))
+    timer = StepTimer(marks=(n - 1, n + steps - 1), stop_below=spec.stop_below, samples=steps * batch)
     timed_wall = time.time()  # wall clock: the parent's monitor keeps the samples inside this span
     model.fit(
         **fit_input(data, n + steps, batch),
@@ -121,6 +128,10 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     if timer.nonfinite:
         return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
                           metrics={"loss_curve": losses})
+    if timer.stopped:
+        window = timer.span(0, n - 1, n + steps - 1) or 0.0
+        return _stopped_early(spec, "its first timed window", [steps * batch / window], n, batch, first_s,
+                              build_s, losses, env)
     windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
     if any(w is None for w in windows):
         raise RuntimeError(f"timed windows incomplete: {windows}")
@@ -146,6 +157,21 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         notes=notes,
         **extra,
     )
+
+
+def _stopped_early(spec: TrialSpec, after: str, speeds: list[float], n: int, batch: int, first_s: float,
+                   build_s: float, losses: list[float], env: dict[str, Any]) -> dict[str, Any]:
+    """An ok record for a trial cut short: the figure it reached, and where it stopped."""
+    from fitspeed.core.stats import describe
+
+    figure = describe(speeds)
+    metrics = {"samples_per_s": figure.to_dict(), "ms_per_step": 1000 * batch / figure.median,
+               "batch_size": batch, "first_execution_s": first_s, "build_s": build_s,
+               "loss_curve": losses, "final_loss": losses[-1] if losses else None,
+               "stopped_early": {"after": after, "stop_below": spec.stop_below}}
+    note = (f"stopped after {after}: {figure.median:,.0f} samples/s, below the {spec.stop_below:,.0f} "
+            "where it could not win")
+    return new_record(spec, "ok", environment=env, metrics=metrics, notes=[note])
 
 
 def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:

@@ -30,9 +30,14 @@ class StepTimer(keras.callbacks.Callback):
 
     async_safe = True  # let Keras keep dispatching batch callbacks off the main thread
 
-    def __init__(self, marks: tuple[int, ...]) -> None:
+    def __init__(self, marks: tuple[int, ...], stop_below: float | None = None, samples: float = 0.0) -> None:
+        """With `stop_below`, training stops after the first epoch whose window (the first and
+        last mark, `samples` samples) ran below that many samples/s; `stopped` says so."""
         super().__init__()
         self.marks = frozenset(marks)
+        self.stop_below = stop_below
+        self.samples = samples
+        self.stopped = False
         self.train_begin: float | None = None
         self.times: dict[tuple[int, int], float] = {}
         self.epoch_losses: list[float] = []
@@ -61,6 +66,11 @@ class StepTimer(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is not None:
             self.epoch_losses.append(float(loss))
+        if self.stop_below and self.marks:
+            window = self.span(epoch, min(self.marks), max(self.marks))
+            if window and self.samples / window < self.stop_below:
+                self.stopped = True
+                self.model.stop_training = True
 
     def span(self, epoch: int, start: int, end: int) -> float | None:
         """Seconds from the end of step `start` to the end of step `end` in `epoch`."""

@@ -1,0 +1,122 @@
+"""The tuner's decisions against a fake trial runner with a known ground truth (no child processes)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+import pytest
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.machine import environment
+from fitspeed.search.events import TuneEvent, VerificationStarted
+from fitspeed.search.tuner import Tuner, TuneSettings
+
+JITTER = itertools.cycle((1.0, 1.03, 0.98, 1.01, 0.97))  # small, known noise
+
+
+class Fake:
+    """samples/s = 1000 times `truth(config, call number)`; 0 fails the trial."""
+
+    def __init__(self, truth: Callable[[TrialConfig, int], float], first_baseline: float = 1.0) -> None:
+        self.truth = truth
+        self.first_baseline = first_baseline
+        self.calls: list[TrialSpec] = []
+
+    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+        self.calls.append(spec)
+        if spec.mode == "train":
+            return new_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0]})
+        factor = self.truth(spec.config, len(self.calls))
+        if factor == 0:
+            return new_record(spec, "failed", reason="RuntimeError: the knob fails")
+        speed = 1000 * factor * next(JITTER)
+        if len(self.calls) == 1:
+            speed *= self.first_baseline
+        return new_record(spec, "ok", metrics={"samples_per_s": {"median": speed}, "loss_curve": [2.0, 1.0]})
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def tune(fake: Fake, knobs: str, trials: int = 30,
+         on_event: Callable[[TuneEvent], None] | None = None) -> tuple[Tuner, dict[str, Any]]:
+    settings = TuneSettings(model="tiny", trials=trials, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=tuple(knobs.split(",")))
+    tuner = Tuner(settings, run=fake, on_event=on_event)
+    return tuner, tuner.run()
+
+
+def effects(table: dict[tuple[str, Any], float],
+            clash: tuple[tuple[str, Any], ...] = (), clash_factor: float = 1.0) -> Callable[[TrialConfig, int], float]:
+    def truth(config: TrialConfig, call: int) -> float:
+        factor = 1.0
+        for (knob, value), effect in table.items():
+            if getattr(config, knob) == value:
+                factor *= effect
+        if clash and all(getattr(config, k) == v for k, v in clash):
+            factor *= clash_factor
+        return factor
+    return truth
+
+
+def test_a_low_first_baseline_makes_no_winners() -> None:
+    # every knob is worth nothing; the first baseline trial comes in at 0.63x
+    fake = Fake(effects({}), first_baseline=0.63)
+    tuner, verdict = tune(fake, "steps_per_execution,jit_compile,intra_op_threads,inter_op_threads")
+    assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
+    assert tuner.incumbents() == []
+    combined = [d for d in tuner.decisions() if d["purpose"] == "combine"]
+    assert combined and all(d["verdict"] != "faster" for d in combined)
+
+
+def test_clashing_winners_never_both_become_the_answer() -> None:
+    truth = effects({("precision", "mixed_bfloat16"): 2.0, ("jit_compile", True): 1.5},
+                    clash=(("precision", "mixed_bfloat16"), ("jit_compile", True)), clash_factor=0.2)
+    fake = Fake(truth)
+    tuner, verdict = tune(fake, "jit_compile,precision,intra_op_threads")
+    best = TrialConfig.from_dict(verdict["config"])
+    assert verdict["claimed"] is True
+    assert best.precision == "mixed_bfloat16" and best.jit_compile != True  # noqa: E712
+    clash = [d for d in tuner.decisions() if d["b"]["jit_compile"] is True and d["a"]["precision"] != "float32"]
+    assert clash and clash[0]["verdict"] == "slower" and len(clash[0]["pairs"]) == 1  # one pair was enough
+    assert verdict["estimate"]["ci_low"] > 1.0
+
+
+def test_verification_falls_back_to_the_incumbent_before() -> None:
+    # steps_per_execution=64 is a real 1.8x; jit_compile on top looks 1.4x during the search,
+    # then (once verification starts) the combination is slower than the defaults
+    verifying = []
+
+    def truth(config: TrialConfig, call: int) -> float:
+        factor = 1.8 if config.steps_per_execution == 64 else 1.0
+        if config.jit_compile is True:
+            factor *= 0.8 / 1.8 if verifying else 1.4
+        return factor
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, VerificationStarted):
+            verifying.append(event.config)
+
+    fake = Fake(truth)
+    tuner, verdict = tune(fake, "steps_per_execution,jit_compile", trials=30, on_event=on_event)
+    chain = [c.label() for c in tuner.incumbents()]
+    assert chain[-1] == "steps_per_execution=64 jit_compile=True", chain
+    assert verdict["claimed"] is True and verdict["fell_back"] is True
+    assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
+    assert [c.label() for c in verifying] == chain[::-1][:2]
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert [d["verdict"] for d in verified][-1] == "faster" and verified[0]["verdict"] != "faster"
+
+
+def test_a_failing_knob_is_recorded_and_skipped() -> None:
+    fake = Fake(effects({("data_format", "channels_first"): 0.0, ("steps_per_execution", 64): 2.0}))
+    tuner, verdict = tune(fake, "steps_per_execution,data_format")
+    assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
+    assert all(d["b"]["data_format"] == "channels_last" for d in tuner.decisions())

@@ -104,6 +104,7 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
                        ("python", "Python"), ("backend", "backend"), ("hostname", "host")):
         if env.get(key) is not None:
             rows.append((label, str(env[key])))
+    rows += cpu_rows(env)
     for gpu in env.get("gpus") or []:
         rows.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}, {gpu.get('memory_mb')} MiB"))
     if env.get("driver"):
@@ -115,6 +116,21 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((package, str(version)))
     if env.get("fitspeed"):
         rows.append(("fitspeed", str(env["fitspeed"])))
+    return rows
+
+
+def cpu_rows(env: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The CPU features that decide which precision is fast, and whether TensorFlow ran oneDNN.
+
+    >>> cpu_rows({"cpu_features": ["avx2", "amx_bf16"], "onednn": False, "backend": "tensorflow"})
+    [('CPU features', 'avx2 amx_bf16'), ('oneDNN (TensorFlow)', 'off')]
+    """
+    env = env or {}
+    rows = []
+    if "cpu_features" in env:
+        rows.append(("CPU features", " ".join(env["cpu_features"]) or "none of those fitspeed names"))
+    if env.get("onednn") is not None:
+        rows.append(("oneDNN (TensorFlow)", "on" if env["onednn"] else "off"))
     return rows
 
 

@@ -253,6 +253,9 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pairs")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    resolution = plot_data.resolution(summary)
+    if resolution:
+        head.add_row("resolution", resolution)
     console.print(head)
 
     effects = Table(title="each knob alone (one trial each, against the baseline)", header_style="bold")

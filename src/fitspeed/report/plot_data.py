@@ -134,6 +134,26 @@ def cpu_rows(env: dict[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
+def resolution(summary: dict[str, Any]) -> str | None:
+    """The tool's resolution on this machine, read from the study's own intervals (the verification's,
+    and any paired decision's); None before one has two pairs.
+
+    >>> resolution({"best": {"estimate": {"ci_low": 0.97, "ci_high": 1.05, "ratios": [1.0] * 8,
+    ...                                   "confidence": 0.95}}})
+    'intervals here are 0.080 wide (95%, 8 pairs): differences under about ±4% are not told from noise'
+    """
+    found = [(summary.get("best") or {}).get("estimate")]
+    found += [d.get("estimate") for d in summary.get("decisions") or [] if isinstance(d, dict)]
+    widths = sorted((e["ci_high"] - e["ci_low"], len(e["ratios"]), e.get("confidence", 0.95))
+                    for e in found if e and len(e.get("ratios") or []) >= 2)
+    if not widths:
+        return None
+    width, pairs, confidence = widths[len(widths) // 2]  # the median interval
+    many = f"the median of {len(widths)} " if len(widths) > 1 else ""
+    return (f"{many}intervals here are {width:.3f} wide ({100 * confidence:g}%, {pairs} pairs): "
+            f"differences under about ±{50 * width:.0f}% are not told from noise")
+
+
 def notes(summary: dict[str, Any]) -> list[str]:
     """What a reader must know before trusting the page: partial or failed studies."""
     out = list(summary.get("read_notes") or [])  # lines of a results file that were skipped, and why

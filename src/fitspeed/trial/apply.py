@@ -54,6 +54,7 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
             ) from None
     if not isinstance(config, TrialConfig):
         config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    _check_onednn(config)
     if "keras" in sys.modules:
         import keras
 
@@ -64,7 +65,6 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
             )
     else:
         before_import(config, seed)
-    _check_onednn(config)
     try:
         after_import(config, seed)
     except RuntimeError as error:

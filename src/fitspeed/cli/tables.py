@@ -21,7 +21,6 @@ from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison, speed
-from fitspeed.report import plot_data
 from fitspeed.report.numbers import number, ratio
 
 _STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
@@ -148,6 +147,8 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
+    from fitspeed.report import plot_data  # here: it imports optuna, which `fitspeed --help` must not wait for
+
     rows += plot_data.cpu_rows(record.get("environment"))
     watched = record.get("monitor")
     if watched:
@@ -253,6 +254,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pairs")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    from fitspeed.report import plot_data  # here: it imports optuna, which `fitspeed --help` must not wait for
+
     resolution = plot_data.resolution(summary)
     if resolution:
         head.add_row("resolution", resolution)

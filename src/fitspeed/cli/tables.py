@@ -147,7 +147,8 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
-    from fitspeed.report import plot_data  # here: it imports optuna, which `fitspeed --help` must not wait for
+    # imported here: it imports optuna, which `fitspeed --help` must not wait for
+    from fitspeed.report import plot_data
 
     rows += plot_data.cpu_rows(record.get("environment"))
     watched = record.get("monitor")
@@ -254,7 +255,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pairs")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
-    from fitspeed.report import plot_data  # here: it imports optuna, which `fitspeed --help` must not wait for
+    # imported here: it imports optuna, which `fitspeed --help` must not wait for
+    from fitspeed.report import plot_data
 
     resolution = plot_data.resolution(summary)
     if resolution:

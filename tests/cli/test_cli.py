@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import math
+import select
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
-from conftest import QUICK, fitspeed, json_out
+from conftest import QUICK, child_env, fitspeed, json_out
 
 from fitspeed.measure import results
 
@@ -75,6 +80,20 @@ def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
     assert [r["arm"] for r in stored[:10]] == ["a", "b"] * 5  # interleaved
 
 
+def test_compare_until_width_adds_pairs_up_to_its_cap(workdir: Path) -> None:
+    # a width no shared machine reaches in 3 pairs: the comparison runs past --pairs to --max-pairs and says so
+    result = fitspeed("compare", "tiny", "--b", "steps_per_execution=2", "--pairs", "2", "--until-width", "0.0001",
+                      "--max-pairs", "3", "--statistic", "best", "--steps", "8", "--repeats", "2", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "still wider than --until-width 0.0001" in " ".join(result.stdout.split())
+    assert "fastest window" in result.stdout
+    stored, _ = results.read(workdir / "fitspeed-results.jsonl")
+    summary = stored[-1]
+    assert summary["kind"] == "comparison" and len(summary["trial_ids"]) == 3
+    assert summary["until_width"] == 0.0001 and summary["statistic"] == "best"
+    assert summary["width"] == summary["estimate"]["ci_high"] - summary["estimate"]["ci_low"] > 0.0001
+
+
 def test_compare_finds_a_real_difference(workdir: Path) -> None:
     # batch 256 moves far more samples per second than batch 4 on this model
     result = fitspeed("compare", "tiny", "--a", "batch_size=4", "--b", "batch_size=256",
@@ -96,3 +115,23 @@ def test_knobs_and_workloads_list_everything(workdir: Path) -> None:
     for name in ("tiny", "mlp", "cnn-low", "cnn-high", "cnn10", "wrn-16-4", "wrn-28-10", "36,497,146",
                  "cifar10", "fashion_mnist", "npz:PATH"):
         assert name in workloads.stdout
+
+
+def test_measure_without_a_terminal_says_it_is_running_and_a_kill_says_it_stopped(workdir: Path) -> None:
+    """`measure --set precision=mixed_float16` on a CPU can take minutes, and once printed nothing at all:
+    without a terminal there was no spinner, and `timeout`'s SIGTERM ended it without a word."""
+    proc = subprocess.Popen([sys.executable, "-m", "fitspeed", "measure", "cnn10", "--set", "precision=mixed_float16"],
+                            cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 30)  # the old silence: nothing comes, fail, do not hang
+    if not ready:
+        proc.kill()
+        proc.communicate()
+    assert ready, "measure printed nothing in 30 s"
+    first = proc.stderr.readline()
+    assert "measuring cnn10 (precision=mixed_float16)" in first
+    time.sleep(1.0)  # the trial child is starting
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Interrupted" in " ".join((first + stderr).split()) and "Traceback" not in stderr

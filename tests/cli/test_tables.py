@@ -34,6 +34,13 @@ def test_measure_table_shows_every_figure() -> None:
         assert expected in text, expected
 
 
+def test_measure_table_names_the_cpu_features_and_onednn() -> None:
+    record = ok_record(TrialSpec(model="tiny"), 1000.0)
+    record["environment"] = {"cpu_features": ["avx2", "avx512f", "amx_bf16"], "onednn": False}
+    text = render(lambda c: tables.print_trials(c, [record]))
+    assert "avx2 avx512f amx_bf16" in text and "oneDNN (TensorFlow)" in text and "off" in text
+
+
 def test_failed_trial_shows_its_reason() -> None:
     record = new_record(TrialSpec(model="tiny"), "oom", reason="the trial used 2000 MiB")
     text = render(lambda c: tables.print_trials(c, [record]))
@@ -50,3 +57,23 @@ def test_comparison_table_and_verdict() -> None:
     assert "A: defaults   B: steps_per_execution=8" in text
     assert "1.500" in text and "B is 1.50× faster" in text
     assert comparison.record()["status"] == "ok"
+
+
+def test_show_states_the_resolution_from_the_studys_intervals() -> None:
+    from fitspeed.search.summary import study_summary
+
+    base, best = TrialConfig(), TrialConfig(steps_per_execution=8)
+
+    def row(config: TrialConfig, phase: str, speed: float) -> dict:
+        return {"number": 0, "phase": phase, "config": config.to_dict(),
+                "record": ok_record(TrialSpec(model="tiny", config=config), speed)}
+
+    data = {"study": "s", "meta": {"model": "tiny", "data": None, "base": base.to_dict(), "min_gain": 0.05},
+            "trials": [row(base, "baseline", 100.0), row(best, "sweep", 150.0)], "guards": {},
+            "verification": {"config": best.to_dict(), "claimed": True, "verdict": "B is 1.50× faster",
+                             "estimate": {"median": 1.5, "ci_low": 1.44, "ci_high": 1.56, "confidence": 0.95,
+                                          "ratios": [1.5] * 6}}}
+    text = " ".join(render(lambda c: tables.print_tune(c, study_summary(data))).split())
+    assert "resolution" in text and "0.120 wide (95%, 6 pairs)" in text and "±6%" in text
+    data["verification"] = None
+    assert "resolution" not in render(lambda c: tables.print_tune(c, study_summary(data)))

@@ -158,3 +158,30 @@ def test_the_baseline_bar_is_the_faster_baseline_run_every_ratio_uses() -> None:
     assert bars[0]["seconds"] == pytest.approx(80.0) and bars[0]["percent"] == pytest.approx(100.0)
     spe = next(bar for bar in bars if bar["label"] == "steps_per_execution=16")
     assert spe["percent"] == pytest.approx(100 * 125 / 150)
+
+
+def test_resolution_is_read_from_the_studys_own_intervals() -> None:
+    summary = study_summary(study(VERIFIED))
+    assert plot_data.resolution(summary) == (
+        "intervals here are 0.400 wide (95%, 2 pairs): differences under about ±20% are not told from noise")
+    assert plot_data.resolution(study_summary(study(None))) is None  # nothing paired yet: no claim
+    decisions = [{"estimate": {"ci_low": 0.99, "ci_high": 1.03, "ratios": [1.0] * 9, "confidence": 0.95}},
+                 {"estimate": {"ci_low": 0.9, "ci_high": 1.0, "ratios": [1.0] * 4, "confidence": 0.95}}]
+    assert plot_data.resolution({**summary, "decisions": decisions}).startswith(
+        "the median of 3 intervals here are 0.100 wide (95%, 4 pairs)")
+
+
+def test_cpu_rows_name_the_features_and_onednn() -> None:
+    env = {"cpu_features": ["avx2", "avx512_bf16", "amx_bf16"], "onednn": True}
+    assert plot_data.cpu_rows(env) == [("CPU features", "avx2 avx512_bf16 amx_bf16"), ("oneDNN (TensorFlow)", "on")]
+    assert plot_data.cpu_rows({"cpu_features": [], "onednn": None}) == [
+        ("CPU features", "none of those fitspeed names")]
+    assert ("CPU features", "avx2 avx512_bf16 amx_bf16") in plot_data.environment_rows({"environment": env})
+
+
+def test_the_page_states_the_resolution() -> None:
+    from fitspeed.report import html
+
+    page = html.render(study_summary(study(VERIFIED)), {})
+    assert '<p id="resolution"><strong>Resolution on this machine:</strong> intervals here are 0.400 wide' in page
+    assert 'id="resolution"' not in html.render(study_summary(study(None)), {})

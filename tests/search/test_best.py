@@ -75,3 +75,49 @@ def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["mixed_bfloat16", "channels_first", "1"]
+
+
+def test_onednn_is_exported_as_an_environment_variable(tmp_path: Path) -> None:
+    """best.json names the variable to export; the snippet sets it before keras, and TensorFlow obeys."""
+    for value, wanted in ((False, "0"), (True, "1")):
+        config = TrialConfig(onednn=value)
+        path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict(), "claimed": True},
+                                                        "baseline": {"config": TrialConfig().to_dict()}})
+        saved = json.loads(path.read_text())
+        assert saved["environment_variables"] == {"TF_ENABLE_ONEDNN_OPTS": wanted}
+        assert saved["knobs"] == {"onednn": value}
+        code = saved["snippet"]
+        assert f"#   export TF_ENABLE_ONEDNN_OPTS={wanted}" in code
+        assert code.index("TF_ENABLE_ONEDNN_OPTS") < code.index("import keras")
+        script = (code + "\nfrom tensorflow.python.util import _pywrap_util_port\n"
+                  "print(_pywrap_util_port.IsMklEnabled())\n")
+        env = child_env()
+        env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split()[-1] == str(value)
+    assert best_json.exports(TrialConfig()) == {}
+
+
+def test_apply_refuses_a_onednn_setting_that_comes_after_tensorflow() -> None:
+    """TensorFlow reads TF_ENABLE_ONEDNN_OPTS once; fitspeed.apply() says so instead of pretending."""
+    script = (
+        "import fitspeed\n"
+        "from fitspeed.core.errors import UserError\n"
+        "fitspeed.apply({'onednn': False})\n"  # before the import: it counts
+        "import tensorflow\n"
+        "from tensorflow.python.util import _pywrap_util_port\n"
+        "print(_pywrap_util_port.IsMklEnabled())\n"
+        "try:\n"
+        "    fitspeed.apply({'onednn': True})\n"
+        "except UserError as error:\n"
+        "    print(error)\n"
+    )
+    env = child_env()
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "False"
+    assert "already imported with oneDNN off" in lines[1] and "export TF_ENABLE_ONEDNN_OPTS=1" in lines[1].replace(
+        "Export", "export")

@@ -4,6 +4,8 @@ import pytest
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
+from fitspeed.core.input_kinds import INPUT_KNOBS
+from fitspeed.machine.environment import onednn_default
 from fitspeed.search.space import choices, default_space, only, override
 
 
@@ -18,10 +20,38 @@ def test_cpu_tensorflow_space() -> None:
     dims = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, cores=2))
     assert dims["steps_per_execution"][0].values == (64, 16, 4)
     assert dims["jit_compile"][0].values == (True,)  # auto is off on a CPU
-    assert dims["precision"][0].values == ("mixed_bfloat16",)
-    assert "no fast float16" in dims["precision"][1].skipped
+    # measured, never skipped by a belief about the hardware: float16 too, on a CPU
+    assert [d.values for d in dims["precision"]] == [("mixed_bfloat16", "mixed_float16")]
     assert dims["data_format"][0].values == ("channels_first",)
     assert dims["deterministic"][0].cost_only
+
+
+def test_only_what_cannot_run_here_is_skipped_and_says_why() -> None:
+    for backend in ("tensorflow", "jax", "torch"):
+        for has_gpu in (False, True):
+            dims = default_space("tiny", TrialConfig(backend=backend), has_gpu=has_gpu, cores=2)
+            skipped = {d.knob: d.skipped for d in dims if d.skipped and d.knob not in INPUT_KNOBS}
+            allowed = {"steps_per_execution", "onednn", "intra_op_threads", "inter_op_threads"}
+            assert set(skipped) <= allowed, skipped
+            assert all(reason for reason in skipped.values())
+    torch = by_knob(default_space("tiny", TrialConfig(backend="torch"), has_gpu=False))
+    assert torch["onednn"][0].skipped == "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone"
+
+
+def test_onednn_tries_first_what_differs_from_tensorflows_default_here() -> None:
+    on = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, onednn_on=True))
+    off = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, onednn_on=False))
+    unknown = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, onednn_on=None))
+    assert on["onednn"][0].values == (False,)  # Intel with AMX or AVX512-VNNI: on by default, try off
+    assert off["onednn"][0].values == (True,)  # an AVX2-only Zen 3: off by default, try on
+    assert unknown["onednn"][0].values == (True, False)
+    pinned = by_knob(default_space("tiny", TrialConfig(onednn=True), has_gpu=False, onednn_on=True))
+    assert pinned["onednn"][0].values == (False,)
+    detected = by_knob(default_space("tiny", TrialConfig(), has_gpu=False))
+    expected = onednn_default()
+    assert detected["onednn"][0].values == ((True, False) if expected is None else (not expected,))
+    assert choices(default_space("tiny", TrialConfig(), has_gpu=False, onednn_on=False), TrialConfig())[
+        "onednn"] == ("keep", True)
 
 
 def test_gpu_and_other_backends() -> None:

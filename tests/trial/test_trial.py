@@ -66,6 +66,33 @@ def test_channels_first_trains_or_fails_with_the_backends_message(tmp_path: Path
         assert any(words in record["reason"] for words in NHWC_ONLY), record["reason"]
 
 
+def test_onednn_knob_sets_what_tensorflow_runs_and_the_record_says_so(tmp_path: Path) -> None:
+    """onednn=false and =true reach TensorFlow before its import; the environment records its own answer."""
+    for value in (False, True):
+        config = TrialConfig(onednn=value)
+        record = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)
+        assert record["environment"]["onednn"] is value
+        assert record["spec"]["knobs"]["onednn"] is value
+    # keep sets nothing: the record says what TensorFlow chose by its own rule for this CPU
+    env = child_env()
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2), env=env, cwd=tmp_path)
+    from fitspeed.machine.environment import onednn_default
+
+    if onednn_default() is not None:
+        assert record["environment"]["onednn"] is onednn_default()
+    assert "avx2" in record["environment"]["cpu_features"] or not record["environment"]["cpu_features"]
+
+
+def test_onednn_off_reproduces_the_nhwc_only_failure_on_any_cpu(tmp_path: Path) -> None:
+    """With oneDNN off (an AVX2-only Zen 3's default), TensorFlow's CPU convolutions take NHWC only."""
+    config = TrialConfig(onednn=False, data_format="channels_first", batch_size=16)
+    record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
+    assert record["status"] == "failed", (record["status"], record.get("stderr_tail"))
+    assert any(words in record["reason"] for words in NHWC_ONLY), record["reason"]
+    assert record["environment"]["onednn"] is False
+
+
 def test_threads_and_jit_run(tmp_path: Path) -> None:
     config = TrialConfig(intra_op_threads=1, inter_op_threads=1, jit_compile=True)
     record = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)

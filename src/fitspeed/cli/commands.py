@@ -202,7 +202,10 @@ def measure(
     spec = dataclasses.replace(spec, monitor=monitor, profile_dir=_profile_dir(workload or "") if profile else None)
     workload = spec.model
     results.check_writable(results_path)
-    with _interruptible(), err.status(f"measuring {workload} ({spec.config.label()})…"):
+    doing = f"measuring {workload} ({spec.config.label()})…"
+    if not err.is_terminal:  # no spinner without a terminal: say once that a trial is running
+        err.print(f"{doing} in a fresh process; a slow configuration can take minutes", highlight=False)
+    with _interruptible(), err.status(doing):
         record = run_trial(spec)
     if script is not None and record.get("user_error"):
         results.append(results_path, [record])  # the record keeps the script's traceback and log tail
@@ -236,6 +239,9 @@ def compare(
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved A/B pairs, each trial a fresh process (an interval needs 2).")] = 5,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
+    until_width: Annotated[Optional[float], typer.Option("--until-width", help="Add pairs past --pairs until the interval on B/A is this narrow (0.06 is ±3%), up to --max-pairs.")] = None,
+    max_pairs: Annotated[int, typer.Option("--max-pairs", min=2, max=200, help="The most pairs --until-width may run.")] = 40,
+    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window, steadier on a busy machine).")] = "median",
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
@@ -248,8 +254,9 @@ def compare(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare two configurations in interleaved runs (A B A B …) and give B/A with a 95% CI."""
-    from fitspeed.measure.comparison import interleave
+    from fitspeed.measure.comparison import check, interleave
 
+    check(statistic, until_width)
     base = TrialConfig.from_assignments(set_ or [])
     script = _script(workload, command, fit, data)
     data = _data(data, augment)
@@ -259,16 +266,18 @@ def compare(
 
     from rich.progress import Progress
 
+    most = max(pairs, max_pairs) if until_width is not None else pairs
     with _interruptible(), Progress(console=err, transient=True) as progress:
-        task = progress.add_task("comparing", total=2 * pairs)
+        task = progress.add_task("comparing", total=2 * most)
 
         def landed(arm: str, pair: int, record: dict[str, Any]) -> None:
             _check_user_error(record)
             results.append(results_path, [record])
             progress.advance(task)
-            progress.update(task, description=f"pair {pair + 1}/{pairs}: {arm} {record['status']}")
+            progress.update(task, description=f"pair {pair + 1}/{most}: {arm} {record['status']}")
 
-        comparison = interleave(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence)
+        comparison = interleave(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence,
+                                statistic=statistic, until_width=until_width, max_pairs=max_pairs)
     summary = comparison.record()
     results.append(results_path, [summary])
     if as_json:
@@ -570,7 +579,15 @@ def make_images(
               f"use --data images:{folder}", highlight=False)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (`timeout`, a closed session) ends a command like Ctrl-C: the trial stopped, the rest saved."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except UserError as error:

@@ -18,9 +18,9 @@ from rich.text import Text
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS
-from fitspeed.core.record import brief_reason, throughput
+from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
-from fitspeed.measure.comparison import Comparison
+from fitspeed.measure.comparison import Comparison, speed
 from fitspeed.report.numbers import number, ratio
 
 _STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
@@ -147,6 +147,10 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB, the framework's own", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
+    # imported here: it imports optuna, which `fitspeed --help` must not wait for
+    from fitspeed.report import plot_data
+
+    rows += plot_data.cpu_rows(record.get("environment"))
     watched = record.get("monitor")
     if watched:
         rows.append(("monitor samples", f"{watched['samples']} over the {watched.get('scope', 'trial')}"))
@@ -177,7 +181,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     table.add_column("B samples/s", justify="right")
     table.add_column("B / A", justify="right")
     for index, (a, b) in enumerate(comparison.pairs, start=1):
-        ta, tb = throughput(a), throughput(b)
+        ta, tb = speed(a, comparison.statistic), speed(b, comparison.statistic)
         table.add_row(
             str(index),
             number(ta, 0) if ta else a["status"],
@@ -187,11 +191,15 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(table)
     estimate = comparison.estimate()
     if estimate and len(estimate.ratios) >= 2:
+        of = " (each trial's fastest window)" if comparison.statistic == "best" else ""
         console.print(
             f"median B/A {estimate.median:.3f}, {100 * estimate.confidence:g}% CI {estimate.low:.3f}–{estimate.high:.3f} "
-            f"over {len(estimate.ratios)} pairs",
+            f"(width {estimate.high - estimate.low:.3f}) over {len(estimate.ratios)} pairs{of}",
             highlight=False,
         )
+        if comparison.until_width is not None and estimate.high - estimate.low > comparison.until_width:
+            console.print(f"the interval is still wider than --until-width {comparison.until_width:g}: "
+                          "the pair cap was reached (raise --max-pairs)", highlight=False)
     console.print(Text(comparison.verdict(), style="bold"), highlight=False)
     for pair in comparison.pairs:
         for record in pair:
@@ -247,6 +255,12 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pair(s)")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    # imported here: it imports optuna, which `fitspeed --help` must not wait for
+    from fitspeed.report import plot_data
+
+    resolution = plot_data.resolution(summary)
+    if resolution:
+        head.add_row("resolution", resolution)
     console.print(head)
 
     effects = Table(title="each knob alone (the screen: one trial each, against the baseline's median)",

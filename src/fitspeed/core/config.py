@@ -27,6 +27,7 @@ class TrialConfig:
     precision: str = "float32"
     data_format: str = "channels_last"
     deterministic: bool = False
+    onednn: bool | str = "keep"
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     prefetch: int | str = "off"

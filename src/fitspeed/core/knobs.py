@@ -148,6 +148,12 @@ def _torch_single_step(value: Any, backend: str) -> str | None:
     return None
 
 
+def _tensorflow_only(value: Any, backend: str) -> str | None:
+    if backend != "tensorflow":
+        return "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone"
+    return None
+
+
 def _jax_no_threads(value: Any, backend: str) -> str | None:
     if backend == "jax" and value != 0:
         return "JAX has no per-process thread-pool setting that Keras exposes"
@@ -189,6 +195,7 @@ def _probe_value(knob: Knob) -> Any:
         "steps_per_execution": 2,
         "intra_op_threads": 1,
         "inter_op_threads": 1,
+        "onednn": True,
     }
     return probes.get(knob.name, knob.default)
 
@@ -265,6 +272,18 @@ KNOBS: tuple[Knob, ...] = (
         stage="environment",
         parse=lambda raw: _bool("deterministic", raw),
         changes_numerics=True,
+    ),
+    Knob(
+        name="onednn",
+        description="TensorFlow's oneDNN CPU kernels (TF_ENABLE_ONEDNN_OPTS, read at import); keep leaves "
+        "TensorFlow's own default (on only for CPUs with AVX512-VNNI, AVX512-BF16 or AMX).",
+        values="keep, true, false",
+        default="keep",
+        scope="process",
+        stage="environment",
+        parse=lambda raw: _keep_or_bool("onednn", raw),
+        changes_numerics=True,
+        unsupported_on=_tensorflow_only,
     ),
     Knob(
         name="intra_op_threads",

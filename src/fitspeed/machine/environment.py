@@ -1,7 +1,14 @@
 """What every measured number is stored with: software and hardware.
 
 `host()` is safe in the parent (no frameworks). `collect(backend)` runs in the
-trial child and adds the Keras and backend versions and the accelerators.
+trial child and adds the Keras and backend versions, the accelerators and
+whether TensorFlow's oneDNN kernels are on.
+
+`cpu_features()` names the CPU flags that decide which precision and which
+kernels are fast (`CPU_FEATURES`), so a reader can see why mixed_bfloat16 won
+on one machine and lost on another. `onednn_default()` is TensorFlow's own rule
+for turning oneDNN on when TF_ENABLE_ONEDNN_OPTS is unset; `onednn_enabled()`
+asks TensorFlow what it did.
 """
 
 from __future__ import annotations
@@ -31,6 +38,79 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# CPU flags (as /proc/cpuinfo spells them) that decide which precisions and kernels are fast
+CPU_FEATURES = (
+    "avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16",
+    "amx_tile", "amx_bf16", "amx_fp16", "amx_int8", "asimd", "sve", "bf16",
+)
+
+# TensorFlow turns oneDNN on by default on x86 only with one of these
+# (tensorflow/core/util/port.cc, DefaultOneDnnPolicy: AVX512_VNNI, AVX512_BF16, AVX_VNNI, AMX_TILE,
+# AMX_INT8 or AMX_BF16 through port::TestCPUFeature; TF_ENABLE_ONEDNN_OPTS overrides it)
+_ONEDNN_BY_DEFAULT = {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+
+
+def cpu_flags(text: str | None = None) -> frozenset[str]:
+    """Every flag of the first CPU in /proc/cpuinfo (`flags` on x86, `Features` on ARM); empty if unreadable.
+
+    >>> sorted(cpu_flags("processor : 0\nflags : fpu avx2 avx512f\n"))
+    ['avx2', 'avx512f', 'fpu']
+    """
+    if text is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+                text = cpuinfo.read()
+        except OSError:
+            return frozenset()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def cpu_features(flags: frozenset[str] | None = None) -> list[str]:
+    """The flags of `CPU_FEATURES` this CPU has, in that order.
+
+    >>> cpu_features(frozenset({"fpu", "avx2", "fma", "amx_bf16"}))
+    ['avx2', 'fma', 'amx_bf16']
+    """
+    flags = cpu_flags() if flags is None else flags
+    return [name for name in CPU_FEATURES if name in flags]
+
+
+def onednn_default(flags: frozenset[str] | None = None, machine: str | None = None) -> bool | None:
+    """Whether TensorFlow turns oneDNN on here when TF_ENABLE_ONEDNN_OPTS is unset; None where unknown.
+
+    >>> onednn_default(frozenset({"avx2", "fma"}), "x86_64")
+    False
+    >>> onednn_default(frozenset({"avx2", "avx512_vnni"}), "x86_64")
+    True
+    """
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64"):
+        return None  # aarch64 builds follow rules of their own
+    flags = cpu_flags() if flags is None else flags
+    if not flags:
+        return None
+    return bool(flags & _ONEDNN_BY_DEFAULT)
+
+
+def onednn_enabled() -> bool | None:
+    """TensorFlow's own answer (`IsMklEnabled`) in this process, or None where it cannot tell.
+
+    Imports TensorFlow: call it in a trial child only.
+    """
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return None
+    try:
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except Exception:  # a build without the function: say we do not know
+        return None
+
+
 def package_versions() -> dict[str, str | None]:
     """Installed versions, read from package metadata without importing anything."""
     return {
@@ -53,6 +133,7 @@ def host(backend: str | None = None) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_features": cpu_features(),
     }
 
 
@@ -85,6 +166,7 @@ def collect(backend: str) -> dict[str, Any]:
         "gpus": gpus,
         "driver": driver,
         "accelerators": accelerators(backend),
+        "onednn": onednn_enabled() if backend == "tensorflow" else None,
     }
 
 

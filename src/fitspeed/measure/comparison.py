@@ -1,8 +1,17 @@
 """Compare two configurations with interleaved runs: A B A B …, each a fresh process.
 
-Each pair gives the ratio of B's median samples/s to A's. Pairs run back to
-back, so slow drift on a shared machine hits both arms of a pair alike; the
-ratios then give a median with a 95% confidence interval (`fitspeed.core.stats`).
+Each pair gives the ratio of B's samples/s to A's. Pairs run back to back, so
+slow drift on a shared machine hits both arms of a pair alike; the ratios then
+give a median with a 95% confidence interval (`fitspeed.core.stats`).
+
+A trial's samples/s is the median of its timed windows, or with
+`statistic="best"` its fastest window: on a machine shared with other work,
+interference only ever slows a window down, so the fastest window is the
+steadiest estimate of what the configuration does when left alone
+(docs/benchmarks/null_test.md has the widths each gives here).
+
+With `until_width`, pairs go on past `pairs` until the interval is that narrow
+(high - low, on the ratio) or `max_pairs` have run.
 """
 
 from __future__ import annotations
@@ -13,11 +22,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitspeed.core.errors import UserError
 from fitspeed.core.record import SCHEMA_VERSION, TrialSpec, throughput
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
 from fitspeed.measure.runner import run_trial
 
 TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+STATISTICS = ("median", "best")
+
+
+def speed(record: dict[str, Any], statistic: str = "median") -> float | None:
+    """A trial's samples/s by `statistic`: its median window, or its fastest ("best").
+
+    >>> r = {"status": "ok", "metrics": {"samples_per_s": {"median": 900.0, "max": 1000.0}}}
+    >>> speed(r), speed(r, "best")
+    (900.0, 1000.0)
+    """
+    if statistic == "best":
+        return float(record["metrics"]["samples_per_s"]["max"]) if record.get("status") == "ok" else None
+    return throughput(record)
 
 
 @dataclass
@@ -27,11 +50,13 @@ class Comparison:
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     confidence: float = 0.95
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    statistic: str = "median"
+    until_width: float | None = None
 
     def ratios(self) -> list[float]:
         out = []
         for a, b in self.pairs:
-            ta, tb = throughput(a), throughput(b)
+            ta, tb = speed(a, self.statistic), speed(b, self.statistic)
             if ta and tb:
                 out.append(tb / ta)
         return out
@@ -63,9 +88,30 @@ class Comparison:
             "a_label": self.spec_a.config.label(),
             "b_label": self.spec_b.config.label(),
             "trial_ids": [[a["id"], b["id"]] for a, b in self.pairs],
+            "statistic": self.statistic,
+            "until_width": self.until_width,
+            "width": estimate.high - estimate.low if estimate and len(estimate.ratios) >= 2 else None,
             "estimate": estimate.to_dict() if estimate else None,
             "verdict": self.verdict(),
         }
+
+
+def check(statistic: str, until_width: float | None) -> None:
+    """Refuse a statistic or a target width `interleave` cannot use, in one sentence."""
+    if statistic not in STATISTICS:
+        raise UserError(f"Expected --statistic to be one of {', '.join(STATISTICS)}. Received: {statistic!r}. "
+                        "Use --statistic best or --statistic median.")
+    if until_width is not None and not (0 < until_width < 10):
+        raise UserError(f"Expected --until-width to be a width on the ratio B/A between 0 and 10, such as 0.06 "
+                        f"(±3%). Received: {until_width}. Use for example --until-width 0.06.")
+
+
+def width(comparison: Comparison) -> float | None:
+    """The interval's width on B/A (high - low), or None before two pairs finished ok."""
+    estimate = comparison.estimate()
+    if estimate is None or len(estimate.ratios) < 2:
+        return None
+    return estimate.high - estimate.low
 
 
 def interleave(
@@ -76,10 +122,19 @@ def interleave(
     run: TrialRunner = run_trial,
     on_trial: Callable[[str, int, dict[str, Any]], None] | None = None,
     confidence: float = 0.95,
+    statistic: str = "median",
+    until_width: float | None = None,
+    max_pairs: int | None = None,
 ) -> Comparison:
-    """Run `pairs` interleaved pairs; `on_trial(arm, pair, record)` sees each record as it lands."""
-    comparison = Comparison(spec_a, spec_b, confidence=confidence)
-    for index in range(pairs):
+    """Run `pairs` interleaved pairs; `on_trial(arm, pair, record)` sees each record as it lands.
+
+    With `until_width`, go on until the interval is at most that wide, or `max_pairs` pairs ran.
+    """
+    check(statistic, until_width)
+    cap = max(pairs, max_pairs or pairs)
+    comparison = Comparison(spec_a, spec_b, confidence=confidence, statistic=statistic, until_width=until_width)
+    index = 0
+    while index < pairs or (until_width is not None and index < cap and _wider(comparison, until_width)):
         records = []
         for arm, spec in (("a", spec_a), ("b", spec_b)):
             record = run(spec)
@@ -88,4 +143,13 @@ def interleave(
                 on_trial(arm, index, record)
             records.append(record)
         comparison.pairs.append((records[0], records[1]))
+        index += 1
     return comparison
+
+
+def _wider(comparison: Comparison, until_width: float) -> bool:
+    """Whether another pair is worth running: the interval is too wide, or there is none yet but one can come."""
+    current = width(comparison)
+    if current is None:
+        return bool(comparison.ratios())  # one ok pair: one more gives an interval; none: more will not help
+    return current > until_width

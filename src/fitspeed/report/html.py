@@ -118,6 +118,7 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
         summary=summary,
         notes=plot_data.notes(summary),
         environment=plot_data.environment_rows(summary),
+        resolution=plot_data.resolution(summary),
         baseline_label=TrialConfig.from_dict(summary["baseline"]["config"]).label(),
         snippet=best_json.snippet(TrialConfig.from_dict(summary["best"]["config"])),
         plots=figures,

@@ -104,6 +104,7 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
                        ("python", "Python"), ("backend", "backend"), ("hostname", "host")):
         if env.get(key) is not None:
             rows.append((label, str(env[key])))
+    rows += cpu_rows(env)
     for gpu in env.get("gpus") or []:
         rows.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}, {gpu.get('memory_mb')} MiB"))
     if env.get("driver"):
@@ -116,6 +117,41 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if env.get("fitspeed"):
         rows.append(("fitspeed", str(env["fitspeed"])))
     return rows
+
+
+def cpu_rows(env: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The CPU features that decide which precision is fast, and whether TensorFlow ran oneDNN.
+
+    >>> cpu_rows({"cpu_features": ["avx2", "amx_bf16"], "onednn": False, "backend": "tensorflow"})
+    [('CPU features', 'avx2 amx_bf16'), ('oneDNN (TensorFlow)', 'off')]
+    """
+    env = env or {}
+    rows = []
+    if "cpu_features" in env:
+        rows.append(("CPU features", " ".join(env["cpu_features"]) or "none of those fitspeed names"))
+    if env.get("onednn") is not None:
+        rows.append(("oneDNN (TensorFlow)", "on" if env["onednn"] else "off"))
+    return rows
+
+
+def resolution(summary: dict[str, Any]) -> str | None:
+    """The tool's resolution on this machine, read from the study's own intervals (the verification's,
+    and any paired decision's); None before one has two pairs.
+
+    >>> resolution({"best": {"estimate": {"ci_low": 0.97, "ci_high": 1.05, "ratios": [1.0] * 8,
+    ...                                   "confidence": 0.95}}})
+    'intervals here are 0.080 wide (95%, 8 pairs): differences under about ±4% are not told from noise'
+    """
+    found = [(summary.get("best") or {}).get("estimate")]
+    found += [d.get("estimate") for d in summary.get("decisions") or [] if isinstance(d, dict)]
+    widths = sorted((e["ci_high"] - e["ci_low"], len(e["ratios"]), e.get("confidence", 0.95))
+                    for e in found if e and len(e.get("ratios") or []) >= 2)
+    if not widths:
+        return None
+    width, pairs, confidence = widths[len(widths) // 2]  # the median interval
+    many = f"the median of {len(widths)} " if len(widths) > 1 else ""
+    return (f"{many}intervals here are {width:.3f} wide ({100 * confidence:g}%, {pairs} pairs): "
+            f"differences under about ±{50 * width:.0f}% are not told from noise")
 
 
 def notes(summary: dict[str, Any]) -> list[str]:

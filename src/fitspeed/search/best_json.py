@@ -1,8 +1,10 @@
 """`best.json`: the verified configuration and the code that applies it.
 
 The snippet uses Keras's own API, so it works in a plain Keras script with no
-fitspeed installed: the process-wide settings first (before the model is
-built), then the compile arguments, then the data layout the model needs.
+fitspeed installed: the environment variables to export before Python starts
+(`exports`, also in best.json as `environment_variables`), the process-wide settings
+(before the model is built), then the compile arguments, then the data layout
+the model needs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,18 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.record import SCHEMA_VERSION, to_json
+
+
+def exports(config: TrialConfig) -> dict[str, str]:
+    """Environment variables the configuration needs set before TensorFlow is imported.
+
+    >>> exports(TrialConfig(onednn=True))
+    {'TF_ENABLE_ONEDNN_OPTS': '1'}
+    """
+    out = {}
+    if config.onednn != "keep" and config.backend == "tensorflow":
+        out["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+    return out
 
 
 def snippet(config: TrialConfig) -> str:
@@ -37,6 +51,12 @@ def snippet(config: TrialConfig) -> str:
         env.append(f'os.environ["KERAS_BACKEND"] = "{config.backend}"')
     if config.deterministic:
         env.append('os.environ["TF_DETERMINISTIC_OPS"] = "1"')
+    exported = exports(config)
+    if exported:
+        lines += ["# Export before starting Python (TensorFlow reads it once, at import):",
+                  *(f"#   export {name}={value}" for name, value in exported.items()), ""]
+        env += [f'os.environ["{name}"] = "{value}"  # or here, before importing keras or tensorflow'
+                for name, value in exported.items()]
     if env:
         lines += ["import os", "", "# Before importing keras:", *env, ""]
     if "data_format" in changed and config.data_format == "channels_first":
@@ -82,7 +102,7 @@ def snippet(config: TrialConfig) -> str:
     if "batch_size" in changed:
         lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",
                   f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
-    if len(lines) == 1:
+    if lines == ["import keras"]:
         lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
     return "\n".join(lines)
 
@@ -103,6 +123,7 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
         "kind": "best",
         **summary,
         "knobs": config.changed(),
+        "environment_variables": exports(config),
         "snippet": snippet(config),
     }
     try:

@@ -1,8 +1,10 @@
 """The tuner's search space: which values of which knobs to try, and which to skip.
 
-Pure and framework-free. Each dimension either lists values to try (besides
-the baseline's) or says why it is skipped on this backend and hardware.
-`--space knob=v1,v2` replaces a dimension's values, and un-skips it.
+Framework-free. Each dimension either lists values to try (besides the
+baseline's) or says why it cannot run on this backend. Nothing is skipped
+because of a belief about the hardware: mixed_float16 is tried on a CPU too,
+and a slow value is rejected by its measurement. `--space knob=v1,v2` replaces
+a dimension's values, and un-skips it.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
 from fitspeed.core.knobs import get_knob
 from fitspeed.core.workloads import MODELS
+from fitspeed.machine.environment import onednn_default
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,37 @@ def _image_model(model: str) -> bool | None:
     return len(info.input_shape) == 3 and model != "mlp"
 
 
+def _onednn(base: TrialConfig, default_on: bool | None) -> Dimension:
+    """oneDNN: the value that differs from what the baseline runs with on this CPU.
+
+    >>> _onednn(TrialConfig(), True).values, _onednn(TrialConfig(), False).values
+    ((False,), (True,))
+    """
+    if base.backend != "tensorflow":
+        return Dimension("onednn", (), "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone")
+    if isinstance(base.onednn, bool):
+        return Dimension("onednn", (not base.onednn,))
+    if default_on is None:  # TensorFlow decides by rules we do not know here: try both
+        return Dimension("onednn", (True, False))
+    return Dimension("onednn", (not default_on,))
+
+
 def default_space(
-    model: str, base: TrialConfig, has_gpu: bool, cores: int | None = None, data: str | None = None
+    model: str,
+    base: TrialConfig,
+    has_gpu: bool,
+    cores: int | None = None,
+    data: str | None = None,
+    onednn_on: bool | None | Literal["detect"] = "detect",
 ) -> list[Dimension]:
-    """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind."""
+    """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind.
+
+    `onednn_on` is whether TensorFlow turns oneDNN on here by default ("detect":
+    read the CPU's flags, `fitspeed.machine.environment.onednn_default`).
+    """
     cores = cores or os.cpu_count() or 1
+    if onednn_on == "detect":
+        onednn_on = onednn_default()
     backend = base.backend
     dims: list[Dimension] = []
     if backend == "torch":
@@ -59,12 +88,11 @@ def default_space(
     else:
         dims.append(Dimension("steps_per_execution", (64, 16, 4)))  # most promising first
     dims.append(Dimension("jit_compile", (not _auto_jit(backend, has_gpu),)))
-    precision: tuple[str, ...] = ("mixed_bfloat16",)
-    if has_gpu:
-        precision = ("mixed_float16", "mixed_bfloat16")
+    # Both mixed policies everywhere: a CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one
+    # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
+    precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
     dims.append(Dimension("precision", precision))
-    if not has_gpu:
-        dims.append(Dimension("precision", (), "mixed_float16: no NVIDIA GPU here, and a CPU has no fast float16"))
+    dims.append(_onednn(base, onednn_on))
     if data == "script":  # fitspeed.measure.training_command.DATA
         dims.append(Dimension("data_format", (), "data_format: a training script builds its own layers, and "
                                                  "fitspeed does not yet rewrite them safely"))

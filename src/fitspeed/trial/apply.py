@@ -5,6 +5,7 @@ Who owns what, in the order a trial child runs them:
 | stage        | function               | knobs                                              |
 |--------------|------------------------|----------------------------------------------------|
 | environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
+|              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
 | process      | `after_import`         | precision (global dtype policy), data_format       |
 |              |                        | (global image data format), deterministic (op      |
 |              |                        | determinism), intra_op_threads, inter_op_threads,  |
@@ -53,6 +54,7 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
             ) from None
     if not isinstance(config, TrialConfig):
         config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    _check_onednn(config)
     if "keras" in sys.modules:
         import keras
 
@@ -80,11 +82,28 @@ def before_import(config: TrialConfig, seed: int) -> None:
     os.environ["KERAS_BACKEND"] = config.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["PYTHONHASHSEED"] = str(seed)
+    if config.onednn != "keep":
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
     if config.deterministic:
         os.environ["TF_DETERMINISTIC_OPS"] = "1"
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+
+
+def _check_onednn(config: TrialConfig) -> None:
+    """TensorFlow reads TF_ENABLE_ONEDNN_OPTS once: refuse a setting that came too late to count."""
+    if config.onednn == "keep" or "tensorflow" not in sys.modules:
+        return
+    from fitspeed.machine.environment import onednn_enabled
+
+    if onednn_enabled() != config.onednn:
+        wanted = "1" if config.onednn else "0"
+        raise UserError(
+            f"TensorFlow is already imported with oneDNN {'off' if config.onednn else 'on'}, but the "
+            f"configuration wants onednn={config.onednn}. Export TF_ENABLE_ONEDNN_OPTS={wanted} before "
+            "starting Python, or call fitspeed.apply() before importing tensorflow or keras."
+        )
 
 
 def after_import(config: TrialConfig, seed: int) -> None:

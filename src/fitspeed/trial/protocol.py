@@ -269,15 +269,28 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     try:
         return measure(spec)
     except UserError as error:
-        return new_record(spec, "failed", reason=str(error), user_error=True)
+        return new_record(spec, "failed", reason=str(error), user_error=True, environment=_environment(spec))
     except BaseException as error:  # a failure is data: record it, whatever it is
         named = _unreadable_images(spec, error)
         if named:
-            return new_record(spec, "failed", reason=named, user_error=True)
+            return new_record(spec, "failed", reason=named, user_error=True, environment=_environment(spec))
         status = "oom" if is_oom(error) else "failed"
         traceback.print_exc()
         reason = f"{type(error).__name__}: {error}".strip()
-        return new_record(spec, status, reason=clip_reason(reason))
+        return new_record(spec, status, reason=clip_reason(reason), environment=_environment(spec))
+
+
+def _environment(spec: TrialSpec) -> dict[str, Any] | None:
+    """A failed trial's environment: the host, and oneDNN's state where TensorFlow got imported."""
+    try:
+        from fitspeed.machine import environment
+
+        env = environment.host(spec.config.backend)
+        if "tensorflow" in sys.modules:
+            env["onednn"] = environment.onednn_enabled()
+        return env
+    except Exception:  # the record of a failure must not fail
+        return None
 
 
 def main(argv: list[str]) -> int:

@@ -70,8 +70,9 @@ def disk(tmp_path: Path) -> Iterator[SmallDisk]:
 def one_sentence(result: subprocess.CompletedProcess[str], *words: str) -> None:
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout
-    assert result.stderr.lstrip().startswith("Error: "), result.stderr
     text = " ".join(result.stderr.split())
+    assert text.count("Error: ") == 1, result.stderr  # one sentence (after `measure`'s word on what it runs)
+    text = text[text.index("Error: "):]
     assert all(word in text for word in words), (words, text)
 
 

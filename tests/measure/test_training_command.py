@@ -32,7 +32,9 @@ def measured(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def error_text(result: subprocess.CompletedProcess[str]) -> str:
-    return " ".join(result.stderr.split())
+    """stderr as one line, from the error on (without a terminal, `measure` first says what it runs)."""
+    text = " ".join(result.stderr.split())
+    return text[text.index("Error: "):] if "Error: " in text else text
 
 
 # -- bad input: one sentence, exit status 2, no traceback -------------------------

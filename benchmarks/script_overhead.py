@@ -34,6 +34,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], help="knob name=value for both arms")
+    parser.add_argument("--statistic", choices=("median", "best"), default="median",
+                        help="each trial's median window, or its fastest (steadier on a loaded machine)")
+    parser.add_argument("--until-width", type=float, default=None, help="add pairs until the interval is this narrow")
+    parser.add_argument("--max-pairs", type=int, default=40)
     args = parser.parse_args()
 
     config = TrialConfig.from_assignments(args.set)
@@ -56,12 +60,14 @@ def main() -> None:
         ratio = f"{speed / a:.3f}" if speed and a else record.get("reason")
         print(f"{pair + 1:>4}  {a:>16,.0f}  {speed or 0:>10,.0f}  {ratio:>13}", flush=True)
 
-    comparison = interleave(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show)
+    comparison = interleave(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show,
+                            statistic=args.statistic, until_width=args.until_width, max_pairs=args.max_pairs)
     estimate = comparison.estimate()
     host = environment.host()
     print()
     print(f"machine: {host['cpu']} ({host['cpu_count']} cores), fitspeed {host['fitspeed']}")
-    print(f"{args.pairs} interleaved pairs, {args.steps} steps x {args.repeats} repeats per trial, {config.label()}")
+    print(f"{len(comparison.pairs)} interleaved pairs, {args.steps} steps x {args.repeats} repeats per trial, "
+          f"{config.label()}, by each trial's {args.statistic} window")
     if estimate is None:
         print("no pair finished ok")
         return

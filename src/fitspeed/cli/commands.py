@@ -116,22 +116,14 @@ def _spec(
 ) -> TrialSpec:
     config = TrialConfig.from_assignments(assignments, base=base)
     check_backend_installed(config.backend)
-    if script is not None:
+    if script is not None:  # a training command names itself, and loads its own data
         from fitspeed.measure import training_command
 
-        return TrialSpec(model=training_command.label(script), data=training_command.DATA, config=config, steps=steps,
-                         repeats=repeats, seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit),
-                         script=script)
-    return TrialSpec(
-        model=check_model(workload),
-        data=data,
-        config=config,
-        steps=steps,
-        repeats=repeats,
-        seed=seed,
-        timeout_s=timeout,
-        memory_limit_mb=parse_memory(memory_limit),
-    )
+        model, data = training_command.label(script), training_command.DATA
+    else:
+        model = check_model(workload)
+    return TrialSpec(model=model, data=data, config=config, steps=steps, repeats=repeats, seed=seed,
+                     timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), script=script)
 
 
 @contextmanager

@@ -66,10 +66,7 @@ def load_summary(source: str | None, study: str | None, storage: str,
     if source is not None and not source.endswith((".db", ".sqlite", ".sqlite3")):
         return study_summary(_results_data(Path(source), workload))
     if source is not None:
-        if not Path(source).is_file():
-            raise UserError(f"No study database at {source!r}. Expected a SQLite file written by "
-                            "`fitspeed tune`, such as fitspeed.db.")
-        storage = f"sqlite:///{source}"
+        storage = f"sqlite:///{source}"  # load_study refuses a file that does not exist, and creates none
     from fitspeed.search.studies import load_study
     from fitspeed.search.summary import study_data
 

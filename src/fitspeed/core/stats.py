@@ -127,13 +127,15 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
     `groups` are the log ratios of each comparison (each gives n - 1 degrees of
     freedom around its own mean); `nulls` are log ratios whose true value is 0,
     such as two baseline trials in a row (one degree of freedom each). The
-    spread is taken robustly, 1.4826 times the median absolute residual (a
-    group's residuals from its median, scaled by sqrt(n / (n - 1)) for the
-    centre they lost), so one outlying trial does not widen every interval.
+    spread is the pooled standard deviation with each residual clipped at
+    WINSOR robust sds (1.4826 times the median absolute residual), so one
+    outlying trial does not widen every interval, while a lucky few residuals
+    near zero cannot make every interval falsely narrow either (a median of a
+    handful of residuals alone can come out at a tenth of the true spread).
 
     >>> noise = pooled_noise([[0.10, 0.30], [0.5, 0.5, 0.8]], nulls=[0.1, -0.1, 0.46])
     >>> round(noise.sd, 3), noise.df
-    (0.179, 6)
+    (0.199, 6)
     >>> pooled_noise([[0.2]]) is None
     True
     """
@@ -141,16 +143,20 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
     df = len(nulls)
     for group in groups:
         if len(group) > 1:
-            middle = statistics.median(group)
-            scale = math.sqrt(len(group) / (len(group) - 1))
-            residuals += [abs(x - middle) * scale for x in group]
+            mean = statistics.fmean(group)
+            residuals += [abs(x - mean) for x in group]
             df += len(group) - 1
     if not df:
         return None
-    return Noise(1.4826 * statistics.median(residuals), df)
+    robust = 1.4826 * statistics.median(residuals)
+    clip = WINSOR * robust if robust > 0 else math.inf
+    return Noise(math.sqrt(sum(min(r, clip) ** 2 for r in residuals) / df), df)
 
 
+WINSOR = 2.5  # pooled_noise clips a residual at this many robust sds
 OUTLIER_SDS = 3.0  # with a known noise, a pair this many noise sds from the median pair is left out
+FUTILE_AFTER = 3  # after this many pairs an estimate below 1 + min_gain ends the comparison ("no gain")
+EXTEND = 2  # an estimate at 1 + 3 * min_gain or more may take this many times max_pairs
 
 
 @dataclass(frozen=True)
@@ -196,10 +202,19 @@ def paired_step(
     >>> paired_step([2.5], 0.05, 8, noise).verdict, paired_step([0.6], 0.05, 8, noise).verdict
     ('faster', 'slower')
 
-    A 3% question stays open, and at the cap it is not confirmed:
+    A 3% question, below min_gain, is given up as futile after three pairs;
+    one pair below 1 (short of clearly slower) is never a verdict by itself:
 
-    >>> [paired_step([1.03] * n, 0.05, 8, noise).verdict for n in (1, 4, 8)]
-    [None, None, 'not confirmed']
+    >>> [paired_step([1.03] * n, 0.05, 8, noise).verdict for n in (1, 2, 3)]
+    [None, None, 'no gain']
+    >>> paired_step([0.9], 0.05, 8, noise).verdict is None
+    True
+
+    An estimate at 1 + 3 * min_gain or more may take up to EXTEND times the
+    cap before it is "not confirmed":
+
+    >>> [paired_step([1.2] * n, 0.05, 4, Noise(0.3, 10)).verdict for n in (4, 5, 8)]
+    [None, None, 'faster']
 
     One pair that a load burst threw far off is left out, once the noise is known:
 
@@ -224,6 +239,8 @@ def paired_step(
     logs = [math.log(r) for r in ratios]
     if n == 1 and ratios[0] <= clearly_slower:
         return PairedStep("slower", n, ratios[0], None, None)
+    if n == 1 and ratios[0] < 1:  # one pair never rejects short of clearly slower: it may be a load burst
+        return PairedStep(None if max_pairs > 1 else "not confirmed", n, ratios[0], None, None)
     if noise and noise.df >= 3 and noise.sd > 0 and n >= 3:  # a pair far from the others: a load burst
         middle = statistics.median(logs)
         kept = [x for x in logs if abs(x - middle) <= OUTLIER_SDS * noise.sd]
@@ -249,6 +266,8 @@ def paired_step(
         verdict = "slower"
     elif high < threshold or (n >= 2 and statistics.median_high(logs) <= 0):
         verdict = "no gain"
-    elif len(ratios) >= max_pairs:
+    elif n >= FUTILE_AFTER and ratio < threshold:
+        verdict = "no gain"  # futile: more pairs would at best confirm less than min_gain
+    elif len(ratios) >= max_pairs * (EXTEND if ratio >= 1 + 3 * min_gain else 1):
         verdict = "not confirmed"
     return PairedStep(verdict, len(ratios), ratio, low, high)

@@ -48,7 +48,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.stats import Noise, paired_step, pooled_noise, ratio_estimate
+from fitspeed.core.stats import EXTEND, Noise, paired_step, pooled_noise, ratio_estimate
 from fitspeed.machine import environment
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
@@ -72,7 +72,7 @@ from fitspeed.search.space import (
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
-SCREEN_GROUP = 2  # the screen measures the baseline again after this many candidates
+SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
@@ -389,24 +389,34 @@ class Tuner:
         return decision
 
     def decide(self, purpose: str, a: TrialConfig, b: TrialConfig, min_gain: float | None = None,
-               budgeted: bool = True) -> dict[str, Any]:
-        """Compare `b` with `a` in interleaved pairs until `paired_step` decides; stored and returned."""
+               budgeted: bool = True, probe: bool = False) -> dict[str, Any]:
+        """Compare `b` with `a` in interleaved pairs until `paired_step` decides; stored and returned.
+
+        `probe`: take the first pair only and return where it stands, unstored
+        (a later call goes on from the stored trials).
+        """
         gain = self.settings.min_gain if min_gain is None else min_gain
         ident = decision_id(purpose, a, b)
         phase = "verify" if purpose == "verify" else purpose
-        pairs: list[tuple[float, float]] = []
         why = None
         noise = self.noise()
-        step = paired_step([], gain, self.settings.pairs)
-        for index in range(self.settings.pairs):
+        screened = self._screen_pair(b) if purpose == "combine" and a == self.base else None
+        pairs: list[tuple[float, float]] = [screened] if screened else []
+        step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise,
+                           clearly_slower=CLEARLY_SLOWER) if pairs else paired_step([], gain, self.settings.pairs)
+        for index in range(len(pairs), self.settings.pairs * EXTEND):
+            if step.verdict or (probe and pairs):
+                break
             # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
-            # incumbent's trial that ends a decision can start the next one (`_reused`)
+            # incumbent's trial that ends a decision can start the next one (`_reused`). A decision
+            # whose estimate is promising (1 + 2 * min_gain or more) is finished past the budget.
+            finishing = budgeted and bool(pairs) and (step.ratio or 0.0) >= 1 + 2 * gain
             record_a = self._reused(ident, a) if index == 0 else None
             figure = self._figure(a)
-            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
+            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted and not finishing,
                                     stop_below=figure and STOP_SHARE * figure)
             if record_b is not None and throughput(record_b) is not None and record_a is None:
-                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
+                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted and not finishing)
             elif record_b is not None and record_a is None:
                 record_a = {"status": "not run"}
             if record_a is None or record_b is None:
@@ -422,9 +432,22 @@ class Tuner:
             pairs.append((speed_a, speed_b))
             step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise,
                                clearly_slower=CLEARLY_SLOWER)
-            if step.verdict:
-                break
+        if probe and not step.verdict and why is None:
+            return {"id": ident, **step.to_dict()}
         return self._store_decision(purpose, a, b, pairs, step, why, noise)
+
+    def _screen_pair(self, config: TrialConfig) -> tuple[float, float] | None:
+        """`config`'s screen trial against the screen's median baseline: a first pair at no cost.
+
+        The median of the screen's baseline trials, not the one next to it: a
+        load burst on that one trial would otherwise skew this decision's first
+        pair and, through it, the study's noise.
+        """
+        trial = studies.measured(self.study).get(studies.config_key(config))
+        if trial is None or trial.user_attrs.get("phase") != "sweep":
+            return None
+        speed, reference = throughput(dict(trial.user_attrs["record"])), self._screen_reference()
+        return (reference, speed) if speed and reference else None
 
     def _reused(self, ident: str, a: TrialConfig) -> dict[str, Any] | None:
         """The study's latest trial, when it measured `a`: the first pair of decision `ident` starts from it.
@@ -453,20 +476,23 @@ class Tuner:
     def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """Add the most promising change on top of the incumbent; keep it only if the pairs say so.
 
-        A change that showed no gain is tried once more on top of a later
-        incumbent (it may help only beside another change); one that was
+        The changes that gained `min_gain` or more in the screen are tried in
+        the screen's order. The rest (a change may help only beside another)
+        are then raced: one pair each on top of the incumbent, and the
+        comparisons are finished in the order of those first pairs, so that the
+        budget goes first to the one most likely to help. A change that showed
+        no gain is tried once more on top of a later incumbent; one that was
         slower, failed or failed the guard is not.
         """
         incumbent = self.base
+        strong = {studies.config_key(c) for c, ratio in promising if ratio >= 1 + self.settings.min_gain}
         waiting = [single for single, _ in promising]
         while waiting and not self._spent():
             passed: list[TrialConfig] = []
             before = incumbent
-            for single in waiting:
-                changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
-                if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
-                    continue  # that knob is set already, to a value that ranked higher
-                config = self._config(knob_values={**incumbent.to_dict(), **changes})
+            first = [s for s in waiting if studies.config_key(s) in strong]
+            for single in first + self._race(incumbent, [s for s in waiting if s not in first]):
+                config = self._on_top(incumbent, single)
                 if config is None or self._spent():
                     continue
                 challenger = incumbent
@@ -475,6 +501,26 @@ class Tuner:
                 if incumbent == challenger and verdict in ("no gain", "not confirmed"):
                     passed.append(single)
             waiting = passed if incumbent != before else []
+            strong = set()
+
+    def _on_top(self, incumbent: TrialConfig, single: TrialConfig) -> TrialConfig | None:
+        """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be."""
+        changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
+        if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
+            return None  # that knob is set already, to a value that ranked higher
+        return self._config(knob_values={**incumbent.to_dict(), **changes})
+
+    def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
+        """`singles`, ordered by the first pair of each on top of `incumbent` (best first)."""
+        firsts: list[tuple[float, int, TrialConfig]] = []
+        for index, single in enumerate(singles):
+            config = self._on_top(incumbent, single)
+            if config is None or self._spent():
+                firsts.append((0.0, index, single))
+                continue
+            step = self.decide("combine", incumbent, config, probe=True)
+            firsts.append((step["ratio"] or 0.0, index, single))
+        return [single for _, _, single in sorted(firsts, key=lambda item: (-item[0], item[1]))]
 
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         """`config` if the pairs find it faster than `incumbent` and its loss passes the guard."""

@@ -6,12 +6,14 @@ Who owns what, in the order a trial child runs them:
 |--------------|------------------------|----------------------------------------------------|
 | environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
 |              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
-| process      | `after_import`         | precision (global dtype policy), data_format       |
-|              |                        | (global image data format), deterministic (op      |
+| process      | `after_import`         | precision (global dtype policy), deterministic (op |
 |              |                        | determinism), intra_op_threads, inter_op_threads,  |
 |              |                        | and the seeds                                      |
+| model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
+|              |                        | rewritten and checked), precision (output layers   |
+|              |                        | kept float32)                                      |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
-| data         | `fitspeed.trial.data.sources`    | batch_size, and the channels_first transpose       |
+| data         | `fitspeed.trial.data.sources`    | batch_size                               |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
 |              |                        | shuffle_buffer, interleave, data_deterministic,    |
 |              |                        | data_autotune (tf.data); workers,                  |
@@ -112,7 +114,8 @@ def after_import(config: TrialConfig, seed: int) -> None:
 
     _threads(config)
     keras.config.set_dtype_policy(config.precision)
-    keras.config.set_image_data_format(config.data_format)
+    # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
+    # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
     keras.utils.set_random_seed(seed)
     if config.deterministic:
         if config.backend == "tensorflow":

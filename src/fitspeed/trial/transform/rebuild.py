@@ -93,7 +93,11 @@ class Rebuild:
         self.changes: list[Change] = []
 
     def run(self) -> keras.Model:
-        new = keras.models.clone_model(self.view, clone_function=lambda layer: layer, call_function=self._call)
+        inputs = keras.tree.map_structure(  # named as the original's input layers (clone_model names them after tensors)
+            lambda t: keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t._keras_history.operation.name),
+            self.view.input)
+        new = keras.models.clone_model(self.view, input_tensors=inputs, clone_function=lambda layer: layer,
+                                       call_function=self._call)
         outputs = [self._restore(t) for t in new.outputs]
         if any(a is not b for a, b in zip(outputs, new.outputs)):
             new = keras.Model(new.inputs, outputs, name=self.model.name)

@@ -53,10 +53,14 @@ def output_dtype(model: keras.Model) -> str:
 
     A layer's output dtype is its compute dtype, whatever the symbolic graph says.
     """
-    dtypes = sorted({str(t._keras_history.operation.dtype_policy.compute_dtype)
-                     if hasattr(t._keras_history.operation, "dtype_policy") else str(t.dtype)
-                     for t in keras.tree.flatten(graph_outputs(model))})
+    dtypes = sorted({str(layer.dtype_policy.compute_dtype) for layer in output_layers(model)})
     return ", ".join(dtypes)
+
+
+def output_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers whose calls make the model's outputs."""
+    return list({id(layer): layer for layer in (t._keras_history.operation
+                                                for t in keras.tree.flatten(graph_outputs(model)))}.values())
 
 
 def source_layers(model: keras.Model, target: str) -> list[str]:
@@ -94,17 +98,24 @@ def rewrite(
         raise ValueError(f"unknown precision {precision!r}")
     current, changes, checks = model, [], []
     before = int(model.count_params())
+    steps: list[tuple[str, str | None, PolicyFor | None]] = []
     if data_format is not None and source_layers(model, data_format):
-        step = Rebuild(current, data_format, None)
-        rewritten = step.run()
-        checks.append(compare(current, rewritten, f"data_format={data_format}", seed))
-        current, changes = rewritten, [*changes, *step.changes]
-    if precision is not None:
-        step = Rebuild(current, None, _policies(precision, scope))
-        rewritten = step.run()
-        if step.changes:
-            checks.append(compare(current, rewritten, f"precision={precision}", seed))
-            current, changes = rewritten, [*changes, *step.changes]
+        steps.append((f"data_format={data_format}", data_format, None))
+    if precision is not None:  # the layout is checked in the more precise of the two policies
+        step = (f"precision={precision}", None, _policies(precision, scope))
+        steps.insert(0 if precision == "float32" else len(steps), step)
+    for what, target, policy_for in steps:
+        rebuild = Rebuild(current, target, policy_for)
+        rewritten = rebuild.run()
+        if rebuild.changes:
+            checks.append(compare(current, rewritten, what, seed))
+            current, changes = rewritten, [*changes, *rebuild.changes]
+    if precision not in (None, "float32"):
+        moved = {c.layer for c in changes if c.what.startswith("dtype policy")}
+        changes += [Change(layer.name, type(layer).__name__, "computes in float32: it makes the model's output, "
+                                                             "which the loss reads")
+                    for layer in output_layers(current)
+                    if layer.dtype_policy.compute_dtype == "float32" and layer.name not in moved]
     after = int(current.count_params())
     if after != before:
         raise Refused(f"the rewrite changed the parameter count from {before:,} to {after:,}")

@@ -172,8 +172,7 @@ def run(config: TrialConfig, command: list[str], seed: int = 0) -> int:
         sys.stderr.write(
             f"fitspeed: data_format={config.data_format} is a rewrite of the script's model, which `fitspeed run` "
             "cannot swap. Add it to the script: model = fitspeed.rewrite_model(model, best_json) before fit() "
-            "(best.json's snippet shows it). Running with the other knobs.
-")
+            "(best.json's snippet shows it). Running with the other knobs.\n")
         config = config.replace(data_format="channels_last")
     spec = TrialSpec(model=label(script), data=DATA, config=config, seed=seed, script=script, timeout_s=None)
     with tempfile.TemporaryDirectory(prefix="fitspeed-run-") as tmp:

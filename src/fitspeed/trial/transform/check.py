@@ -22,6 +22,7 @@ one-line message.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,23 @@ def outputs(model: keras.Model, batch: Any) -> list[np.ndarray]:
     return [np.asarray(keras.ops.convert_to_numpy(keras.ops.cast(t, "float32"))) for t in keras.tree.flatten(result)]
 
 
+def backend_line(error: BaseException) -> str:
+    r"""The backend's own sentence in an error Keras wrapped around a layer call.
+
+    Keras adds the layer's name before it and the call's arguments after it, and
+    TensorFlow its function node and terminal colours:
+
+    >>> backend_line(RuntimeError("Exception encountered when calling Conv2D.call().\n\n\x1b[1m{{function_node "
+    ...     "__wrapped__Conv2D}} The Conv2D op currently only supports the NHWC tensor format on the CPU. The op was "
+    ...     "given the format: NCHW [Op:Conv2D]\x1b[0m\n\nArguments received by Conv2D.call():\n  • inputs=x"))
+    'RuntimeError: The Conv2D op currently only supports the NHWC tensor format on the CPU. The op was given the format: NCHW'
+    """
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split("\n\nArguments received by")[0]
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:\w+\]", "", text)
+    return brief_reason(f"{type(error).__name__}: {text}")
+
+
 def compare(original: keras.Model, rewritten: keras.Model, what: str, seed: int = 0) -> Check:
     """Run both models on the probe batch; a Check, or Refused when they differ or the backend cannot run it."""
     batch = probe_batch(original, seed)
@@ -85,7 +103,7 @@ def compare(original: keras.Model, rewritten: keras.Model, what: str, seed: int 
     try:
         received = outputs(rewritten, batch)
     except Exception as error:  # the backend's own refusal: one line of it
-        line = brief_reason(f"{type(error).__name__}: {error}")
+        line = backend_line(error)
         hint = (" TensorFlow runs channels_first convolutions on a CPU only with oneDNN on "
                 "(TF_ENABLE_ONEDNN_OPTS=1, the onednn knob)." if "NHWC" in line else "")
         raise Refused(f"{what} cannot run on this machine's backend: {line}.{hint}") from None

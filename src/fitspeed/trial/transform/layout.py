@@ -272,8 +272,11 @@ class Rules:
         held = to_target(rank, self.target)  # target axis a holds source axis held[a]
         # a weight holds one dimension per axis, in sorted order: reorder it for the new axes
         dims = [old.index(held[a]) for a in new]
+        if dims == sorted(dims):
+            return Plan(config={"axis": new}, permute_inputs=permute, output=Image(rank))
         return Plan(config={"axis": new}, permute_inputs=permute, output=Image(rank),
-                    weights=lambda w: [np.transpose(v, dims) if v.ndim == len(dims) else v for v in w])
+                    weights=lambda w: [np.transpose(v, dims) if v.ndim == len(dims) else v for v in w],
+                    notes=(f"weights transposed to the new axes ({tuple(dims)})",))
 
     def _elementwise(self, layer: keras.layers.Layer, layouts: Sequence[Layout], ranks: Sequence[int]) -> Plan:
         rank = ranks[0]

@@ -63,7 +63,7 @@ def run_conversion(request: dict[str, Any], *, python: str = sys.executable) -> 
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         done = subprocess.run([python, "-P", "-m", "fitspeed.trial.convert", str(path)], capture_output=True,
-                              text=True, env=env, stdin=subprocess.DEVNULL)
+                              text=True, env=env, stdin=subprocess.DEVNULL, check=False)
     record = decode(done.stdout)
     if record is None:
         record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "source": request["source"],

@@ -47,13 +47,13 @@ FORMATS = ("channels_last", "channels_first")
 # Layers Keras builds for either layout through their `data_format` argument. Flatten is
 # handled on its own; ConvLSTM has a time axis the other layouts do not, STFTSpectrogram reads audio.
 _NOT_IMAGE = ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "Flatten", "STFTSpectrogram")
-FORMAT_LAYERS: tuple[type, ...] = tuple(
+FORMAT_LAYERS: tuple[Any, ...] = tuple(
     {
         cls
         for name in dir(keras.layers)
         if isinstance(cls := getattr(keras.layers, name), type)
         and issubclass(cls, keras.layers.Layer)
-        and "data_format" in inspect.signature(cls.__init__).parameters
+        and "data_format" in inspect.signature(cls).parameters
         and cls.__name__ not in _NOT_IMAGE
     }
 )

@@ -65,7 +65,8 @@ def output_layers(model: keras.Model) -> list[keras.layers.Layer]:
 
 def source_layers(model: keras.Model, target: str) -> list[str]:
     """The names of the layers with a data_format other than `target`."""
-    return [layer.name for layer in functional_view(model).layers
+    layers: list[Any] = functional_view(model).layers
+    return [layer.name for layer in layers
             if isinstance(layer, FORMAT_LAYERS) and layer.get_config().get("data_format") not in (None, target)]
 
 
@@ -96,7 +97,7 @@ def rewrite(
         raise ValueError(f"unknown data_format {data_format!r}")
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}")
-    current, changes, checks = model, [], []
+    current, changes, checks = model, list[Change](), list[Check]()
     before = int(model.count_params())
     steps: list[tuple[str, str | None, PolicyFor | None]] = []
     if data_format is not None and source_layers(model, data_format):

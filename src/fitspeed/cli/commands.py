@@ -207,6 +207,10 @@ def measure(
         print(json.dumps(record, indent=2))
     else:
         tables.print_trials(out, [record], title=f"{workload} · {record['spec']['data'] or 'synthetic'}")
+        from fitspeed.cli.convert import rewrite_brief
+
+        if rewrite_brief(record.get("rewrite")):
+            out.print(rewrite_brief(record.get("rewrite")), highlight=False)
         if record.get("profile"):
             tables.print_profile(out, record["profile"])
         err.print(f"record appended to {results_path}", highlight=False)

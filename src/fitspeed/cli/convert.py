@@ -35,6 +35,23 @@ def run(out: Console, err: Console, source: Path, output: Path, assignments: lis
         raise typer.Exit(1)
 
 
+def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
+    """One line on what a trial's knobs rewrote in the model (`record["rewrite"]`), or None.
+
+    >>> rewrite_brief({"changes": [{"layer": "c", "class": "Conv2D", "change": "..."}], "checks": [
+    ...     {"what": "data_format=channels_first", "max_abs_diff": 3e-08, "tolerance": 1e-4}],
+    ...     "params": {"before": 962, "after": 962}})
+    'model rewritten: 1 change(s) in 1 layer(s), 962 parameters as before; data_format=channels_first checked (outputs within 3e-08, allowed 0.0001)'
+    """
+    if not rewrite or not rewrite.get("changes"):
+        return None
+    layers = len({c["layer"] for c in rewrite["changes"]})
+    checks = "; ".join(f"{c['what']} checked (outputs within {c['max_abs_diff']:.2g}, allowed {c['tolerance']:.2g})"
+                       for c in rewrite.get("checks") or [])
+    return (f"model rewritten: {len(rewrite['changes'])} change(s) in {layers} layer(s), "
+            f"{rewrite['params']['after']:,} parameters as before" + (f"; {checks}" if checks else ""))
+
+
 def print_conversion(console: Console, record: dict[str, Any]) -> None:
     """The changes table, the checks and the saved file; nothing but the header for a refusal."""
     knobs = " ".join(f"{k}={v}" for k, v in (record.get("knobs") or {}).items())

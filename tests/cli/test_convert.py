@@ -80,7 +80,7 @@ def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(wo
     record = json.loads(result.stdout)
     assert record["status"] == "ok", record["reason"]
     assert record["output_dtype"] == "float32"
-    (check, saved) = record["checks"]
+    check, _saved = record["checks"]
     assert check["compute_dtype"] == "bfloat16" and 0 < check["max_abs_diff"] <= check["tolerance"]
     assert {c["change"] for c in record["changes"] if c["class"] == "Conv2D"} == {
         "dtype policy float32 → mixed_bfloat16"}

@@ -185,8 +185,8 @@ class Rules:
         if isinstance(layer, keras.layers.Permute) and _is_keras(layer) and len(ranks) == 1:
             dims = tuple(layer.get_config()["dims"])
             if layouts[0] is None and dims == to_target(ranks[0], self.source)[1:]:
-                return Plan(remove=True, output=Image(ranks[0]), notes=(f"removed: it moved the input to "
-                                                                        f"{self.source}",))
+                note = f"removed: it moved the input to {self.source}"
+                return Plan(remove=True, output=Image(ranks[0]), notes=(note,))
             if isinstance(layouts[0], Image) and dims == to_target(ranks[0], self.target)[1:]:
                 return Plan(remove=True, notes=(f"removed: the tensor is already {self.target}",))
         if not touched:

@@ -16,7 +16,16 @@ from typing import Any
 import keras
 
 from fitspeed.trial.transform import Refused
-from fitspeed.trial.transform.layout import FEATURE_WISE, Image, Layout, Plan, Rules, describe, from_target, to_target
+from fitspeed.trial.transform.layout import (
+    FEATURE_WISE,
+    Image,
+    Layout,
+    Plan,
+    Rules,
+    describe,
+    from_target,
+    to_target,
+)
 
 # (layer, is it an output layer) -> the dtype policy it gets, or None to keep its own
 PolicyFor = Callable[[keras.layers.Layer, bool], "str | None"]

@@ -26,7 +26,13 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.trial.transform import Refused
 from fitspeed.trial.transform.check import Check, compare
 from fitspeed.trial.transform.layout import FORMAT_LAYERS, FORMATS
-from fitspeed.trial.transform.rebuild import Change, PolicyFor, Rebuild, functional_view, graph_outputs
+from fitspeed.trial.transform.rebuild import (
+    Change,
+    PolicyFor,
+    Rebuild,
+    functional_view,
+    graph_outputs,
+)
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 FLOAT_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")

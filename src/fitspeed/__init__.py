@@ -15,6 +15,7 @@ from fitspeed.core.record import TrialSpec as TrialSpec
 from fitspeed.measure.runner import run_trial as run_trial
 from fitspeed.trial.apply import apply as apply
 from fitspeed.trial.apply import compile_kwargs as compile_kwargs
+from fitspeed.trial.apply import rewrite_model as rewrite_model
 
 try:
     __version__ = metadata.version("fitspeed")
@@ -29,5 +30,6 @@ __all__ = [
     "__version__",
     "apply",
     "compile_kwargs",
+    "rewrite_model",
     "run_trial",
 ]

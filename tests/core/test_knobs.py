@@ -19,7 +19,7 @@ def test_every_config_field_is_a_knob_and_every_knob_a_field() -> None:
 def test_every_knob_has_a_description_and_a_stage() -> None:
     for knob in KNOBS:
         assert knob.description and knob.values
-        assert knob.stage in {"environment", "process", "compile", "data"}
+        assert knob.stage in {"environment", "process", "model", "compile", "data"}
         assert knob.scope in {"process", "model", "data"}
 
 

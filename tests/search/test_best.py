@@ -26,20 +26,24 @@ model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(h))
 """.strip()
 
 
-def run_snippet(config: TrialConfig) -> dict:
-    code = best_json.snippet(config)
+def run_snippet(config: TrialConfig, rewrite: dict | None = None) -> dict:
+    code = best_json.snippet(config, rewrite)
     # the snippet compiles `model`; build one first, then run the snippet's compile again on it
     script = PLAIN_SCRIPT.replace("SNIPPET", code.split("# Build and compile")[0]) + "\n"
     if "model.compile(" in code:
         script += "model.compile(" + code.split("model.compile(", 1)[1].split("\n\n")[0] + "\n"
-    if "np.transpose" in code:
-        script += "x_train = np.transpose(x_train, (0, 3, 1, 2))\n"
+    if "# Rewrite the built model" in code:
+        script += code[code.index("# Rewrite the built model"):] + "\n"
     script += (
         "print(json.dumps({'policy': keras.config.dtype_policy().name,"
         " 'format': keras.config.image_data_format(),"
-        " 'spe': getattr(model, 'steps_per_execution', None), 'x': list(x_train.shape)}))\n"
+        " 'conv': model.layers[2].data_format, 'out': model.layers[-1].dtype_policy.compute_dtype,"
+        " 'spe': getattr(model, 'steps_per_execution', None), 'x': list(x_train.shape),"
+        " 'y': list(model.predict(x_train, verbose=0).shape)}))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+    env = child_env()
+    env["TF_ENABLE_ONEDNN_OPTS"] = "1"  # the rewrite's check runs channels_first convolutions on any CPU
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, (script, result.stderr)
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -48,8 +52,14 @@ def run_snippet(config: TrialConfig) -> dict:
 def test_snippet_applies_the_configuration_in_plain_keras() -> None:
     config = TrialConfig(steps_per_execution=32, precision="mixed_bfloat16", data_format="channels_first",
                          intra_op_threads=1)
-    state = run_snippet(config)
-    assert state == {"policy": "mixed_bfloat16", "format": "channels_first", "spe": 32, "x": [64, 3, 16, 16]}
+    # the softmax follows the policy, as the trials found: the snippet names it and the rewrite keeps it float32
+    rewrite = {"changes": [{"layer": "dense", "class": "Dense", "change": "dtype policy mixed_bfloat16 → float32"}]}
+    state = run_snippet(config, rewrite)
+    # data_format is a rewrite of the model (layer 2 is the Conv2D after the inserted Permute), not a global
+    # setting, and the data stays as it is
+    assert state == {"policy": "mixed_bfloat16", "format": "channels_last", "conv": "channels_first",
+                     "out": "float32", "spe": 32, "x": [64, 16, 16, 3], "y": [64, 10]}
+    assert "followed the policy" in best_json.snippet(config, rewrite)
 
 
 def test_defaults_say_keep_them() -> None:
@@ -74,7 +84,8 @@ def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["mixed_bfloat16", "channels_first", "1"]
+    # data_format is no process-wide setting: fitspeed.rewrite_model(model, ...) rewrites the model itself
+    assert result.stdout.split() == ["mixed_bfloat16", "channels_last", "1"]
 
 
 def test_onednn_is_exported_as_an_environment_variable(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import TrialSpec, brief_reason, throughput
-from fitspeed.core.workloads import MODELS, check_model
+from fitspeed.core.workloads import MODELS, check_model, is_saved_model
 from fitspeed.measure import results
 
 app = typer.Typer(
@@ -39,7 +39,7 @@ err = Console(stderr=True, markup=False)
 
 DEFAULT_RESULTS = Path("fitspeed-results.jsonl")
 
-Workload = Annotated[str, typer.Argument(help="Built-in model (see `fitspeed workloads`) or module:function.")]
+Workload = Annotated[str, typer.Argument(help="Built-in model (see `fitspeed workloads`), module:function or a saved model.keras.")]
 DataOpt = Annotated[Optional[str], typer.Option("--data", help="synthetic, cifar10, fashion_mnist, npz:PATH or module:function.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="A knob as name=value; repeat for more (see `fitspeed knobs`).")]
 StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed steps per repeat, a multiple of steps_per_execution [default: about 1 s of training].")]
@@ -50,7 +50,7 @@ MemoryOpt = Annotated[Optional[str], typer.Option("--memory-limit", help="Reside
 ResultsOpt = Annotated[Path, typer.Option("--results", help="JSON-lines file the records are appended to.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the machine-readable record(s) instead of tables.")]
 AugmentOpt = Annotated[bool, typer.Option("--augment", help="With --data images:DIR: random crop and flip per example (same as --data images+augment:DIR).")]
-Target = Annotated[Optional[str], typer.Argument(help="Built-in model (see `fitspeed workloads`) or module:function; or, after `--`, your training command, run unchanged: -- python train.py --epochs 15.", show_default=False)]
+Target = Annotated[Optional[str], typer.Argument(help="Built-in model (see `fitspeed workloads`), module:function or a saved model.keras; or, after `--`, your training command, run unchanged: -- python train.py --epochs 15.", show_default=False)]
 CommandArgs = Annotated[Optional[list[str]], typer.Argument(help="The rest of the training command after `--`.", show_default=False)]
 FitOpt = Annotated[int, typer.Option("--fit", help="With a training command: which of its fit() calls to time (1 is the first).")]
 MonitorOpt = Annotated[bool, typer.Option("--monitor", help="Sample the trial's process tree and the GPUs; each record gains mean/peak CPU, threads, device use and power.")]
@@ -145,7 +145,7 @@ def _script(workload: str | None, command: list[str] | None, fit: int, data: str
     if workload is None:
         raise UserError("Expected a workload (a built-in model or module:function) or a training command after "
                         "`--`, such as `fitspeed measure -- python train.py`. Received neither.")
-    if not command and (workload in MODELS or is_callable_ref(workload)
+    if not command and (workload in MODELS or is_callable_ref(workload) or is_saved_model(workload)
                         or not ("/" in workload or workload.endswith((".py", ".sh")) or Path(workload).is_file())):
         return None
     if data is not None:
@@ -207,6 +207,10 @@ def measure(
         print(json.dumps(record, indent=2))
     else:
         tables.print_trials(out, [record], title=f"{workload} · {record['spec']['data'] or 'synthetic'}")
+        from fitspeed.cli.convert import rewrite_brief
+
+        if rewrite_brief(record.get("rewrite")):
+            out.print(rewrite_brief(record.get("rewrite")), highlight=False)
         if record.get("profile"):
             tables.print_profile(out, record["profile"])
         err.print(f"record appended to {results_path}", highlight=False)
@@ -552,6 +556,20 @@ def run_script(
     command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
     err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
     raise typer.Exit(training_command.run(chosen, command, seed=seed))
+
+
+@app.command()
+def convert(
+    model: Annotated[Path, typer.Argument(help="A saved model.keras.", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to save the converted model (.keras).", show_default=False)],
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="data_format=... or precision=... (backend=, onednn= say where the check runs); repeat for more.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite -o if it exists.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite a saved model for data_format and precision: same weights, outputs checked equal, then saved."""
+    from fitspeed.cli import convert as conversion
+
+    conversion.run(out, err, model, output, set_ or [], force, as_json)
 
 
 @app.command("make-images")

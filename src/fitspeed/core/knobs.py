@@ -18,7 +18,7 @@ from fitspeed.core.errors import KnobError
 BACKENDS = ("tensorflow", "jax", "torch")
 
 Scope = Literal["process", "model", "data"]
-Stage = Literal["environment", "process", "compile", "data"]
+Stage = Literal["environment", "process", "model", "compile", "data"]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -243,7 +243,8 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob(
         name="precision",
-        description="Global dtype policy: keras.mixed_precision.set_global_policy(...).",
+        description="Global dtype policy: keras.mixed_precision.set_global_policy(...); the model's output layers "
+        "are kept float32 (rewritten and checked where they follow the policy).",
         values="float32, mixed_float16, mixed_bfloat16",
         default="float32",
         scope="process",
@@ -255,11 +256,12 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob(
         name="data_format",
-        description="Image layout: keras.config.set_image_data_format(...); data is transposed to match.",
+        description="Image layout: the model is rewritten (layers' data_format, BatchNormalization axis, Flatten "
+        "order, the input permuted inside it) and checked to compute the same; the data stays as it is.",
         values="channels_last, channels_first",
         default="channels_last",
-        scope="process",
-        stage="process",
+        scope="model",
+        stage="model",
         parse=lambda raw: _choice("data_format", raw, ("channels_last", "channels_first")),
         changes_numerics=True,
     ),

@@ -1,7 +1,8 @@
 """Workloads: a model plus a data source, named without importing keras.
 
-A model is a built-in name (`fitspeed workloads` lists them) or a user's
-`module:function` that returns a compiled or uncompiled Keras model. Data is a
+A model is a built-in name (`fitspeed workloads` lists them), a user's
+`module:function` that returns a compiled or uncompiled Keras model, or a saved
+`.keras` file (rebuilt from its config, with fresh weights, for every trial). Data is a
 built-in source, `npz:PATH` (or a path ending in `.npz`), or `module:function`
 returning arrays, a `tf.data.Dataset` or a `keras.utils.PyDataset`.
 
@@ -13,6 +14,7 @@ builders run in the trial child (`fitspeed.trial.models`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from fitspeed.core.data_ref import is_callable_ref
 from fitspeed.core.errors import WorkloadError
@@ -64,12 +66,28 @@ DATA: dict[str, DataInfo] = {
 }
 
 
+def is_saved_model(ref: str) -> bool:
+    """True for a path to a saved `.keras` file (whether or not it exists).
+
+    >>> is_saved_model("runs/model.keras"), is_saved_model("mypkg.models:build")
+    (True, False)
+    """
+    return ref.endswith(".keras")
+
+
 def check_model(ref: str) -> str:
-    """Return `ref` if it names a built-in model or a `module:function`."""
+    """Return `ref` if it names a built-in model, a `module:function` or a saved `.keras` file that exists."""
+    if is_saved_model(ref):
+        if not Path(ref).is_file():
+            raise WorkloadError(
+                f"Expected a saved Keras model file. Received: {ref!r}, which does not exist. Check the path, "
+                "or save one with model.save('model.keras')."
+            )
+        return ref
     if ref in MODELS or is_callable_ref(ref):
         return ref
     raise WorkloadError(
-        f"Unknown workload {ref!r}. Expected a built-in model ({', '.join(MODELS)}) "
-        "or a builder written as module:function, such as mypkg.models:build. "
+        f"Unknown workload {ref!r}. Expected a built-in model ({', '.join(MODELS)}), "
+        "a builder written as module:function, such as mypkg.models:build, or a saved model.keras file. "
         "Run `fitspeed workloads` to list the built-in ones."
     )

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,12 @@ def run(config: TrialConfig, command: list[str], seed: int = 0) -> int:
     import tempfile
 
     script = describe(command)
-    if config.data_format != "channels_last":
-        raise UserError(
-            f"Expected a configuration for a training script. Received: data_format={config.data_format!r}, "
-            "which fitspeed cannot apply to a script's own layers. Tune the script itself, or drop data_format."
-        )
+    if config.data_format != "channels_last":  # the script holds its own model: fitspeed cannot swap it here
+        sys.stderr.write(
+            f"fitspeed: data_format={config.data_format} is a rewrite of the script's model, which `fitspeed run` "
+            "cannot swap. Add it to the script: model = fitspeed.rewrite_model(model, best_json) before fit() "
+            "(best.json's snippet shows it). Running with the other knobs.\n")
+        config = config.replace(data_format="channels_last")
     spec = TrialSpec(model=label(script), data=DATA, config=config, seed=seed, script=script, timeout_s=None)
     with tempfile.TemporaryDirectory(prefix="fitspeed-run-") as tmp:
         argv, env, _ = prepare(spec, Path(tmp), dict(os.environ), action="run")

@@ -1,10 +1,12 @@
 """`best.json`: the verified configuration and the code that applies it.
 
 The snippet uses Keras's own API, so it works in a plain Keras script with no
-fitspeed installed: the environment variables to export before Python starts
-(`exports`, also in best.json as `environment_variables`), the process-wide settings
-(before the model is built), then the compile arguments, then the data layout
-the model needs.
+fitspeed installed, but for the model rewrite: data_format (and an output layer
+that followed a mixed policy) is a rewrite of the built model,
+`fitspeed.rewrite_model` (or `fitspeed convert` for a saved one). It gives the
+environment variables to export before Python starts (`exports`, also in
+best.json as `environment_variables`), the process-wide settings (before the
+model is built), then the compile arguments, then the model rewrite.
 """
 
 from __future__ import annotations
@@ -31,8 +33,22 @@ def exports(config: TrialConfig) -> dict[str, str]:
     return out
 
 
-def snippet(config: TrialConfig) -> str:
+def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
+    """The output layers a trial's rewrite moved to float32 (`record["rewrite"]["changes"]`).
+
+    >>> _output_fixes({"changes": [{"layer": "dense_1", "class": "Dense",
+    ...                             "change": "dtype policy mixed_bfloat16 → float32"}]})
+    ["'dense_1' (Dense)"]
+    """
+    return [f"{c['layer']!r} ({c['class']})" for c in (rewrite or {}).get("changes", [])
+            if c["change"].startswith("dtype policy") and c["change"].endswith("→ float32")]
+
+
+def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
     """Python that applies `config` in a user's own Keras code.
+
+    `rewrite` is the best trial's record of what it changed in the model
+    (`fitspeed.trial.transform`): an output layer it moved to float32 is named.
 
     >>> print(snippet(TrialConfig(steps_per_execution=32)))
     import keras
@@ -59,14 +75,16 @@ def snippet(config: TrialConfig) -> str:
                 for name, value in exported.items()]
     if env:
         lines += ["import os", "", "# Before importing keras:", *env, ""]
-    if "data_format" in changed and config.data_format == "channels_first":
-        lines.append("import numpy as np")
     lines.append("import keras")
     process = []
     if "precision" in changed:
         process.append(f'keras.mixed_precision.set_global_policy("{config.precision}")')
-    if "data_format" in changed:
-        process.append(f'keras.config.set_image_data_format("{config.data_format}")')
+        fixed = _output_fixes(rewrite)
+        process += ["# The loss must read float32 outputs: build your output layer with dtype=\"float32\", such as",
+                    '# layers.Activation("softmax", dtype="float32")' + (", or rewrite the model (below)." if fixed
+                                                                        else ".")]
+        if fixed:
+            process.append(f"# fitspeed's trials did so for you: {', '.join(fixed)} followed the policy.")
     if config.deterministic:
         process.append("keras.utils.set_random_seed(0)")
         if config.backend == "tensorflow":
@@ -96,9 +114,14 @@ def snippet(config: TrialConfig) -> str:
         lines += ["", "# Build and compile your model as before, adding these arguments:",
                   "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",
                   *compile_args, ")"]
-    if "data_format" in changed and config.data_format == "channels_first":
-        lines += ["", "# Image arrays from keras.datasets are channels_last (N, H, W, C): move channels first.",
-                  "x_train = np.transpose(x_train, (0, 3, 1, 2))"]
+    rewritten = {k: v for k, v in changed.items() if k == "data_format" or (k == "precision" and _output_fixes(rewrite))}
+    if rewritten:
+        lines += ["", "# Rewrite the built model as fitspeed's trials did (same weights, outputs checked equal):"]
+        if "data_format" in rewritten:
+            lines += ["# every data_format layer, BatchNormalization axes and the Flatten order go channels_first;",
+                      "# the input is permuted inside the model, so your data stays channels_last.",
+                      "# A saved model: fitspeed convert model.keras --set data_format=channels_first -o fast.keras"]
+        lines += ["import fitspeed", "", f"model = fitspeed.rewrite_model(model, {json.dumps(rewritten)})"]
     if "batch_size" in changed:
         lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",
                   f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
@@ -118,13 +141,14 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
     best = summary["best"]
     chosen = best["config"] if best.get("claimed") else summary["baseline"]["config"]
     config = TrialConfig.from_dict(chosen)
+    rewrite = best.get("rewrite") if best.get("claimed") else None
     payload = {
         "schema": SCHEMA_VERSION,
         "kind": "best",
         **summary,
         "knobs": config.changed(),
         "environment_variables": exports(config),
-        "snippet": snippet(config),
+        "snippet": snippet(config, rewrite),
     }
     try:
         write_atomically(target, json.dumps(json.loads(to_json(payload)), indent=2) + "\n")

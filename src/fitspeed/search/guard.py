@@ -3,7 +3,8 @@
 A configuration whose knobs change numerics (see `Knob.changes_numerics`) is
 trained from the same seed, on the same learnable data, for the same fixed
 number of steps as the baseline; its final loss must stay within a stated
-tolerance of the baseline's, and be finite. Knobs that do not change numerics
+tolerance of the baseline's, and be finite; the model's output must be float32.
+Knobs that do not change numerics
 (steps_per_execution, threads) are reset to the baseline's values for the
 guard run, so every guard run trains exactly the same steps.
 """
@@ -66,15 +67,27 @@ def check(
     baseline_curve: Sequence[float | None],
     curve: Sequence[float | None],
     tolerance: float = DEFAULT_TOLERANCE,
+    output_dtype: str | None = None,
 ) -> GuardVerdict:
-    """Compare final losses: within `tolerance` of the baseline's, relatively.
+    """Compare final losses: within `tolerance` of the baseline's, relatively; and the output is float32.
+
+    `output_dtype` is the dtype of the candidate model's outputs as its trial
+    recorded it (`metrics.output_dtype`; None in records older than the check).
+    Under a mixed policy the loss must read float32 outputs (Keras's mixed
+    precision guide); the trial's rewrite keeps them so, and a model it could
+    not rewrite fails here.
 
     >>> check([2.3, 1.5, 1.0], [2.3, 1.52, 1.04]).ok
     True
     >>> check([2.3, 1.5, 1.0], [2.3, 2.2, 2.1]).reason
     'final loss 2.1 is 110% away from the baseline 1, over the 10% tolerance'
+    >>> check([2.3, 1.0], [2.3, 1.0], output_dtype="bfloat16").reason
+    "the model's output is bfloat16, not float32: the loss would read 16-bit values; give the output layer dtype='float32'"
     """
     keep = (tuple(baseline_curve), tuple(curve))
+    if output_dtype is not None and output_dtype != "float32":
+        return GuardVerdict(False, f"the model's output is {output_dtype}, not float32: the loss would read 16-bit "
+                                   "values; give the output layer dtype='float32'", *keep)
     if not curve or curve[-1] is None or not math.isfinite(curve[-1]):
         return GuardVerdict(False, "the loss is not finite", *keep)
     if not baseline_curve or baseline_curve[-1] is None or not math.isfinite(baseline_curve[-1]):

@@ -93,10 +93,7 @@ def default_space(
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
     dims.append(Dimension("precision", precision))
     dims.append(_onednn(base, onednn_on))
-    if data == "script":  # fitspeed.measure.training_command.DATA
-        dims.append(Dimension("data_format", (), "data_format: a training script builds its own layers, and "
-                                                 "fitspeed does not yet rewrite them safely"))
-    elif _image_model(model) is False:
+    if _image_model(model) is False:
         dims.append(Dimension("data_format", (), "the model has no image layers"))
     else:
         dims.append(Dimension("data_format", ("channels_first",)))

@@ -175,6 +175,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             "verdict": verification.get("verdict") or "not verified yet",
             "why": verification.get("why"),
             "estimate": verification.get("estimate"),
+            # what its trial rewrote in the model (fitspeed.trial.transform), for best.json's snippet
+            "rewrite": best_trial["record"].get("rewrite") if best_trial else None,
         },
         "effects": effects,
         "rejected": rejected,

@@ -218,8 +218,9 @@ class Tuner:
         if stored:
             return dict(stored)
         baseline = self._guard_curve(self.base)
-        candidate = self._guard_curve(config)
-        verdict = guard.check(baseline, candidate, self.settings.tolerance).to_dict()
+        run = self._guard_run(config)
+        candidate = list(run["curve"]) if run["status"] == "ok" else [None]
+        verdict = guard.check(baseline, candidate, self.settings.tolerance, run.get("output_dtype")).to_dict()
         if self.settings.script is not None:  # a script seeds its own training: is its baseline reproducible?
             unsteady = guard.unreproducible(baseline, self._guard_curve(self.base, again=True), self.settings.tolerance)
             if unsteady:
@@ -229,6 +230,11 @@ class Tuner:
         return verdict
 
     def _guard_curve(self, config: TrialConfig, again: bool = False) -> list[float | None]:
+        stored = self._guard_run(config, again)
+        return list(stored["curve"]) if stored["status"] == "ok" else [None]
+
+    def _guard_run(self, config: TrialConfig, again: bool = False) -> dict[str, Any]:
+        """The guard's train-mode run of `config` (stored): status, reason, loss curve and output dtype."""
         spec = guard.guard_spec(self.settings.spec(config), self.base)
         key = "guard-run:" + studies.config_key(spec.config) + ("#again" if again else "")
         stored = self.study.user_attrs.get(key)
@@ -236,9 +242,9 @@ class Tuner:
             record = self.run_trial(spec)
             metrics = record.get("metrics") or {}
             stored = {"status": record["status"], "reason": record.get("reason"),
-                      "curve": metrics.get("loss_curve") or []}
+                      "curve": metrics.get("loss_curve") or [], "output_dtype": metrics.get("output_dtype")}
             self.study.set_user_attr(key, studies.plain(stored))
-        return list(stored["curve"]) if stored["status"] == "ok" else [None]
+        return dict(stored)
 
     # -- the search ---------------------------------------------------------
 

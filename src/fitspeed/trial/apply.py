@@ -6,12 +6,14 @@ Who owns what, in the order a trial child runs them:
 |--------------|------------------------|----------------------------------------------------|
 | environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
 |              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
-| process      | `after_import`         | precision (global dtype policy), data_format       |
-|              |                        | (global image data format), deterministic (op      |
+| process      | `after_import`         | precision (global dtype policy), deterministic (op |
 |              |                        | determinism), intra_op_threads, inter_op_threads,  |
 |              |                        | and the seeds                                      |
+| model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
+|              |                        | rewritten and checked), precision (output layers   |
+|              |                        | kept float32)                                      |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
-| data         | `fitspeed.trial.data.sources`    | batch_size, and the channels_first transpose       |
+| data         | `fitspeed.trial.data.sources`    | batch_size                               |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
 |              |                        | shuffle_buffer, interleave, data_deterministic,    |
 |              |                        | data_autotune (tf.data); workers,                  |
@@ -42,18 +44,10 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
     and best before importing keras (the backend and determinism flags are
     read at import). Compile arguments (steps_per_execution, jit_compile) are
     yours to pass to `model.compile()`; `compile_kwargs(config)` gives them.
+    data_format (and float32 outputs under mixed precision) rewrite the model
+    itself: `rewrite_model(model, config)`.
     """
-    if isinstance(config, (str, Path)):
-        try:
-            data = json.loads(Path(config).read_text())
-            config = dict(data["best"]["config"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UserError(
-                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error}). "
-                "Pass the best.json that `fitspeed tune` wrote, or a dict of knobs."
-            ) from None
-    if not isinstance(config, TrialConfig):
-        config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    config = _as_config(config)
     _check_onednn(config)
     if "keras" in sys.modules:
         import keras
@@ -73,6 +67,44 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
             "any TensorFlow operation."
         ) from None
     return config
+
+
+def _as_config(config: TrialConfig | Mapping[str, Any] | str | Path) -> TrialConfig:
+    """A TrialConfig from itself, a mapping of knob values, or a best.json's path."""
+    if isinstance(config, (str, Path)):
+        try:
+            data = json.loads(Path(config).read_text())
+            config = dict(data["best"]["config"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(
+                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error}). "
+                "Pass the best.json that `fitspeed tune` wrote, or a dict of knobs."
+            ) from None
+    if not isinstance(config, TrialConfig):
+        config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
+    return config
+
+
+def rewrite_model(model: Any, config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> Any:
+    """`model` rewritten for the configuration's model knobs, as fitspeed's trials rewrote it.
+
+    data_format=channels_first rebuilds every layer with a data_format in it, maps
+    BatchNormalization axes, keeps the Flatten order (the Dense kernels after it
+    permuted) and permutes the input once inside the model, so your data stays
+    channels_last; under a mixed precision policy the output layers compute in
+    float32. The rewritten model's outputs are checked against the original's on a
+    probe batch; a model that cannot be rewritten safely raises UserError naming
+    the layer. Call it after `apply()`, on the built (and compiled) model; the
+    weights are carried over and the compile arguments kept.
+    """
+    from fitspeed.trial.transform import Refused
+    from fitspeed.trial.transform.rewrite import for_trial
+
+    try:
+        done = for_trial(model, _as_config(config), seed)
+    except Refused as error:
+        raise UserError(str(error)) from None
+    return model if done is None else done.model
 
 
 def before_import(config: TrialConfig, seed: int) -> None:
@@ -112,7 +144,8 @@ def after_import(config: TrialConfig, seed: int) -> None:
 
     _threads(config)
     keras.config.set_dtype_policy(config.precision)
-    keras.config.set_image_data_format(config.data_format)
+    # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
+    # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
     keras.utils.set_random_seed(seed)
     if config.deterministic:
         if config.backend == "tensorflow":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from keras import layers
 
 from fitspeed.core.data_ref import is_callable_ref
 from fitspeed.core.errors import WorkloadError
-from fitspeed.core.workloads import MODELS
+from fitspeed.core.workloads import MODELS, is_saved_model
 
 
 def _channels_axis() -> int:
@@ -167,16 +168,41 @@ def import_callable(ref: str, what: str) -> Callable[..., Any]:
 
 
 def build(ref: str) -> keras.Model:
-    """Build a built-in model, or call a user's builder."""
+    """Build a built-in model, call a user's builder, or rebuild a saved model from its config."""
     if ref in BUILDERS:
         info = MODELS[ref]
         return BUILDERS[ref](info.input_shape, info.num_classes)
+    if is_saved_model(ref):
+        return from_saved_config(ref)
     model = import_callable(ref, "a model builder")()
     if not isinstance(model, keras.Model):
         raise WorkloadError(
             f"Expected {ref!r} to return a keras.Model. Received: {type(model).__name__}. "
             "Return the model from your builder."
         )
+    return model
+
+
+def from_saved_config(path: str) -> keras.Model:
+    """The model a `.keras` file describes, built fresh from its config (compiled as saved); its weights unread."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = archive.read("config.json").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile) as error:
+        raise WorkloadError(
+            f"Expected a model saved by Keras 3 with model.save('model.keras'). Received: {path!r}, which cannot be "
+            f"read as one ({error}). Save the model again with Keras 3."
+        ) from None
+    try:
+        model = keras.models.model_from_json(config)
+    except Exception as error:  # an unknown custom layer, a Lambda under safe mode: the user's model, not a crash
+        raise WorkloadError(
+            f"Could not rebuild the model saved in {path!r} from its config: {type(error).__name__}: {error}. "
+            "Register its custom objects (keras.saving.register_keras_serializable) in a module fitspeed imports, "
+            "or pass a module:function that builds it."
+        ) from None
+    if not isinstance(model, keras.Model):
+        raise WorkloadError(f"Expected {path!r} to hold a keras.Model. Received: {type(model).__name__}.")
     return model
 
 

@@ -39,6 +39,7 @@ from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, encode, new_record
 from fitspeed.trial import apply
+from fitspeed.trial.transform import Refused
 
 
 def measure(spec: TrialSpec) -> dict[str, Any]:
@@ -52,11 +53,14 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     from fitspeed.trial.data import layout, sources
     from fitspeed.trial.data.fit_input import fit_input, max_steps
     from fitspeed.trial.timing import StepTimer
+    from fitspeed.trial.transform import rewrite
 
     apply.after_import(config, spec.seed)
     env = environment.collect(config.backend)
     started = time.perf_counter()
     model = models.build(spec.model)
+    rewritten = rewrite.for_trial(model, config, spec.seed)  # data_format, float32 outputs: checked, or Refused
+    model = rewritten.model if rewritten else model
     models.compile_model(model, apply.compile_kwargs(config))
     data_ref = DataRef.parse(spec.data)
     shape = layout.channels_last_shape(model)
@@ -77,7 +81,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
 
     n = config.steps_per_execution
     if spec.mode == "train":
-        return _train(spec, model, data, batch, env)
+        return {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}
     if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
         if spec.mode == "input":
             return input_probe.input_rate(spec, data, batch, env)
@@ -113,7 +117,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         verbose=0,
         callbacks=[timer],
     )
-    extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()]}
+    extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()], **_rewritten(rewritten)}
     if spec.profile_dir:  # one more window like the timed ones, traced; it stays out of the figures
         from fitspeed.trial import profiling
 
@@ -153,6 +157,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             device_mb=environment.peak_device_memory_mb(config.backend),
             params=int(model.count_params()),
             data_kind=data.origin or data.kind,
+            output_dtype=rewrite.output_dtype(model),
         ),
         notes=notes,
         **extra,
@@ -174,10 +179,16 @@ def _stopped_early(spec: TrialSpec, after: str, speeds: list[float], n: int, bat
     return new_record(spec, "ok", environment=env, metrics=metrics, notes=[note])
 
 
+def _rewritten(rewritten: Any) -> dict[str, Any]:
+    """The record's `rewrite`: what the model knobs changed in the model, and the check that it computes the same."""
+    return {"rewrite": rewritten.to_dict()} if rewritten is not None else {}
+
+
 def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
     """Train from the seed for a fixed number of steps and keep the loss curve."""
     from fitspeed.trial.data.fit_input import fit_input
     from fitspeed.trial.timing import StepTimer
+    from fitspeed.trial.transform.rewrite import output_dtype
 
     steps = spec.steps or 0
     timer = StepTimer(marks=())
@@ -190,7 +201,7 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
     )
     losses = timer.epoch_losses
     metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
-               "steps_per_repeat": steps, "batch_size": batch}
+               "steps_per_repeat": steps, "batch_size": batch, "output_dtype": output_dtype(model)}
     if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
         reason = timer.nonfinite or "the final loss is not finite"
         return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics)
@@ -211,6 +222,7 @@ def window_metrics(
     device_mb: float | None,
     params: int,
     data_kind: str | None = None,
+    output_dtype: str | None = None,
 ) -> dict[str, Any]:
     from fitspeed.core.stats import describe
 
@@ -233,6 +245,7 @@ def window_metrics(
         "jit_compile_resolved": jit_compile,
         "params": params,
         "data_kind": data_kind,
+        "output_dtype": output_dtype,  # the loss reads it: float32 under a mixed policy (the guard checks)
     }
 
 
@@ -270,6 +283,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         return measure(spec)
     except UserError as error:
         return new_record(spec, "failed", reason=str(error), user_error=True, environment=_environment(spec))
+    except Refused as error:  # the knob cannot apply to this model, or cannot run here: a result, not a crash
+        return new_record(spec, "failed", reason=str(error), environment=_environment(spec))
     except BaseException as error:  # a failure is data: record it, whatever it is
         named = _unreadable_images(spec, error)
         if named:

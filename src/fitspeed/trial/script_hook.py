@@ -19,8 +19,12 @@ Who owns what in the user's process:
 | the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
 |                              | the measurement protocol of `fitspeed.trial.protocol`         | to arrays, a tf.data       |
 |                              |                                                      | Dataset or a PyDataset     |
+| the script's chosen `fit()`  | the script's model rewritten and checked             | data_format, float32       |
+|                              | (`fitspeed.trial.transform.rewrite.for_trial`)       | outputs under precision    |
 
-data_format is never applied to a script: its layers are built by its own code.
+The rewritten model (compiled as the script compiled its own) is the one timed;
+`fitspeed run` cannot swap the model a script holds, so it leaves data_format to
+the script (best.json's snippet shows the line).
 
 In a trial (action "trial") the chosen `fit()` never trains the script's
 recipe: it runs the warm-up and the timed windows on the script's own model,
@@ -54,6 +58,7 @@ from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
 from fitspeed.trial.protocol import is_oom, window_metrics
+from fitspeed.trial.transform import Refused
 
 ENV = "FITSPEED_SCRIPT"
 LEGACY = (
@@ -230,6 +235,8 @@ class Hook:
             return self._measure(real_fit, model, args, kwargs)
         except UserError as error:
             return self._failed(str(error), user_error=True)
+        except Refused as error:  # a knob that cannot apply to the script's model, or cannot run here
+            return self._failed(str(error), user_error=False)
         except BaseException as error:  # a failure is data
             traceback.print_exc()
             status = "oom" if is_oom(error) else "failed"
@@ -240,17 +247,16 @@ class Hook:
         from fitspeed.machine import environment
         from fitspeed.trial import input_probe
         from fitspeed.trial.timing import StepTimer
+        from fitspeed.trial.transform import rewrite
 
         spec, config = self.spec, self.config
         env = environment.collect(config.backend)
         started = time.perf_counter()
         bound = inspect.signature(real_fit).bind(model, *args, **kwargs).arguments
-        if config.data_format != "channels_last":
-            raise UserError(
-                f"Expected knobs that apply to a training script. Received: data_format={config.data_format!r}, "
-                "which fitspeed cannot yet apply to a script's own layers without changing what it computes. "
-                "Drop --set data_format=..."
-            )
+        rewritten = rewrite.for_trial(model, config, spec.seed)  # the same rewrite as a builder's model gets
+        if rewritten is not None:
+            model = rewritten.model  # compiled as the script compiled its own
+        fields = {"rewrite": rewritten.to_dict()} if rewritten is not None else {}
         if "batch_size" in config.changed():
             raise UserError(
                 f"Expected knobs that apply to a training script. Received: batch_size={config.batch_size}, but a "
@@ -283,10 +289,11 @@ class Hook:
             run_fit(steps, spec.repeats, timer)
             losses = timer.epoch_losses
             metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
-                       "steps_per_repeat": steps, "batch_size": batch, "data_kind": data.kind}
+                       "steps_per_repeat": steps, "batch_size": batch, "data_kind": data.kind,
+                       "output_dtype": rewrite.output_dtype(model)}
             bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
             return new_record(spec, "nan" if bad else "ok", reason=bad, environment=env, metrics=metrics,
-                              script=self._script_info(), notes=notes)
+                              script=self._script_info(), notes=notes, **fields)
         if spec.mode == "input":
             return {**input_probe.input_rate(spec, data, batch, env), "script": self._script_info()}
         if spec.mode == "epochs":
@@ -322,12 +329,12 @@ class Hook:
             first_s=first_s, build_s=build_s, losses=losses, calls=timer.calls_per_epoch,
             jit_compile=bool(getattr(model, "jit_compile", False)),
             device_mb=environment.peak_device_memory_mb(config.backend), params=int(model.count_params()),
-            data_kind=data.kind,
+            data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
         metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits)
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
                           environment=env, metrics=metrics, notes=notes, script=self._script_info(),
-                          timed_wall=[timed_wall, time.time()])
+                          timed_wall=[timed_wall, time.time()], **fields)
 
     # -- the end ----------------------------------------------------------------
 

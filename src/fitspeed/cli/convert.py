@@ -1,0 +1,80 @@
+"""`fitspeed convert`: a saved model rewritten for data_format and precision, checked, saved.
+
+The conversion runs in a child process (`fitspeed.measure.conversion`); this
+module prints its record: what changed, layer by layer, the checks with their
+tolerances, and the parameter counts; or the reason it was refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+def run(out: Console, err: Console, source: Path, output: Path, assignments: list[str], force: bool,
+        as_json: bool) -> None:
+    from fitspeed.measure.conversion import order, run_conversion
+
+    request = order(source, output, assignments, force)
+    label = " ".join(f"{k}={v}" for k, v in request["knobs"].items())
+    with err.status(f"converting {source} ({label})…"):
+        record = run_conversion(request)
+    if as_json:
+        print(json.dumps(record, indent=2))
+    else:
+        print_conversion(out, record)
+    if record["status"] != "ok":
+        if not as_json:
+            err.print(f"{'Refused' if record['status'] == 'refused' else 'Failed'}: {record['reason']}",
+                      highlight=False)
+        raise typer.Exit(1)
+
+
+def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
+    """One line on what a trial's knobs rewrote in the model (`record["rewrite"]`), or None.
+
+    >>> rewrite_brief({"changes": [{"layer": "c", "class": "Conv2D", "change": "..."}], "checks": [
+    ...     {"what": "data_format=channels_first", "max_abs_diff": 3e-08, "tolerance": 1e-4}],
+    ...     "params": {"before": 962, "after": 962}})
+    'model rewritten: 1 change(s) in 1 layer(s), 962 parameters as before; data_format=channels_first checked (outputs within 3e-08, allowed 0.0001)'
+    """
+    if not rewrite or not rewrite.get("changes"):
+        return None
+    layers = len({c["layer"] for c in rewrite["changes"]})
+    checks = "; ".join(f"{c['what']} checked (outputs within {c['max_abs_diff']:.2g}, allowed {c['tolerance']:.2g})"
+                       for c in rewrite.get("checks") or [])
+    return (f"model rewritten: {len(rewrite['changes'])} change(s) in {layers} layer(s), "
+            f"{rewrite['params']['after']:,} parameters as before" + (f"; {checks}" if checks else ""))
+
+
+def print_conversion(console: Console, record: dict[str, Any]) -> None:
+    """The changes table, the checks and the saved file; nothing but the header for a refusal."""
+    knobs = " ".join(f"{k}={v}" for k, v in (record.get("knobs") or {}).items())
+    console.print(f"{record['source']} → {record['output']} ({knobs})", highlight=False)
+    if record["status"] != "ok":
+        return
+    changes = record.get("changes") or []
+    if changes:
+        table = Table(title=f"{len(changes)} change(s), layer by layer", title_justify="left")
+        for column in ("layer", "class", "change"):
+            table.add_column(column, overflow="fold")
+        for change in changes:
+            table.add_row(change["layer"], change["class"], change["change"])
+        console.print(table)
+    else:
+        console.print("no layer needed a change: the model already has these settings", highlight=False)
+    for check in record.get("checks") or []:
+        console.print(f"checked {check['what']}: outputs differ by at most {check['max_abs_diff']:.2g} "
+                      f"(allowed {check['tolerance']:.2g} in {check['compute_dtype']}, probe batch "
+                      f"{'×'.join(str(d) for d in check['probe'])})", highlight=False)
+    params = record.get("params") or {}
+    where = record.get("environment") or {}
+    onednn = f", oneDNN {'on' if where['onednn'] else 'off'}" if "onednn" in where else ""
+    console.print(f"parameters {params.get('before', 0):,} → {params.get('after', 0):,}; output dtype "
+                  f"{record.get('output_dtype')}; checked on {where.get('backend')}{onednn}", highlight=False)
+    console.print(f"saved {record['output']}", highlight=False)

@@ -1,0 +1,88 @@
+"""`python -P -m fitspeed.trial.convert ORDER.json`: rewrite a saved model, in `fitspeed convert`'s child.
+
+The order names the `.keras` file, the output path and the knobs given
+(data_format, precision; backend and onednn say where the check runs). The child loads the model with its weights, rewrites it with
+`fitspeed.trial.transform.rewrite` (every step checked on a probe batch), saves
+it, loads the saved file again and checks that it computes what the rewritten
+model does, and prints one record after `record.MARKER`: status ok, refused
+(with the reason, naming the layer) or failed.
+
+Unless the order says otherwise, the child turns oneDNN on (TF_ENABLE_ONEDNN_OPTS=1)
+before TensorFlow loads: without it TensorFlow runs no channels_first
+convolution on a CPU, and the check could not run on every machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import SCHEMA_VERSION, clip_reason, encode
+from fitspeed.trial import apply
+
+
+def convert(order: dict[str, Any]) -> dict[str, Any]:
+    """Load, rewrite, check, save, reload and check again; the conversion record."""
+    knobs = dict(order["knobs"])
+    config = TrialConfig.from_dict({k: v for k, v in knobs.items() if k in ("backend", "onednn")})
+    if config.backend == "tensorflow" and config.onednn == "keep":
+        config = config.replace(onednn=True)  # TensorFlow runs channels_first convolutions on a CPU only so
+    apply.before_import(config, order.get("seed", 0))
+    import keras
+
+    from fitspeed.machine import environment
+    from fitspeed.trial.transform import Refused
+    from fitspeed.trial.transform.check import compare
+    from fitspeed.trial.transform.rewrite import rewrite
+
+    record: dict[str, Any] = {
+        "schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "reason": None,
+        "source": order["source"], "output": order["output"],
+        "knobs": knobs,
+        "environment": {"backend": keras.backend.backend(), "keras": keras.__version__},
+    }
+    if keras.backend.backend() == "tensorflow":
+        record["environment"]["onednn"] = environment.onednn_enabled()
+    try:
+        model = keras.saving.load_model(order["source"])
+    except Exception as error:
+        record["reason"] = (f"Could not load {order['source']!r} as a Keras model: {type(error).__name__}: "
+                            f"{error}. Save it with Keras 3's model.save('model.keras').")
+        return record
+    record["model"] = {"name": model.name, "class": type(model).__name__}
+    try:
+        done = rewrite(model, data_format=knobs.get("data_format"), precision=knobs.get("precision"),
+                       scope="all", seed=order.get("seed", 0))
+    except Refused as error:
+        return {**record, "status": "refused", "reason": str(error)}
+    done.model.save(order["output"])
+    saved = keras.saving.load_model(order["output"])
+    try:
+        reloaded = compare(done.model, saved, "the saved file", order.get("seed", 0))
+    except Refused as error:
+        return {**record, "status": "failed", "reason": f"{order['output']} does not reload as written: {error}"}
+    return {**record, "status": "ok", **done.to_dict(),
+            "checks": [*done.to_dict()["checks"], reloaded.to_dict()]}
+
+
+def main(argv: list[str]) -> int:
+    order = json.loads(Path(argv[1]).read_text())
+    try:
+        record = convert(order)
+    except Exception as error:  # a failure is data: the parent prints it
+        traceback.print_exc()
+        record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed",
+                  "reason": clip_reason(f"{type(error).__name__}: {error}"), "source": order.get("source"),
+                  "output": order.get("output")}
+    sys.stdout.flush()
+    sys.stdout.write(encode(record))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,131 @@
+"""`fitspeed convert`: a saved model rewritten and saved, round trip included, in real processes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import child_env, fitspeed
+from rich.console import Console
+
+from fitspeed.cli.convert import print_conversion
+
+BUILD = """
+import sys, keras
+from keras import layers
+inputs = keras.Input((12, 12, 3))
+x = layers.Conv2D(6, 3, activation="relu")(inputs)
+x = layers.BatchNormalization(axis=-1)(x)
+x = layers.MaxPooling2D()(x)
+x = layers.Flatten()(x)
+x = layers.Dense(16, activation="relu")(x)
+model = keras.Model(inputs, layers.Dense(10, activation="softmax")(x))
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+bn = model.layers[2]
+bn.set_weights([w + 0.5 for w in bn.get_weights()])  # statistics that show a wrong axis
+model.save(sys.argv[1])
+"""
+
+COMPARE = """
+import json, sys
+import numpy as np, keras
+x = np.random.default_rng(0).random((8, 12, 12, 3), dtype=np.float32)
+models = [keras.saving.load_model(path) for path in sys.argv[1:]]
+outs = [np.asarray(m.predict(x, verbose=0)) for m in models]
+print(json.dumps({"diff": [float(np.max(np.abs(o - outs[0]))) for o in outs],
+                  "formats": [sorted({l.get_config().get("data_format") for l in m.layers} - {None}) for m in models],
+                  "params": [m.count_params() for m in models], "compiled": [m.compiled for m in models]}))
+"""
+
+
+def python(code: str, *args: str, cwd: Path) -> str:
+    env = child_env()
+    env["TF_ENABLE_ONEDNN_OPTS"] = "1"  # the comparison runs channels_first convolutions on any CPU
+    result = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path) -> None:
+    python(BUILD, "model.keras", cwd=workdir)
+    there = fitspeed("convert", "model.keras", "--set", "data_format=channels_first", "-o", "first.keras",
+                     "--json", cwd=workdir)
+    assert there.returncode == 0, there.stderr
+    record = json.loads(there.stdout)
+    if record["status"] == "refused":  # a backend that runs no channels_first even with oneDNN: said so, cleanly
+        assert "cannot run on this machine's backend" in record["reason"]
+        return
+    assert [c["what"] for c in record["checks"]] == ["data_format=channels_first", "the saved file"]
+    assert all(c["max_abs_diff"] <= 1e-4 for c in record["checks"])
+    back = fitspeed("convert", "first.keras", "--set", "data_format=channels_last", "-o", "last.keras", "--json",
+                    cwd=workdir)
+    assert back.returncode == 0, back.stderr
+    assert "removed: it moved the input to channels_first" in [c["change"] for c in json.loads(back.stdout)["changes"]]
+    compared = json.loads(python(COMPARE, "model.keras", "first.keras", "last.keras", cwd=workdir))
+    assert max(compared["diff"]) <= 1e-4
+    assert compared["formats"] == [["channels_last"], ["channels_first", "channels_last"], ["channels_last"]]
+    assert len(set(compared["params"])) == 1 and all(compared["compiled"])
+
+
+@pytest.mark.slow
+def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(workdir: Path) -> None:
+    python(BUILD, "model.keras", cwd=workdir)
+    result = fitspeed("convert", "model.keras", "--set", "precision=mixed_bfloat16", "-o", "bf16.keras", "--json",
+                      cwd=workdir)
+    record = json.loads(result.stdout)
+    assert record["status"] == "ok", record["reason"]
+    assert record["output_dtype"] == "float32"
+    check, _saved = record["checks"]
+    assert check["compute_dtype"] == "bfloat16" and 0 < check["max_abs_diff"] <= check["tolerance"]
+    assert {c["change"] for c in record["changes"] if c["class"] == "Conv2D"} == {
+        "dtype policy float32 → mixed_bfloat16"}
+    last = [c["change"] for c in record["changes"] if c["class"] == "Dense"][-1]
+    assert last.startswith("computes in float32: it makes the model's output")
+
+
+def test_a_layer_it_cannot_rewrite_is_refused_by_name(workdir: Path) -> None:
+    code = BUILD.replace("x = layers.Flatten()(x)", "x = layers.Reshape((-1,))(x)")
+    python(code, "model.keras", cwd=workdir)
+    result = fitspeed("convert", "model.keras", "--set", "data_format=channels_first", "-o", "fast.keras",
+                      cwd=workdir)
+    assert result.returncode == 1
+    said = " ".join(result.stderr.split())
+    assert "Refused: data_format=channels_first cannot be applied: Reshape 'reshape'" in said
+    assert not (workdir / "fast.keras").exists()
+
+
+def test_bad_requests_say_what_was_expected(workdir: Path) -> None:
+    (workdir / "model.keras").write_bytes(b"not a zip")
+    (workdir / "taken.keras").write_bytes(b"")
+    cases = [
+        (["model.keras", "-o", "out.keras"], "Expected at least one of --set data_format"),
+        (["model.keras", "--set", "steps_per_execution=4", "-o", "out.keras"], "a conversion does not rewrite"),
+        (["missing.keras", "--set", "precision=mixed_float16", "-o", "out.keras"], "which does not exist"),
+        (["model.keras", "--set", "precision=mixed_float16", "-o", "out.h5"], "Expected -o to end in .keras"),
+        (["model.keras", "--set", "precision=mixed_float16", "-o", "taken.keras"], "pass --force"),
+    ]
+    for args, words in cases:
+        result = fitspeed("convert", *args, cwd=workdir)
+        assert result.returncode == 2 and words in " ".join(result.stderr.split()), (args, result.stderr)
+    broken = fitspeed("convert", "model.keras", "--set", "precision=mixed_float16", "-o", "out.keras", cwd=workdir)
+    assert broken.returncode == 1 and "Could not load 'model.keras'" in " ".join(broken.stderr.split())
+
+
+def test_the_changes_print_layer_by_layer() -> None:
+    record = {"status": "ok", "source": "m.keras", "output": "f.keras", "knobs": {"data_format": "channels_first"},
+              "changes": [{"layer": "conv2d", "class": "Conv2D", "change": "data_format 'channels_last' → 'channels_first'"}],
+              "checks": [{"what": "data_format=channels_first", "max_abs_diff": 3e-08, "tolerance": 1e-4,
+                          "compute_dtype": "float32", "probe": [4, 12, 12, 3]}],
+              "params": {"before": 1234, "after": 1234}, "output_dtype": "float32",
+              "environment": {"backend": "tensorflow", "onednn": True}}
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    print_conversion(console, record)
+    text = " ".join(console.file.getvalue().split())
+    assert "1 change(s), layer by layer" in text and "conv2d" in text and "Conv2D" in text
+    assert "outputs differ by at most 3e-08 (allowed 0.0001 in float32, probe batch 4×12×12×3)" in text
+    assert "parameters 1,234 → 1,234; output dtype float32; checked on tensorflow, oneDNN on" in text

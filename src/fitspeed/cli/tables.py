@@ -255,6 +255,11 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pair(s)")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    determinism = summary.get("determinism")
+    if determinism:
+        head.add_row("determinism", f"{determinism['config']}: {ratio(determinism['ratio'])} the baseline's speed; "
+                                    f"{determinism['held']} of {determinism['steps']} steps "
+                                    f"(sha256 {determinism['hash'][:12]}…)")
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 

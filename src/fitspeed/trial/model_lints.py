@@ -57,7 +57,7 @@ def size_finding(what: str, layer: str | None, value: int, fix: Callable[[int], 
     >>> item["what"], item["fix"]
     ('Dense units=100 is not a multiple of 8', 'units=104 (or 128 for a TPU)')
     >>> size_finding("Dense units", "dense", 64, units)["fix"], size_finding("Dense units", "d", 256, units)
-    ('units=128 on a TPU', None)
+    ('on a TPU: units=128', None)
     """
     if value % TPU_TILE == 0:
         return None
@@ -69,7 +69,7 @@ def size_finding(what: str, layer: str | None, value: int, fix: Callable[[int], 
                        f"padded to {to8} ({to8 / value - 1:.0%} more work) or left to slower kernels; {tpu_waste}",
                        f"{fix(to8)} (or {to128} for a TPU)", SIZE_SOURCE)
     return finding("size", layer, f"{what}={value} is a multiple of 8 but not of 128",
-                   f"documented: {tpu_waste}; no cost on a GPU or CPU", f"{fix(to128)} on a TPU", SIZE_SOURCE,
+                   f"documented: {tpu_waste}; no cost on a GPU or CPU", f"on a TPU: {fix(to128)}", SIZE_SOURCE,
                    severity="tpu")
 
 
@@ -123,9 +123,14 @@ def _named(function: Any, name: str) -> bool:
 def rnn_findings(model: keras.Model) -> list[dict[str, Any]]:
     """LSTM and GRU layers whose arguments keep Keras's TensorFlow backend off the fused cuDNN kernel."""
     found = []
+    wrapped: dict[int, str] = {}  # a Bidirectional's two copies of its layer are reported once, by its name
     for layer in model._flatten_layers(include_self=False, recursive=True):
-        if not isinstance(layer, (keras.layers.LSTM, keras.layers.GRU)):
+        if isinstance(layer, keras.layers.Bidirectional):
+            wrapped[id(layer.forward_layer)] = layer.name
+            wrapped[id(layer.backward_layer)] = ""
+        if not isinstance(layer, (keras.layers.LSTM, keras.layers.GRU)) or wrapped.get(id(layer)) == "":
             continue
+        name = wrapped.get(id(layer)) or layer.name
         cell, kind = layer.cell, type(layer).__name__
         off = []
         if not _named(cell.activation, "tanh"):
@@ -148,7 +153,7 @@ def rnn_findings(model: keras.Model) -> list[dict[str, Any]]:
         given = ", ".join(f"{name}={value!r}" for name, value, _ in off)
         fix = ", ".join(f"{name}={wanted}" for name, _, wanted in off)
         found.append(finding(
-            "rnn-fused", layer.name, f"{kind} with {given} cannot use the fused cuDNN kernel",
+            "rnn-fused", name, f"{kind} with {given} cannot use the fused cuDNN kernel",
             "documented: on an NVIDIA GPU Keras then runs the generic step-by-step loop instead of cuDNN's "
             "fused kernel, several times slower for long sequences; no cost on a CPU",
             f"{kind}({fix})", f"the keras.layers.{kind} docstring (requirements of the cuDNN implementation)"))

@@ -42,6 +42,9 @@ def test_the_report_and_the_table_show_its_cost_and_that_it_held(measured: Path)
     assert "│ determinism │ deterministic=True:" in table and "bit-identical" in table  # rich wraps the rest
     summary = json.loads((measured / "report" / "report.json").read_text())["summary"]
     assert summary["determinism"]["identical"] is True and summary["determinism"]["ratio"] > 0
+
+
+def test_the_browser_shows_the_determinism_section(measured: Path) -> None:
     with chromium() as driver:  # skips where Chromium is not installed
         driver.get((measured / "report" / "index.html").as_uri())
         text = driver.find_element("id", "determinism").text

@@ -44,7 +44,7 @@ def _print_roofline(console: Console, check: dict[str, Any]) -> None:
         console.print(Text.assemble(
             "achieved: ", (si(roof["achieved_flop_per_s"], "FLOP/s"), "bold"),
             f" at {number(roof['samples_per_s'])} samples/s = ",
-            (f"{roof['share_of_matmul']:.1%} of the measured matmul rate", "bold")), highlight=False)
+            (f"{100 * roof['share_of_matmul']:.2g}% of the measured matmul rate", "bold")), highlight=False)
 
 
 def _print_findings(console: Console, findings: list[dict[str, Any]]) -> None:

@@ -147,6 +147,10 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB, the framework's own", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
+    check = record.get("determinism")
+    if check:  # a deterministic=true trial's proof (fitspeed.trial.determinism)
+        rows.append(("determinism", f"{'bit-identical' if check['identical'] else 'differed'}: weights of "
+                                    f"{check['runs']} runs of {check['steps']} steps from one seed"))
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 

@@ -97,6 +97,10 @@ def _sizes(layer: Any) -> list[tuple[str, int, str]]:
     return []
 
 
+def _setter(kind: str, argument: str) -> Callable[[int], str]:
+    return lambda size: f"{kind}({argument}={size}), retrained"
+
+
 def size_findings(model: keras.Model, batch_size: int) -> list[dict[str, Any]]:
     outputs = _output_layers(model)
     found = []
@@ -104,9 +108,7 @@ def size_findings(model: keras.Model, batch_size: int) -> list[dict[str, Any]]:
         if layer.name in outputs:
             continue
         for what, value, argument in _sizes(layer):
-            kind = type(layer).__name__
-            item = size_finding(what, layer.name, int(value),
-                                lambda size, kind=kind, argument=argument: f"{kind}({argument}={size}), retrained")
+            item = size_finding(what, layer.name, int(value), _setter(type(layer).__name__, argument))
             if item:
                 found.append(item)
     item = size_finding("batch size", None, batch_size,
@@ -178,7 +180,7 @@ def output_dtype_findings(model: keras.Model, outputs: Any) -> list[dict[str, An
             "output-dtype", layer, f"the model's output is {dtype} under a mixed precision policy",
             "documented: a softmax or loss computed in float16/bfloat16 loses precision and can overflow "
             "(Keras mixed precision guide); no speed gain, the last layer is small",
-            f"give the last layer dtype=\"float32\", or end with keras.layers.Activation(\"linear\", dtype=\"float32\")",
+            'give the last layer dtype="float32", or end with keras.layers.Activation("linear", dtype="float32")',
             "Keras mixed precision guide (outputs in float32)"))
     return found
 

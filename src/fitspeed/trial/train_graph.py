@@ -62,16 +62,16 @@ class Scopes:
         """A layer's name, or the part of the step outside the layers (the loss, the optimizer).
 
         >>> scopes = Scopes((("m_1/dense_1", "dense", "Dense"),), "m_1")
-        >>> scopes.group_of("adam/truediv_9"), scopes.group_of("GatherV2")
+        >>> scopes.group_of("adam/truediv_9"), scopes.group_of("Add_1/ReadVariableOp")
         ('(outside: adam)', '(unscoped: input, runtime)')
         """
         found = self.layer_of(op)
         if found:
             return found[0]
         name = op.removeprefix("gradient_tape/")
-        if "/" not in name:
-            return "(unscoped: input, runtime)"
         head = name.split("/", 1)[0]
+        if "/" not in name or head[:1].isupper():  # TensorFlow's own names (GatherV2, Add_1): no Keras scope
+            return "(unscoped: input, runtime)"
         if head == self.model_scope:
             return "(the model itself)"
         return f"(outside: {head})"
@@ -114,8 +114,7 @@ def probe_batch(data: Any, batch: int) -> tuple[Any, Any]:
     from fitspeed.trial.input_probe import in_memory
 
     x, y = next(iter(in_memory(data, batch, count=1).source))[:2]
-    take = lambda t: t[:PROBE]  # noqa: E731
-    return tf.nest.map_structure(take, x), tf.nest.map_structure(take, y)
+    return tf.nest.map_structure(lambda t: t[:PROBE], x), tf.nest.map_structure(lambda t: t[:PROBE], y)
 
 
 def _step(model: Any) -> Any:

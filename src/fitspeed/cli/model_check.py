@@ -18,6 +18,9 @@ def print_model_check(console: Console, record: dict[str, Any]) -> None:
         console.print(Text.assemble(("model check not run", "bold"),
                                     f": {record.get('status')}: {record.get('reason') or 'no reason given'}"))
         return
+    if check.get("error"):
+        console.print(Text.assemble(("model check failed", "bold"), f": {check['error']}"))
+        return
     console.print(Text.assemble((f"{check['model']}", "bold"),
                                 f" · {check['params']:,} parameters · batch {check['batch_size']} · "
                                 f"{check['precision']} · {check['backend']}"), highlight=False)

@@ -149,8 +149,9 @@ def measure_table(record: dict[str, Any]) -> Table:
     ]
     check = record.get("determinism")
     if check:  # a deterministic=true trial's proof (fitspeed.trial.determinism)
-        rows.append(("determinism", f"{'bit-identical' if check['identical'] else 'differed'}: weights of "
-                                    f"{check['runs']} runs of {check['steps']} steps from one seed"))
+        rows.append(("determinism", f"check failed: {check['error']}" if "error" in check else
+                     f"{'bit-identical' if check['identical'] else 'differed'}: weights of "
+                     f"{check['runs']} runs of {check['steps']} steps from one seed"))
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 

@@ -141,7 +141,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             outcome = "baseline"
         elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
             outcome = "cost only" + (f" ({ratio:.2f}×)" if ratio is not None else "")
-            if record.get("determinism"):
+            if "identical" in (record.get("determinism") or {}):  # absent, or {"error": ...} if the check failed
                 outcome += ", " + held(record["determinism"])
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:

@@ -18,9 +18,13 @@ The measurement protocol:
 4. With `spec.stop_below` (set by the tuner), a trial already slower than
    that after its warm-up, or after its first timed window, stops there: an
    `ok` record with the figure it reached and `metrics.stopped_early`.
-5. With `spec.profile_dir` (`measure --profile`), one more window like the
-   timed ones runs under the backend's profiler (`fitspeed.trial.profiling`); it is
-   reported as the record's `profile` and stays out of the figures.
+5. After the timed windows, outside the figures (`after_timing`): with
+   `spec.profile_dir` (`measure --profile`, `doctor --model`), one more window
+   like the timed ones runs under the backend's profiler
+   (`fitspeed.trial.profiling`), reported as the record's `profile`; in mode
+   "model" (`doctor --model`), `fitspeed.trial.model_check` adds `model_check`;
+   with `deterministic=true`, `fitspeed.trial.determinism` trains twice from
+   one snapshot and seed and adds `determinism`: bit-identical weights or not.
 """
 
 from __future__ import annotations
@@ -174,14 +178,19 @@ def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int,
         from fitspeed.trial import profiling
 
         extra["profile"] = profiling.capture(config.backend, Path(spec.profile_dir), model, data, batch, steps, n)
-    if spec.mode == "model":
-        from fitspeed.trial import model_check
+    try:  # the measurement stands whatever happens here: a section that fails carries its error
+        if spec.mode == "model":
+            from fitspeed.trial import model_check
 
-        extra["model_check"] = model_check.examine(model, config, data, batch, metrics, extra.get("profile"), env)
-    if config.deterministic:
-        from fitspeed.trial import determinism
+            extra["model_check"] = model_check.examine(model, config, data, batch, metrics, extra.get("profile"), env)
+        if config.deterministic:
+            from fitspeed.trial import determinism
 
-        extra["determinism"] = determinism.check(model, data, batch, spec.seed, n)
+            extra["determinism"] = determinism.check(model, data, batch, spec.seed, n)
+    except Exception as error:
+        traceback.print_exc()
+        section = "model_check" if spec.mode == "model" and "model_check" not in extra else "determinism"
+        extra[section] = {"error": clip_reason(f"{type(error).__name__}: {error}", 1000)}
     return extra
 
 

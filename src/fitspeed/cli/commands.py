@@ -509,12 +509,13 @@ def doctor(
     repeats: RepeatsOpt = 3,
     epochs: Annotated[int, typer.Option("--epochs", min=2, help="Epochs of the fit() timed at its edges.")] = 4,
     fixes: Annotated[bool, typer.Option("--fixes/--no-fixes", help="Try the candidate fixes and measure their gain.")] = True,
+    model: Annotated[bool, typer.Option("--model", help="Check the model instead: sizes, RNN kernels, XLA blockers, output dtype; FLOPs against the measured matmul rate; the slowest layers.")] = False,
     seed: SeedOpt = 0,
     timeout: TimeoutOpt = 900.0,
     results_path: ResultsOpt = DEFAULT_RESULTS,
     as_json: JsonOpt = False,
 ) -> None:
-    """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes."""
+    """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes. With --model: the model's own findings."""
     from fitspeed.cli.diagnosis import print_diagnosis
     from fitspeed.measure.doctor import diagnose
 
@@ -523,6 +524,19 @@ def doctor(
     spec = _spec(workload or "", data, set_ or [], steps, repeats, seed, timeout, None, script=script)
     workload = spec.model
     results.check_writable(results_path)
+    if model:  # one trial in mode "model" (fitspeed.trial.model_check)
+        import dataclasses
+
+        from fitspeed.cli.model_check import print_model_check
+        from fitspeed.measure.runner import run_trial
+
+        spec = dataclasses.replace(spec, mode="model", profile_dir=_profile_dir(workload))
+        with _interruptible(), err.status(f"checking {workload}…"):
+            record = run_trial(spec)
+        _check_user_error(record)
+        results.append(results_path, [record])
+        print(json.dumps(record, indent=2)) if as_json else print_model_check(out, record)
+        raise typer.Exit(0 if record["status"] == "ok" else 1)
 
     def landed(name: str, record: dict[str, Any]) -> None:
         _check_user_error(record)

@@ -147,6 +147,11 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("peak device memory MiB, the framework's own", number(metrics.get("peak_device_mb"), 0)),
         ("final loss", _loss(metrics.get("final_loss"))),
     ]
+    check = record.get("determinism")
+    if check:  # a deterministic=true trial's proof (fitspeed.trial.determinism)
+        rows.append(("determinism", f"check failed: {check['error']}" if "error" in check else
+                     f"{'bit-identical' if check['identical'] else 'differed'}: weights of "
+                     f"{check['runs']} runs of {check['steps']} steps from one seed"))
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 
@@ -255,6 +260,11 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                  f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} interleaved pair(s)")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    determinism = summary.get("determinism")
+    if determinism:
+        head.add_row("determinism", f"{determinism['config']}: {ratio(determinism['ratio'])} the baseline's speed; "
+                                    f"{determinism['held']} of {determinism['steps']} steps "
+                                    f"(sha256 {determinism['hash'][:12]}…)")
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 

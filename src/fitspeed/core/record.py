@@ -31,7 +31,9 @@ class TrialSpec:
     `mode` "time" runs the measurement protocol; "train" trains `repeats`
     epochs of `steps` steps from the seed with no warm-up, for the numerics
     guard's loss curve. "input", "compute" and "epochs" are `fitspeed doctor`'s
-    measurements (`fitspeed.trial.input_probe`).
+    measurements (`fitspeed.trial.input_probe`); "model" is `fitspeed doctor --model`:
+    the "time" protocol, then a traced window (`profile_dir`) and the model check
+    (`fitspeed.trial.model_check`).
     """
 
     model: str
@@ -52,7 +54,7 @@ class TrialSpec:
     stop_below: float | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("time", "train", "input", "compute", "epochs"):
+        if self.mode not in ("time", "train", "input", "compute", "epochs", "model"):
             raise ValueError(f"unknown trial mode {self.mode!r}")
         if self.mode == "train" and self.steps is None:
             raise ValueError("a train-mode trial needs a fixed number of steps")

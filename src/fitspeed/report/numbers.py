@@ -19,3 +19,17 @@ def ratio(value: float | None) -> str:
     ('1.23×', '–')
     """
     return "–" if value is None else f"{value:.2f}×"
+
+
+def si(value: float | None, unit: str) -> str:
+    """A figure with an SI prefix, such as FLOPs or FLOP/s.
+
+    >>> si(9914731.5, "FLOP"), si(3.75e10, "FLOP/s"), si(512, "FLOP"), si(None, "FLOP")
+    ('9.91 MFLOP', '37.5 GFLOP/s', '512 FLOP', '–')
+    """
+    if value is None:
+        return "–"
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"

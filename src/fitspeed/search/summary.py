@@ -69,6 +69,24 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
             "verdict": decision["verdict"], "why": decision.get("why")}
 
 
+def held(check: dict[str, Any]) -> str:
+    """Whether a determinism check held, in a few words.
+
+    >>> held({"identical": True, "runs": 2}), held({"identical": False, "runs": 2})
+    ('weights bit-identical over 2 runs', 'weights differed over 2 runs')
+    """
+    return f"weights {'bit-identical' if check['identical'] else 'differed'} over {check['runs']} runs"
+
+
+def determinism_summary(record: dict[str, Any], label: str, ratio: float | None) -> dict[str, Any]:
+    """The deterministic knob's cost (its speed against the baseline's) and its weight-hash check."""
+    check = record["determinism"]
+    return {"config": label, "ratio": ratio, "cost": None if ratio is None else 1 - ratio,
+            "samples_per_s": throughput(record), "identical": check["identical"], "held": held(check),
+            "hash": check["hashes"][0], "hashes": check["hashes"], "steps": check["steps"],
+            "differing": check.get("differing") or [], "how": check.get("how")}
+
+
 def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for trial in trials:
@@ -91,6 +109,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         if decision["purpose"] != "verify":
             decided[config_key(TrialConfig.from_dict(decision["b"]))] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
+    determinism: dict[str, Any] | None = None
     baseline_row: dict[str, Any] | None = None
     baseline_curve: list[float | None] = []
     environment = meta.get("environment")  # the baseline child's, when it ran, is richer
@@ -122,6 +141,9 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             outcome = "baseline"
         elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
             outcome = "cost only" + (f" ({ratio:.2f}×)" if ratio is not None else "")
+            if "identical" in (record.get("determinism") or {}):  # absent, or {"error": ...} if the check failed
+                outcome += ", " + held(record["determinism"])
+                determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
         elif numeric and not verdict:
@@ -188,5 +210,6 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         },
         "trials": rows,
         "decisions": [decision_row(d) for d in data.get("decisions") or []],
+        "determinism": determinism,
         "read_notes": list(data.get("read_notes") or []),
     }

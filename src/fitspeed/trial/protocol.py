@@ -18,9 +18,13 @@ The measurement protocol:
 4. With `spec.stop_below` (set by the tuner), a trial already slower than
    that after its warm-up, or after its first timed window, stops there: an
    `ok` record with the figure it reached and `metrics.stopped_early`.
-5. With `spec.profile_dir` (`measure --profile`), one more window like the
-   timed ones runs under the backend's profiler (`fitspeed.trial.profiling`); it is
-   reported as the record's `profile` and stays out of the figures.
+5. After the timed windows, outside the figures (`after_timing`): with
+   `spec.profile_dir` (`measure --profile`, `doctor --model`), one more window
+   like the timed ones runs under the backend's profiler
+   (`fitspeed.trial.profiling`), reported as the record's `profile`; in mode
+   "model" (`doctor --model`), `fitspeed.trial.model_check` adds `model_check`;
+   with `deterministic=true`, `fitspeed.trial.determinism` trains twice from
+   one snapshot and seed and adds `determinism`: bit-identical weights or not.
 """
 
 from __future__ import annotations
@@ -118,10 +122,6 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         callbacks=[timer],
     )
     extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()], **_rewritten(rewritten)}
-    if spec.profile_dir:  # one more window like the timed ones, traced; it stays out of the figures
-        from fitspeed.trial import profiling
-
-        extra["profile"] = profiling.capture(config.backend, Path(spec.profile_dir), model, data, batch, steps, n)
     losses = [*warm.epoch_losses, *timer.epoch_losses]
     notes = []
     if config.jit_compile is True and not getattr(model, "jit_compile", False):
@@ -139,29 +139,64 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
     if any(w is None for w in windows):
         raise RuntimeError(f"timed windows incomplete: {windows}")
+    metrics = window_metrics(
+        windows=[w for w in windows if w is not None],
+        steps=steps,
+        steps_per_execution=n,
+        batch=batch,
+        first_s=first_s,
+        build_s=build_s,
+        losses=losses,
+        calls=timer.calls_per_epoch,
+        jit_compile=bool(getattr(model, "jit_compile", False)),
+        device_mb=environment.peak_device_memory_mb(config.backend),
+        params=int(model.count_params()),
+        data_kind=data.origin or data.kind,
+        output_dtype=rewrite.output_dtype(model),
+    )
+    finite = bool(losses) and math.isfinite(losses[-1])
+    if finite:
+        extra.update(after_timing(spec, model, data, batch, steps, n, metrics, env))
     return new_record(
         spec,
-        "ok" if losses and math.isfinite(losses[-1]) else "nan",
-        reason=None if losses and math.isfinite(losses[-1]) else "the final loss is not finite",
+        "ok" if finite else "nan",
+        reason=None if finite else "the final loss is not finite",
         environment=env,
-        metrics=window_metrics(
-            windows=[w for w in windows if w is not None],
-            steps=steps,
-            steps_per_execution=n,
-            batch=batch,
-            first_s=first_s,
-            build_s=build_s,
-            losses=losses,
-            calls=timer.calls_per_epoch,
-            jit_compile=bool(getattr(model, "jit_compile", False)),
-            device_mb=environment.peak_device_memory_mb(config.backend),
-            params=int(model.count_params()),
-            data_kind=data.origin or data.kind,
-            output_dtype=rewrite.output_dtype(model),
-        ),
+        metrics=metrics,
         notes=notes,
         **extra,
     )
+
+
+def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int, n: int,
+                 metrics: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """What runs after the timed windows, each outside the figures: the record's extra sections.
+
+    `profile`: one more window like the timed ones, traced (`spec.profile_dir`:
+    `measure --profile`, `doctor --model`); `model_check`: `doctor --model`'s
+    findings, FLOPs and roofline; `determinism`: whether a `deterministic=true`
+    configuration trains to bit-identical weights twice.
+    """
+    extra: dict[str, Any] = {}
+    config = spec.config
+    if spec.profile_dir:
+        from fitspeed.trial import profiling
+
+        extra["profile"] = profiling.capture(config.backend, Path(spec.profile_dir), model, data, batch, steps, n)
+    try:  # the measurement stands whatever happens here: a section that fails carries its error
+        if spec.mode == "model":
+            from fitspeed.trial import model_check
+
+            extra["model_check"] = model_check.examine(model, config, data, batch, metrics, extra.get("profile"), env)
+        if config.deterministic:
+            from fitspeed.trial import determinism
+
+            extra["determinism"] = determinism.check(model, data, batch, spec.seed, n)
+    except Exception as error:
+        traceback.print_exc()
+        section = "model_check" if spec.mode == "model" and "model_check" not in extra else "determinism"
+        extra[section] = {"error": clip_reason(f"{type(error).__name__}: {error}", 1000)}
+    return extra
 
 
 def _stopped_early(spec: TrialSpec, after: str, speeds: list[float], n: int, batch: int, first_s: float,

@@ -57,7 +57,7 @@ from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
-from fitspeed.trial.protocol import is_oom, window_metrics
+from fitspeed.trial.protocol import after_timing, is_oom, window_metrics
 from fitspeed.trial.transform import Refused
 
 ENV = "FITSPEED_SCRIPT"
@@ -332,9 +332,11 @@ class Hook:
             data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
         metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits)
+        wall = [timed_wall, time.time()]
+        checks = after_timing(spec, model, data, batch, steps, n, metrics, env) if finite else {}
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
                           environment=env, metrics=metrics, notes=notes, script=self._script_info(),
-                          timed_wall=[timed_wall, time.time()], **fields)
+                          timed_wall=wall, **fields, **checks)
 
     # -- the end ----------------------------------------------------------------
 

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.data_ref", "fitspeed.core.record", "fitspeed.report.numbers",
            "fitspeed.search.guard", "fitspeed.search.best_json",
-           "fitspeed.cli.commands", "fitspeed.search.tuner", "fitspeed.search.summary"]
+           "fitspeed.cli.commands", "fitspeed.search.tuner", "fitspeed.search.summary",
+           "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables"]
 
 
 @pytest.mark.parametrize("name", MODULES)

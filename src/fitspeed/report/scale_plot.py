@@ -8,6 +8,7 @@ A count whose pairs never finished ok is left out. matplotlib (Agg) only here.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ def _error(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
 
 def draw(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
     """The two panels as a PNG at `path`; None when no count above 1 was measured."""
-    from fitspeed.report.plots import png_bytes  # first: it selects matplotlib's Agg backend
-
-    import matplotlib.pyplot as plt
+    from fitspeed.report.plots import (  # matplotlib with its Agg backend selected
+        plt,
+        png_bytes,
+    )
 
     shown = [r for r in rows if r["speedup"] is not None]
     if len(shown) < 2:
@@ -50,7 +52,7 @@ def draw(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
     efficiency = [100 * r["efficiency"] for r in shown]
     error = [[100 * e for e in side] for side in _error(shown, "efficiency")]
     right.axhline(100, linestyle="--", color=LINEAR_COLOR, label="linear (100%)")
-    right.bar(counts, efficiency, color=MEASURED_COLOR, width=0.35 * min(b - a for a, b in zip(counts, counts[1:])))
+    right.bar(counts, efficiency, color=MEASURED_COLOR, width=0.35 * min(b - a for a, b in pairwise(counts)))
     right.errorbar(counts, efficiency, yerr=error, fmt="none", color="black", capsize=4)
     for count, value in zip(counts, efficiency):
         right.text(count, value + 3, f"{value:.0f}%", ha="center", fontsize=8)

@@ -106,8 +106,8 @@ def snippet(config: TrialConfig) -> str:
         lines += ["", "# Image arrays from keras.datasets are channels_last (N, H, W, C): move channels first.",
                   "x_train = np.transpose(x_train, (0, 3, 1, 2))"]
     if config.devices > 1:
-        lines += ["", f"# The global batch is {config.batch_size} per device × {config.devices} devices: re-tune the "
-                      "learning rate.",
+        lines += ["", (f"# The global batch is {config.batch_size} per device × {config.devices} devices: re-tune the "
+                       "learning rate."),
                   f"model.fit(x_train, y_train, batch_size={config.batch_size * config.devices})"]
     elif "batch_size" in changed:
         lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",

@@ -32,16 +32,9 @@ def test_two_devices_train_for_real_on_a_global_batch(backend: str, tmp_path: Pa
                                                 "available": None, "strategy": STRATEGY[backend]}
     metrics = record["metrics"]
     assert metrics["batch_size"] == 32  # 16 per device × 2: samples/s counts the global batch
-    assert metrics["samples_per_s"]["median"] == pytest.approx(8 * 32 / sorted(metrics["window_s"])[0], rel=0.5)
+    assert metrics["ms_per_step"] == pytest.approx(1000 * 32 / metrics["samples_per_s"]["median"])
     assert all(math.isfinite(loss) for loss in metrics["loss_curve"])
     assert record["notes"] == []
-
-
-def test_one_device_sets_no_strategy(tmp_path: Path) -> None:
-    record = run_trial(TrialSpec(model="tiny", steps=8, repeats=1), env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-    assert record["environment"]["devices"]["strategy"] is None
-    assert record["metrics"]["batch_size"] == 32
 
 
 def test_pytorch_is_skipped_with_the_reason() -> None:

@@ -55,7 +55,7 @@ def draw(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
     right.bar(counts, efficiency, color=MEASURED_COLOR, width=0.35 * min(b - a for a, b in pairwise(counts)))
     right.errorbar(counts, efficiency, yerr=error, fmt="none", color="black", capsize=4)
     for count, value in zip(counts, efficiency):
-        right.text(count, value + 3, f"{value:.0f}%", ha="center", fontsize=8)
+        right.text(count, 2, f"{value:.0f}%", ha="center", va="bottom", fontsize=8, color="white")
     right.set_xlabel("devices")
     right.set_ylabel("scaling efficiency: speed-up ÷ N (%)")
     right.set_xticks(counts)

@@ -10,7 +10,8 @@ import pytest
 MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.workloads", "fitspeed.core.data_ref", "fitspeed.core.record", "fitspeed.report.numbers",
            "fitspeed.search.guard", "fitspeed.search.best_json",
            "fitspeed.cli.commands", "fitspeed.cli.convert", "fitspeed.search.tuner", "fitspeed.search.summary",
-           "fitspeed.cli.model_check", "fitspeed.trial.train_graph", "fitspeed.trial.determinism"]
+           "fitspeed.cli.model_check", "fitspeed.trial.train_graph", "fitspeed.trial.determinism",
+           "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
@@ -132,3 +134,19 @@ def test_apply_refuses_a_onednn_setting_that_comes_after_tensorflow() -> None:
     assert lines[0] == "False"
     assert "already imported with oneDNN off" in lines[1] and "export TF_ENABLE_ONEDNN_OPTS=1" in lines[1].replace(
         "Export", "export")
+
+
+def test_devices_snippet_distributes_in_plain_keras() -> None:
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    code = best_json.snippet(TrialConfig(backend="jax", devices=2))
+    assert "model.fit(x_train, y_train, batch_size=64)" in code  # the global batch: 32 per device × 2
+    script = code.split("\n\n# The global batch")[0] + "\nprint(keras.distribution.distribution().device_mesh.shape)\n"
+    env = {**child_env(), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, (script, result.stderr)
+    assert result.stdout.strip().splitlines()[-1] == "(2,)"
+    tensorflow = best_json.snippet(TrialConfig(devices=4, steps_per_execution=8))
+    assert "strategy = tf.distribute.MirroredStrategy(" in tensorflow and "with strategy.scope():" in tensorflow
+    assert tensorflow.index("with strategy.scope():") < tensorflow.index("steps_per_execution=8")
+    assert "batch_size=128" in tensorflow

@@ -405,6 +405,36 @@ def tune(
 
 
 @app.command()
+def scale(
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
+    devices: Annotated[str, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4.")] = "1,2",
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
+    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window).")] = "median",
+    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
+    from fitspeed.cli import scaling
+
+    script = _script(workload, command, fit, data)
+    spec = _spec(workload or "", _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit,
+                 script=script)
+    scaling.run(spec, _int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
+                out_dir=out_dir, as_json=as_json, out=out, err=err)
+
+
+@app.command()
 def show(
     study: Annotated[Optional[str], typer.Argument(help="Study name [default: the newest].")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",

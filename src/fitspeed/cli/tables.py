@@ -139,7 +139,7 @@ def measure_table(record: dict[str, Any]) -> Table:
         ("samples/s median (min–max)", speed),
         ("coefficient of variation", cv),
         ("ms/step", number(metrics.get("ms_per_step"), 2)),
-        ("batch size", number(metrics.get("batch_size"), 0)),
+        *_device_rows(record.get("environment"), metrics.get("batch_size")),
         ("timed steps × repeats",
          f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
         ("compile s (excluded)", number(metrics.get("compile_s"), 2)),
@@ -163,6 +163,23 @@ def measure_table(record: dict[str, Any]) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def _device_rows(environment: dict[str, Any] | None, batch: int | None) -> list[tuple[str, str]]:
+    """The batch row, and with devices=N the devices row: the batch is global, per-device × N.
+
+    >>> placement = {"asked": 2, "used": 2, "kind": "GPU", "strategy": "tf.distribute.MirroredStrategy"}
+    >>> _device_rows({"devices": placement}, 64)
+    [('devices', '2 GPU, tf.distribute.MirroredStrategy'), ('batch size (global)', '64 = 32 per device × 2')]
+    """
+    placement = (environment or {}).get("devices")
+    if not placement or placement["asked"] == 1 or batch is None:
+        return [("batch size", number(batch, 0))]
+    used = placement["used"]
+    devices = f"{used} {placement['kind']}" + (f", {placement['strategy']}" if placement["strategy"] else "")
+    if used < placement["asked"]:
+        devices += f" ({placement['asked']} asked)"
+    return [("devices", devices), ("batch size (global)", f"{batch} = {batch / used:g} per device × {used}")]
 
 
 def print_trials(console: Console, records: Sequence[dict[str, Any]], title: str | None = None) -> None:

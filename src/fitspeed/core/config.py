@@ -22,6 +22,7 @@ class TrialConfig:
 
     backend: str = "tensorflow"
     batch_size: int = 32
+    devices: int = 1
     steps_per_execution: int = 1
     jit_compile: bool | str = "auto"
     precision: str = "float32"

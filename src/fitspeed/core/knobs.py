@@ -154,6 +154,13 @@ def _tensorflow_only(value: Any, backend: str) -> str | None:
     return None
 
 
+def _no_torch_distribution(value: Any, backend: str) -> str | None:
+    if backend == "torch" and value != 1:
+        return ("Keras has no data-parallel distribution for the PyTorch backend (tf.distribute is "
+                "TensorFlow's, keras.distribution is JAX's)")
+    return None
+
+
 def _jax_no_threads(value: Any, backend: str) -> str | None:
     if backend == "jax" and value != 0:
         return "JAX has no per-process thread-pool setting that Keras exposes"
@@ -196,6 +203,7 @@ def _probe_value(knob: Knob) -> Any:
         "intra_op_threads": 1,
         "inter_op_threads": 1,
         "onednn": True,
+        "devices": 2,
     }
     return probes.get(knob.name, knob.default)
 
@@ -220,6 +228,19 @@ KNOBS: tuple[Knob, ...] = (
         stage="data",
         parse=lambda raw: _int("batch_size", raw, 1),
         changes_numerics=True,
+    ),
+    Knob(
+        name="devices",
+        description="Data parallel over N devices: tf.distribute.MirroredStrategy (TensorFlow) or "
+        "keras.distribution.DataParallel (JAX); on a CPU, N logical devices. The global batch is "
+        "batch_size × N: re-tune the learning rate.",
+        values="integer >= 1",
+        default=1,
+        scope="process",
+        stage="process",
+        parse=lambda raw: _int("devices", raw, 1),
+        changes_numerics=True,
+        unsupported_on=_no_torch_distribution,
     ),
     Knob(
         name="steps_per_execution",

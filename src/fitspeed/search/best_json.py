@@ -103,8 +103,14 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
         module = "tensorflow as tf" if config.backend == "tensorflow" else "torch"
         if f"import {module}" not in process:
             threads.insert(0, f"import {module}")
+    if config.devices > 1 and config.backend == "jax":
+        process += [f"# (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count={config.devices} first.)",
+                    "keras.distribution.set_distribution(",
+                    f"    keras.distribution.DataParallel(devices=keras.distribution.list_devices()[:{config.devices}]))"]
     if process or threads:
         lines += ["", "# Process-wide, before building the model:", *process, *threads]
+    if config.devices > 1 and config.backend == "tensorflow":
+        lines += _mirrored(config.devices, "import tensorflow as tf" in process + threads)
     compile_args = []
     if "steps_per_execution" in changed:
         compile_args.append(f"    steps_per_execution={config.steps_per_execution},")
@@ -122,12 +128,37 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
                       "# the input is permuted inside the model, so your data stays channels_last.",
                       "# A saved model: fitspeed convert model.keras --set data_format=channels_first -o fast.keras"]
         lines += ["import fitspeed", "", f"model = fitspeed.rewrite_model(model, {json.dumps(rewritten)})"]
-    if "batch_size" in changed:
+    if config.devices > 1:
+        lines += ["", (f"# The global batch is {config.batch_size} per device × {config.devices} devices: re-tune the "
+                       "learning rate."),
+                  f"model.fit(x_train, y_train, batch_size={config.batch_size * config.devices})"]
+    elif "batch_size" in changed:
         lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",
                   f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
     if lines == ["import keras"]:
         lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
     return "\n".join(lines)
+
+
+def _mirrored(devices: int, imported: bool) -> list[str]:
+    """TensorFlow's data parallelism: the model built and compiled inside a MirroredStrategy's scope.
+
+    >>> print("\\n".join(_mirrored(2, imported=True)))
+    <BLANKLINE>
+    # Data parallel over 2 devices: build and compile the model inside the strategy's scope.
+    # (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)
+    strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(2)])
+    with strategy.scope():
+        model = build_model()  # your own
+        model.compile(...)  # your own
+    """
+    return ["", f"# Data parallel over {devices} devices: build and compile the model inside the strategy's scope.",
+            "# (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)",
+            *([] if imported else ["import tensorflow as tf"]),
+            f'strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{{i}}" for i in range({devices})])',
+            "with strategy.scope():",
+            "    model = build_model()  # your own",
+            "    model.compile(...)  # your own"]
 
 
 def write(path: str | Path, summary: dict[str, Any]) -> Path:

@@ -8,12 +8,14 @@ Who owns what, in the order a trial child runs them:
 |              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
 | process      | `after_import`         | precision (global dtype policy), deterministic (op |
 |              |                        | determinism), intra_op_threads, inter_op_threads,  |
-|              |                        | and the seeds                                      |
+|              |                        | devices (`fitspeed.trial.distribute`: the process's |
+|              |                        | strategy or distribution; for JAX also XLA_FLAGS   |
+|              |                        | before import), and the seeds                      |
 | model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
 |              |                        | rewritten and checked), precision (output layers   |
 |              |                        | kept float32)                                      |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
-| data         | `fitspeed.trial.data.sources`    | batch_size                               |
+| data         | `fitspeed.trial.data.sources`    | batch_size (× devices: the global batch) |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
 |              |                        | shuffle_buffer, interleave, data_deterministic,    |
 |              |                        | data_autotune (tf.data); workers,                  |
@@ -34,6 +36,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.trial import distribute
 
 
 def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> TrialConfig:
@@ -63,7 +66,7 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
         after_import(config, seed)
     except RuntimeError as error:
         raise UserError(
-            f"Could not apply the thread settings: {error}. Call fitspeed.apply() before running "
+            f"Could not apply the thread or device settings: {error}. Call fitspeed.apply() before running "
             "any TensorFlow operation."
         ) from None
     return config
@@ -121,6 +124,7 @@ def before_import(config: TrialConfig, seed: int) -> None:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
+    distribute.before_import(config)
 
 
 def _check_onednn(config: TrialConfig) -> None:
@@ -138,11 +142,15 @@ def _check_onednn(config: TrialConfig) -> None:
         )
 
 
-def after_import(config: TrialConfig, seed: int) -> None:
-    """Set the process-wide Keras and backend state: policy, layout, threads, seeds."""
+def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
+    """Set the process-wide Keras and backend state: policy, layout, threads, devices, seeds.
+
+    Returns where training will run (`fitspeed.trial.distribute.Placement`).
+    """
     import keras
 
     _threads(config)
+    placement = distribute.after_import(config)
     keras.config.set_dtype_policy(config.precision)
     # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
     # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
@@ -156,6 +164,7 @@ def after_import(config: TrialConfig, seed: int) -> None:
             import torch
 
             torch.use_deterministic_algorithms(True)
+    return placement
 
 
 def _threads(config: TrialConfig) -> None:

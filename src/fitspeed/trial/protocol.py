@@ -12,7 +12,8 @@ The measurement protocol:
    then `steps` timed steps. An epoch's window runs from the end of its
    lead-in execution to the end of its last step, so iterator creation,
    epoch-boundary work and `fit()` set-up and teardown stay outside it.
-3. Samples/s per window = steps * batch_size / window seconds; the record
+3. Samples/s per window = steps * the global batch (batch_size × devices,
+   `fitspeed.trial.distribute`) / window seconds; the record
    keeps every window, the median with its min, max and coefficient of
    variation, and the loss of every epoch.
 4. With `spec.stop_below` (set by the tuner), a trial already slower than
@@ -59,8 +60,8 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     from fitspeed.trial.timing import StepTimer
     from fitspeed.trial.transform import rewrite
 
-    apply.after_import(config, spec.seed)
-    env = environment.collect(config.backend)
+    placement = apply.after_import(config, spec.seed)
+    env = {**environment.collect(config.backend), "devices": placement.to_dict()}
     started = time.perf_counter()
     model = models.build(spec.model)
     rewritten = rewrite.for_trial(model, config, spec.seed)  # data_format, float32 outputs: checked, or Refused
@@ -74,13 +75,14 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             "known. Give the model a fixed keras.Input shape, or pass --data."
         )
     num_classes = int(model.output_shape[-1])
-    data = sources.load(data_ref, shape or (), num_classes, config.batch_size, spec.seed)
+    global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
+    data = sources.load(data_ref, shape or (), num_classes, global_batch, spec.seed)
     if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
         from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
 
-        data = pipeline.prepare(data, config, config.batch_size, spec.seed)
+        data = pipeline.prepare(data, config, global_batch, spec.seed)
     data = layout.fit_layout(data, model, str(data_ref))
-    batch = data.batch_size or config.batch_size
+    batch = data.batch_size or global_batch
     build_s = time.perf_counter() - started
 
     n = config.steps_per_execution
@@ -123,7 +125,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     )
     extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()], **_rewritten(rewritten)}
     losses = [*warm.epoch_losses, *timer.epoch_losses]
-    notes = []
+    notes = [placement.note()] if placement.note() else []
     if config.jit_compile is True and not getattr(model, "jit_compile", False):
         notes.append(
             "Keras ran without XLA although jit_compile=true was asked for: the model has a "

@@ -13,7 +13,10 @@ Who owns what in the user's process:
 |------------------------------|------------------------------------------------------|----------------------------|
 | start-up (sitecustomize)     | `apply.before_import`                          | backend, deterministic     |
 | `keras` (or `tensorflow`)    | `apply.after_import`, once, then Model.compile | precision, threads,        |
-| finishes importing           | and Model.fit are wrapped                            | determinism, the seed      |
+| finishes importing           | and Model.fit are wrapped                            | determinism, the seed,     |
+|                              |                                                      | devices (the process's     |
+|                              |                                                      | strategy: every model the  |
+|                              |                                                      | script builds is in it)    |
 | the script's `compile()`     | the wrapper adds the knobs the config changes        | steps_per_execution,       |
 |                              | (the script's own values stay otherwise)             | jit_compile                |
 | the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
@@ -24,7 +27,11 @@ Who owns what in the user's process:
 
 The rewritten model (compiled as the script compiled its own) is the one timed;
 `fitspeed run` cannot swap the model a script holds, so it leaves data_format to
-the script (best.json's snippet shows the line).
+the script (best.json's snippet shows the line). With devices=N the script's
+batch size stays its own and is the global batch, split over the N devices. A
+model the strategy cannot reach (built in another thread, or in a strategy scope
+of the script's own) is refused with the reason: a built model cannot be moved
+into a scope.
 
 In a trial (action "trial") the chosen `fit()` never trains the script's
 recipe: it runs the warm-up and the timed windows on the script's own model,
@@ -99,6 +106,7 @@ class Hook:
         self.fit_index = int((self.spec.script or {}).get("fit", 1))
         self.fits = 0
         self.applied = False
+        self.placement: Any = None  # fitspeed.trial.distribute.Placement, once keras is imported
         self.patched = False
         self.done = False
         self.failure: BaseException | None = None
@@ -144,7 +152,7 @@ class Hook:
             return  # keras is importing tensorflow; keras's own turn comes when it is done
         if not self.applied:
             self.applied = True
-            apply.after_import(self.config, self.spec.seed)
+            self.placement = apply.after_import(self.config, self.spec.seed)
             if self.action == "run" and not self.config.deterministic:
                 import keras  # a real run keeps its own randomness: the fixed seed is for trials
 
@@ -253,6 +261,9 @@ class Hook:
         env = environment.collect(config.backend)
         started = time.perf_counter()
         bound = inspect.signature(real_fit).bind(model, *args, **kwargs).arguments
+        if self.placement is not None:
+            env["devices"] = self.placement.to_dict()
+            _check_replicas(model, self.placement)
         rewritten = rewrite.for_trial(model, config, spec.seed)  # the same rewrite as a builder's model gets
         if rewritten is not None:
             model = rewritten.model  # compiled as the script compiled its own
@@ -276,6 +287,11 @@ class Hook:
         n = int(getattr(model, "steps_per_execution", 1) or 1)
         build_s = time.perf_counter() - started
         notes = [f"not run during the trial: the script's {', '.join(dropped)}"] if dropped else []
+        if self.placement is not None and self.placement.used > 1:
+            notes.append(f"the script's batch of {batch} is the global batch, {batch / self.placement.used:g} per device "
+                         f"on {self.placement.used} devices")
+        if self.placement is not None and self.placement.note():
+            notes.append(self.placement.note())
         if bound.get("validation_data") is not None or bound.get("validation_split"):
             notes.append("the script's validation is not run during the trial")
 
@@ -373,6 +389,13 @@ class Hook:
                 "Point the script at a local "
                 "copy (for MNIST, put mnist.npz in ~/.keras/datasets/ or pass load_data(path=...) an absolute "
                 "path, or give the script a --data FILE option), then run fitspeed again."
+            )
+        elif error is not None and "Mixing different tf.distribute.Strategy" in text:
+            reason = (
+                f"Expected the script {name} to leave distribution to fitspeed's devices={self.config.devices}. "
+                "It opens a tf.distribute strategy scope of its own, which cannot be entered inside the "
+                "MirroredStrategy fitspeed made the process's strategy. Drop --set devices=... (the script "
+                "distributes itself), or remove its strategy scope."
             )
         elif error is not None:
             reason = (
@@ -472,6 +495,22 @@ def _data(x: Any, y: Any, validation_split: float) -> Any:
         "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
         f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"
         f"{'' if y is None or isinstance(x, np.ndarray) else ' with y'}. Hand fit() one of those."
+    )
+
+
+def _check_replicas(model: Any, placement: Any) -> None:
+    """Refuse a model that trains on fewer devices than the strategy set up: it was built outside its scope."""
+    from fitspeed.trial.distribute import replicas
+
+    found = replicas(model, placement)
+    if found == placement.used:
+        return
+    raise UserError(
+        f"Expected the script's model to be built under fitspeed's {placement.strategy} over {placement.used} "
+        f"devices (devices={placement.asked}), which is the process's strategy from the moment keras is imported. "
+        f"Received a model that trains on {found} device(s): it was built outside that scope (in another thread, "
+        "or in a strategy scope of its own), and a built model cannot be moved into one. Build the model in the "
+        "script's main thread, or drop --set devices=..."
     )
 
 

@@ -1,0 +1,128 @@
+"""`fitspeed scale`: run the scaling experiment, show its table, write its JSON and plot.
+
+The experiment itself is `fitspeed.search.scaling`; this module shows its
+progress, rewrites `OUT/scale.json` after every trial (so an interrupted run
+loses nothing it measured), draws `OUT/scaling.png` and prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fitspeed.core.errors import UserError
+from fitspeed.core.files import write_atomically
+from fitspeed.core.record import TrialSpec, brief_reason, to_json
+from fitspeed.measure.comparison import check
+from fitspeed.report.numbers import number
+from fitspeed.search.scaling import Scaling, check_counts
+
+RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
+
+
+def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, tolerance: float,
+        out_dir: Path, as_json: bool, out: Console, err: Console) -> None:
+    """Measure, write and show; exit 1 when a device count could not be compared."""
+    check(statistic, None)
+    check_counts(counts, spec.config.devices)
+    for devices in counts:
+        spec.config.replace(devices=devices)  # a backend that cannot do it says why (PyTorch), before any trial
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"Expected --out to name a folder fitspeed can write. Received: {str(out_dir)!r} "
+                        f"({error.strerror}). Choose another folder with --out.") from None
+    scaling = Scaling(spec, counts, pairs=pairs, statistic=statistic, tolerance=tolerance)
+    result_path = out_dir / RESULT_FILE
+
+    from rich.progress import Progress
+
+    try:
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task("scaling", total=None)
+
+            def landed(role: str, record: dict[str, Any]) -> None:
+                if record.get("user_error"):
+                    raise UserError(record["reason"])
+                _write(result_path, scaling.result())
+                speed = (record.get("metrics") or {}).get("samples_per_s")
+                detail = (f"{speed['median']:,.0f} samples/s" if speed and record["status"] == "ok"
+                          else f"final loss {number(record['metrics'].get('final_loss'), 3)}" if record["status"] == "ok"
+                          else brief_reason(record.get("reason")))
+                err.print(f"{role:>28}: {record['status']}, {detail}", highlight=False)
+                progress.update(task, description=role)
+
+            scaling.run(on_trial=landed)
+    except KeyboardInterrupt:
+        _write(result_path, scaling.result())
+        err.print(f"Interrupted. Every finished trial is in {result_path}.", highlight=False)
+        raise typer.Exit(130) from None
+    result = scaling.result()
+    _write(result_path, result)
+    from fitspeed.report.scale_plot import draw
+
+    title = f"{spec.model} · {spec.data or 'synthetic'} · {spec.config.backend}, {spec.config.batch_size} per device"
+    plot = draw(result["rows"], out_dir / PLOT_FILE, title)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print_scale(out, result)
+    err.print(f"results in {result_path}" + (f", plot in {plot}" if plot else "; no plot: no count above 1 was measured"),
+              highlight=False)
+    if result["status"] != "ok":
+        raise typer.Exit(1)
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    write_atomically(path, json.dumps(json.loads(to_json(result)), indent=2) + "\n")
+
+
+def _interval(low: float | None, high: float | None, scale: float = 1.0, digits: int = 2) -> str:
+    return "–" if low is None or high is None else f"{scale * low:.{digits}f}–{scale * high:.{digits}f}"
+
+
+def scale_table(result: dict[str, Any]) -> Table:
+    """One row per device count: samples/s, speed-up with its interval, efficiency, loss and guard."""
+    table = Table(title=f"{result['model']} · {result['data'] or 'synthetic'} · {result['backend']}, data parallel",
+                  header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in ("devices", "batch", "samples/s", "speed-up (95% CI)", "efficiency", "loss", "guard"):
+        table.add_column(column, justify="left" if column == "guard" else "right",
+                         no_wrap=True, min_width=len("changed") if column == "guard" else len(column))
+    for row in result["rows"]:
+        one = row["devices"] == 1
+        verdict = row["guard"]
+        interval = "" if one else f" ({_interval(row['speedup_low'], row['speedup_high'])})"
+        table.add_row(
+            str(row["used"]) + (f" ({row['devices']} asked)" if row["used"] != row["devices"] else ""),
+            str(row["global_batch"]),
+            number(row["samples_per_s"], 0),
+            "–" if row["speedup"] is None else f"{row['speedup']:.2f}×{interval}",
+            "–" if row["efficiency"] is None else f"{100 * row['efficiency']:.0f}%",
+            "–" if row["final_loss"] is None else f"{row['final_loss']:.4g}",
+            "–" if one else Text("ok", style="green") if verdict and verdict["ok"]
+            else Text("changed", style="red") if verdict else row["guard_status"] or "not run",
+        )
+    return table
+
+
+def print_scale(console: Console, result: dict[str, Any]) -> None:
+    console.print(scale_table(result))
+    console.print(f"speed-up: samples/s on N devices over 1 device, the median of {result['pairs']} interleaved pairs; "
+                  "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
+    console.print(f"batch: the global batch, {result['per_device_batch']} per device × N (re-tune the learning rate). "
+                  "loss: the final loss after the same steps from the same seed, against 1 device's.", highlight=False)
+    for row in result["rows"][1:]:
+        if row["guard"]:
+            console.print(f"guard, devices={row['devices']}: {row['guard']['reason']}", highlight=False)
+    for note in result["notes"]:
+        console.print(note, highlight=False)
+    for row in result["rows"][1:]:
+        if row["verdict"] and row["speedup"] is None:
+            console.print(f"devices={row['devices']}: {row['verdict']}", highlight=False)

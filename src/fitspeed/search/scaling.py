@@ -1,0 +1,226 @@
+"""`fitspeed scale`: data-parallel scaling over 1..N devices (article 004's multi-device experiment).
+
+The experiment, in the order it runs:
+1. The numerics guard's baseline: the model trained on 1 device from the seed
+   (`guard.guard_spec`). Its record says how many accelerators the host has
+   (`environment.devices.available`); counts above that are measured as what
+   exists, and said so (`plan`). On a host without accelerators the CPU is
+   split into as many logical devices as asked.
+2. For each count N > 1: interleaved pairs, 1 device then N devices, each a
+   fresh process (`fitspeed.measure.comparison.interleave`). The speed-up is
+   the pairs' median ratio of samples/s with its confidence interval; the
+   scaling efficiency is the speed-up ÷ N (1.0 is linear scaling).
+3. For each N: the guard's run on N devices, from the same seed for the same
+   steps; its final loss against the 1-device baseline's. The global batch is
+   the per-device batch × N, so the loss may move as with a larger batch: the
+   learning rate must be re-tuned, and the guard says whether it has to be.
+
+`Scaling.result()` is plain data (rows, the comparisons' records, the guard's
+verdicts and every trial record) that the CLI writes as JSON, prints as a
+table and `fitspeed.report.scale_plot` draws.
+
+Framework-free: trials run in child processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitspeed.core.errors import UserError
+from fitspeed.core.record import SCHEMA_VERSION, TrialSpec
+from fitspeed.measure.comparison import Comparison, interleave, speed
+from fitspeed.measure.runner import run_trial
+from fitspeed.search import guard
+
+TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+OnTrial = Callable[[str, dict[str, Any]], None]  # (what the trial was for, its record)
+
+
+def plan(asked: Sequence[int], available: int | None) -> tuple[tuple[int, ...], list[str]]:
+    """The device counts to measure, 1 first, and a note for each count the host cannot give.
+
+    `available` is the number of accelerators (None on a host without any,
+    where the CPU is split into as many logical devices as asked):
+
+    >>> plan([2, 1, 4], None)
+    ((1, 2, 4), [])
+    >>> plan([1, 2, 4, 8], 2)
+    ((1, 2), ['this host has 2 accelerator(s): devices=4, 8 measured as the 2 that exist'])
+    >>> plan([4], 1)
+    ((1,), ['this host has 1 accelerator(s): devices=4 measured as the 1 that exist'])
+    """
+    counts = sorted({1, *asked})
+    if available is None:
+        return tuple(counts), []
+    over = [n for n in counts if n > available]
+    if not over:
+        return tuple(counts), []
+    note = (f"this host has {available} accelerator(s): devices={', '.join(map(str, over))} measured as the "
+            f"{available} that exist")
+    return tuple(sorted({min(n, available) for n in counts})), [note]
+
+
+def check_counts(counts: Sequence[int], base_devices: int) -> None:
+    """Refuse --devices without a count above 1, or --set devices=N beside it."""
+    if base_devices != 1:
+        raise UserError(f"Expected the device counts in --devices only. Received: --set devices={base_devices} "
+                        "as well. Drop --set devices=... and list the counts as --devices 1,2,4.")
+    if not counts or max(counts) < 2:
+        raise UserError(f"Expected --devices to list at least one count above 1, such as 1,2,4. Received: "
+                        f"{','.join(map(str, counts)) or 'nothing'}. Scaling compares N devices against 1.")
+
+
+@dataclass
+class Scaling:
+    """One scaling experiment: the 1-device spec, the counts asked, and what was measured so far."""
+
+    spec: TrialSpec  # the 1-device configuration (its devices knob is 1)
+    asked: tuple[int, ...]
+    pairs: int = 5
+    statistic: str = "median"
+    tolerance: float = guard.DEFAULT_TOLERANCE
+    confidence: float = 0.95
+    counts: tuple[int, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    comparisons: dict[int, Comparison] = field(default_factory=dict)
+    guard_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # devices -> train-mode record
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+
+    def spec_for(self, devices: int) -> TrialSpec:
+        return dataclasses.replace(self.spec, config=self.spec.config.replace(devices=devices))
+
+    def run(self, on_trial: OnTrial | None = None, runner: TrialRunner = run_trial) -> Scaling:
+        """Measure: the guard's baseline, the pairs for each count, then the guard for each count."""
+        base = self.spec.config
+
+        def landed(role: str, record: dict[str, Any]) -> None:
+            self.trials.append(record)
+            if on_trial:
+                on_trial(role, record)
+
+        def guarded(devices: int) -> None:
+            record = runner(guard.guard_spec(self.spec_for(devices), base))
+            self.guard_runs[devices] = record
+            landed(f"guard, {devices} device(s)", record)
+
+        guarded(1)
+        available = ((self.guard_runs[1].get("environment") or {}).get("devices") or {}).get("available")
+        self.counts, self.notes = plan(self.asked, available)
+        for devices in self.counts[1:]:
+            def pair_landed(arm: str, pair: int, record: dict[str, Any], devices: int = devices) -> None:
+                landed(f"pair {pair + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
+
+            self.comparisons[devices] = interleave(
+                self.spec, self.spec_for(devices), self.pairs, run=runner, on_trial=pair_landed,
+                confidence=self.confidence, statistic=self.statistic)
+        for devices in self.counts[1:]:
+            guarded(devices)
+        return self
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per device count: samples/s, speed-up and efficiency with their intervals, loss, guard."""
+        baseline_curve = _curve(self.guard_runs.get(1))
+        ones = [s for c in self.comparisons.values() for a, _ in c.pairs if (s := speed(a, self.statistic))]
+        rows = [_row(1, 1, self.spec.config.batch_size, ones, None, self.guard_runs.get(1), None)]
+        for devices, comparison in self.comparisons.items():
+            records = [b for _, b in comparison.pairs]
+            used = _used(records, devices)
+            speeds = [s for b in records if (s := speed(b, self.statistic))]
+            curve = _curve(self.guard_runs.get(devices))
+            verdict = guard.check(baseline_curve, curve, self.tolerance).to_dict() if devices in self.guard_runs else None
+            rows.append(_row(devices, used, self.spec.config.batch_size * used, speeds, comparison, self.guard_runs.get(devices), verdict))
+        return rows
+
+    def result(self) -> dict[str, Any]:
+        """Everything measured, as one JSON-ready record."""
+        rows = self.rows()
+        measured = [r for r in rows[1:] if r["speedup"] is not None]
+        done = bool(self.comparisons) and len(measured) == len(self.counts) - 1
+        return {
+            "schema": SCHEMA_VERSION,
+            "kind": "scale",
+            "created": self.created,
+            "status": "ok" if done else "partial" if self.trials else "failed",
+            "model": self.spec.model,
+            "data": self.spec.data,
+            "backend": self.spec.config.backend,
+            "base": self.spec.config.to_dict(),
+            "per_device_batch": self.spec.config.batch_size,
+            "devices_asked": list(self.asked),
+            "devices_measured": list(self.counts),
+            "pairs": self.pairs,
+            "statistic": self.statistic,
+            "confidence": self.confidence,
+            "tolerance": self.tolerance,
+            "notes": self.notes,
+            "rows": rows,
+            "comparisons": [c.record() for c in self.comparisons.values()],
+            "trials": self.trials,
+        }
+
+
+def _curve(record: dict[str, Any] | None) -> list[float | None]:
+    return list(((record or {}).get("metrics") or {}).get("loss_curve") or [])
+
+
+def _used(records: Sequence[dict[str, Any]], asked: int) -> int:
+    """The devices the trials ran on, as their records say (the count asked if none says)."""
+    for record in records:
+        placement = (record.get("environment") or {}).get("devices")
+        if placement:
+            return int(placement["used"])
+    return asked
+
+
+def _change(verdict: dict[str, Any] | None) -> float | None:
+    """The guard's final loss relative to the 1-device baseline's, signed.
+
+    >>> _change({"baseline_curve": [2.0, 1.0], "curve": [2.0, 0.9]})
+    -0.09999999999999998
+    """
+    if not verdict or not verdict["curve"] or not verdict["baseline_curve"]:
+        return None
+    final, base = verdict["curve"][-1], verdict["baseline_curve"][-1]
+    if final is None or base is None or not base:
+        return None
+    return float((final - base) / abs(base))
+
+
+def _row(devices: int, used: int, global_batch: int, speeds: list[float], comparison: Comparison | None,
+         guard_run: dict[str, Any] | None, verdict: dict[str, Any] | None) -> dict[str, Any]:
+    """One device count's figures; speed-up and efficiency are None until a pair finished ok.
+
+    >>> row = _row(2, 2, 64, [900.0, 1100.0], None, None, None)
+    >>> row["samples_per_s"], row["speedup"], row["efficiency"]
+    (1000.0, None, None)
+    """
+    estimate = comparison.estimate() if comparison is not None else None
+    one = devices == 1
+    speedup = 1.0 if one else estimate.median if estimate else None
+    low = None if one or not estimate or len(estimate.ratios) < 2 else estimate.low
+    high = None if one or not estimate or len(estimate.ratios) < 2 else estimate.high
+    metrics = (guard_run or {}).get("metrics") or {}
+    return {
+        "devices": devices,
+        "used": used,
+        "global_batch": global_batch,
+        "samples_per_s": statistics.median(speeds) if speeds else None,
+        "speedup": speedup,
+        "speedup_low": low,
+        "speedup_high": high,
+        "efficiency": None if speedup is None else speedup / used,
+        "efficiency_low": None if low is None else low / used,
+        "efficiency_high": None if high is None else high / used,
+        "pairs_ok": len(estimate.ratios) if estimate else 0,
+        "final_loss": metrics.get("final_loss"),
+        "loss_change": _change(verdict),
+        "guard_status": (guard_run or {}).get("status"),
+        "guard": verdict,
+        "verdict": None if one or comparison is None else comparison.verdict(),
+    }

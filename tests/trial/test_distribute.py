@@ -1,0 +1,69 @@
+"""The devices knob: real data-parallel training over 2 logical CPU devices, on TensorFlow and JAX."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, QUICK, child_env
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import KnobError
+from fitspeed.core.knobs import KNOBS_BY_NAME
+from fitspeed.core.record import TrialSpec
+from fitspeed.measure.runner import run_trial
+
+STRATEGY = {"tensorflow": "tf.distribute.MirroredStrategy", "jax": "keras.distribution.DataParallel"}
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_two_devices_train_for_real_on_a_global_batch(backend: str, tmp_path: Path) -> None:
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"{backend} is not installed")
+    config = TrialConfig(backend=backend, devices=2, batch_size=16)
+    record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
+    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
+    assert record["environment"]["devices"] == {"asked": 2, "used": 2, "kind": "CPU (logical devices)",
+                                                "available": None, "strategy": STRATEGY[backend]}
+    metrics = record["metrics"]
+    assert metrics["batch_size"] == 32  # 16 per device × 2: samples/s counts the global batch
+    assert metrics["ms_per_step"] == pytest.approx(1000 * 32 / metrics["samples_per_s"]["median"])
+    assert all(math.isfinite(loss) for loss in metrics["loss_curve"])
+    assert record["notes"] == []
+
+
+def test_pytorch_is_skipped_with_the_reason() -> None:
+    with pytest.raises(KnobError, match="torch backend cannot do devices=2: Keras has no data-parallel distribution"):
+        TrialConfig(backend="torch", devices=2)
+    assert TrialConfig(backend="torch").devices == 1
+    assert KNOBS_BY_NAME["devices"].backends() == ("tensorflow", "jax")
+    with pytest.raises(KnobError, match="Expected `devices` to be an integer >= 1"):
+        TrialConfig.from_assignments(["devices=0"])
+
+
+def _measure_script(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fitspeed", "measure", "--set", "devices=2", *QUICK, "--json",
+                           "--results", str(cwd / "r.jsonl"), "--", sys.executable, str(FIXTURES / "scripts" / script)],
+                          cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_script_trains_under_the_strategy_and_its_batch_is_global(tmp_path: Path) -> None:
+    result = _measure_script("tf_style.py", tmp_path)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["environment"]["devices"]["strategy"] == "tf.distribute.MirroredStrategy"
+    assert record["metrics"]["batch_size"] == 32
+    assert "the script's batch of 32 is the global batch, 16 per device on 2 devices" in record["notes"]
+
+
+def test_a_script_model_built_outside_the_scope_is_refused_with_the_reason(tmp_path: Path) -> None:
+    result = _measure_script("threaded_build.py", tmp_path)
+    assert result.returncode == 2, result.stdout
+    text = " ".join(result.stderr.split())
+    assert "Received a model that trains on 1 device(s): it was built outside that scope" in text
+    assert "Traceback" not in result.stderr

@@ -28,6 +28,7 @@ class Dimension:
     values: tuple[Any, ...]  # values to try besides the baseline's
     skipped: str | None = None  # why it is not searched
     cost_only: bool = False  # measured alone for its cost, never recommended for speed
+    alone: bool = False  # judged by the screen alone: combined only if the screen showed min_gain
 
     @property
     def searched(self) -> bool:
@@ -62,7 +63,8 @@ def _onednn(base: TrialConfig, default_on: bool | None) -> Dimension:
         return Dimension("onednn", (not base.onednn,))
     if default_on is None:  # TensorFlow decides by rules we do not know here: try both
         return Dimension("onednn", (True, False))
-    return Dimension("onednn", (not default_on,))
+    # Turning off what TensorFlow turned on for this CPU costs one screen trial: kept only if that shows a gain.
+    return Dimension("onednn", (not default_on,), alone=bool(default_on))
 
 
 def default_space(

@@ -486,13 +486,17 @@ class Tuner:
         the screen's order. The rest (a change may help only beside another)
         are then raced: one pair each on top of the incumbent, and the
         comparisons are finished in the order of those first pairs, so that the
-        budget goes first to the one most likely to help. A change that showed
+        budget goes first to the one most likely to help. A change judged
+        alone (`Dimension.alone`: turning off oneDNN where TensorFlow turned it
+        on) is combined only if its screen trial gained. A change that showed
         no gain is tried once more on top of a later incumbent; one that was
         slower, failed or failed the guard is not.
         """
         incumbent = self.base
         strong = {studies.config_key(c) for c, ratio in promising if ratio >= 1 + self.settings.min_gain}
-        waiting = [single for single, _ in promising]
+        alone = {d.knob for d in self.dims if d.alone}
+        waiting = [single for single, _ in promising
+                   if studies.config_key(single) in strong or not alone & set(single.changed())]
         while waiting and not self._spent():
             passed: list[TrialConfig] = []
             before = incumbent

@@ -145,11 +145,11 @@ class StudyLock:
             dialect = storage.engine.dialect.name
             if dialect == "sqlite":
                 database = storage.engine.url.database
-                self._path = f"{database}.lock" if database and database != ":memory:" else None
+                self._path = f"{database}.fitspeed-lock" if database and database != ":memory:" else None
             elif dialect in ("postgresql", "mysql"):
                 self._engine = storage.engine
         elif isinstance(storage, JournalStorage) and isinstance(url, str):
-            self._path = f"{journal_path(url)}.lock"
+            self._path = f"{journal_path(url)}.fitspeed-lock"  # not .lock: Optuna's own journal lock
 
     @contextmanager
     def held(self) -> Iterator[None]:

@@ -56,14 +56,18 @@ def open_study(name: str, storage: StorageArg, meta: dict[str, Any], seed: int =
             load_if_exists=True,
             sampler=optuna.samplers.TPESampler(seed=seed),
         )
-        attrs = study.user_attrs
     except Exception as error:  # bad URL, missing driver, unreachable server, wrong password, full disk
         raise UserError(storage_problem(error, storage)) from None
     where = storages.shown(storage)
+    lock = storages.StudyLock(opened, name, storage)
+    with lock.held():  # workers starting together: one writes the study's meta, the others read it whole
+        attrs = study.user_attrs
+        if not attrs.get("fitspeed"):
+            for key, value in meta.items():
+                study.set_user_attr(key, plain(value))
+            study.set_user_attr("fitspeed", True)
+    lock.close()
     if not attrs.get("fitspeed"):
-        study.set_user_attr("fitspeed", True)
-        for key, value in meta.items():
-            study.set_user_attr(key, plain(value))
         return study, opened
     for key in ("model", "data", "base"):
         if attrs.get(key) != plain(meta.get(key)):

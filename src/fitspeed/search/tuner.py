@@ -474,6 +474,11 @@ class Tuner:
 
     def _store_decision(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
                         step: Any, why: str | None = None, noise: Noise | None = None) -> dict[str, Any]:
+        with self.workers.lock.held():  # one order for all workers
+            return self._store_decision_now(purpose, a, b, pairs, step, why, noise)
+
+    def _store_decision_now(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
+                            step: Any, why: str | None, noise: Noise | None) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
         stored = self.study.user_attrs.get("decision:" + ident)
         order = stored["order"] if stored else len(self.decisions())
@@ -649,7 +654,7 @@ class Tuner:
             with self.workers.lock.held():  # asking and claiming are one step: no two workers take one config
                 if self._spent() or self.workers.waiting():
                     continue
-                trial = self.study.ask(self._distributions())
+                trial = self.workers.ask(self._distributions())
                 config = self._config(knob_values=dict(trial.params))
                 if config is None:  # a combination the backend cannot do: not measured
                     duplicates += 1

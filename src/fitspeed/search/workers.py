@@ -82,7 +82,7 @@ class Workers:
     def start(self, device: str, version: str | None) -> None:
         """Enter the registry; its trial's heartbeat says this worker is alive."""
         with self.lock.held(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # Optuna: heartbeats "are supposed to be used with optimize"
+            warnings.simplefilter("ignore", UserWarning)  # "heartbeats are supposed to be used with optimize"
             self._entry = self.registry.ask()
         for key, value in {**self.me.attrs(), "device": device, "fitspeed": version}.items():
             self._entry.set_user_attr(key, value)
@@ -204,6 +204,12 @@ class Workers:
         if retried is not None:  # Optuna's retry callback made it: which trial it measures again
             trial.set_user_attr("retry_of", retried)
         return trial
+
+    def ask(self, distributions: dict[str, Any]) -> optuna.Trial:
+        """Optuna's sampler's next trial (ask and tell, with heartbeats we keep ourselves)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "heartbeats are supposed to be used with optimize"
+            return self.study.ask(distributions)
 
     def waiting(self) -> list[FrozenTrial]:
         """Measurements a dead worker left, enqueued again and not yet claimed."""

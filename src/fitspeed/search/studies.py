@@ -59,16 +59,18 @@ def open_study(name: str, storage: StorageArg, meta: dict[str, Any], seed: int =
     except Exception as error:  # bad URL, missing driver, unreachable server, wrong password, full disk
         raise UserError(storage_problem(error, storage)) from None
     where = storages.shown(storage)
-    lock = storages.StudyLock(opened, name, storage)
-    with lock.held():  # workers starting together: one writes the study's meta, the others read it whole
-        attrs = study.user_attrs
+    attrs = study.user_attrs
+    if not attrs.get("fitspeed"):  # a new study; the meta's marker is written last
+        lock = storages.StudyLock(opened, name, storage)
+        with lock.held():  # workers starting together: one writes the study's meta, the others read it whole
+            attrs = study.user_attrs
+            if not attrs.get("fitspeed"):
+                for key, value in meta.items():
+                    study.set_user_attr(key, plain(value))
+                study.set_user_attr("fitspeed", True)
+        lock.close()
         if not attrs.get("fitspeed"):
-            for key, value in meta.items():
-                study.set_user_attr(key, plain(value))
-            study.set_user_attr("fitspeed", True)
-    lock.close()
-    if not attrs.get("fitspeed"):
-        return study, opened
+            return study, opened
     for key in ("model", "data", "base"):
         if attrs.get(key) != plain(meta.get(key)):
             raise UserError(

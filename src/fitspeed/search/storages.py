@@ -47,6 +47,7 @@ StorageArg = str | BaseStorage
 DEFAULT_HEARTBEAT_S = 30
 JOURNAL_PREFIX = "journal:"
 _HEARTBEAT_ATTR = "fitspeed:heartbeat"
+SCHEMA_TRIES = 5  # workers starting together on a new database race to create Optuna's tables; the losers retry
 
 
 def journal_path(storage: str) -> str | None:
@@ -124,10 +125,27 @@ def open_storage(storage: StorageArg, heartbeat_s: int = DEFAULT_HEARTBEAT_S) ->
     path = journal_path(storage)
     if path is not None:
         return HeartbeatJournalStorage(JournalFileBackend(path), heartbeat_s, grace)
-    with warnings.catch_warnings():  # the heartbeat arguments are marked experimental
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return RDBStorage(storage, heartbeat_interval=heartbeat_s, grace_period=grace,
-                          heartbeat_stale_trial_callback=retry_stale_once)
+    for attempt in range(SCHEMA_TRIES):
+        try:
+            with warnings.catch_warnings():  # the heartbeat arguments are marked experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(storage, heartbeat_interval=heartbeat_s, grace_period=grace,
+                                  heartbeat_stale_trial_callback=retry_stale_once)
+        except Exception as error:
+            if attempt + 1 == SCHEMA_TRIES or not schema_race(error):
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def schema_race(error: BaseException) -> bool:
+    """Whether `error` is another worker creating Optuna's tables at the same moment (a fresh database).
+
+    >>> schema_race(Exception('duplicate key value violates unique constraint "pg_type_typname_nsp_index"'))
+    True
+    """
+    text = str(error).lower()
+    return "duplicate key" in text or "already exists" in text
 
 
 class StudyLock:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,8 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURES), env.get("PYTHONPATH")]))
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # the suite runs tests side by side (pytest -n 2): tuning workers share this host on purpose
+    env["FITSPEED_ALLOW_SHARED_HOST"] = "1"
     return env
 
 
@@ -55,3 +63,45 @@ def fitspeed(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complete
 def json_out(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert result.stdout, result.stderr
     return json.loads(result.stdout)
+
+
+def _as_postgres(args: list[str]) -> list[str]:
+    # initdb refuses to run as root; run the server as the postgres user then
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *args]
+    return args
+
+
+@contextmanager
+def postgres_server(password: str | None = None) -> Iterator[str]:
+    """A throwaway PostgreSQL server (initdb + pg_ctl on a free loopback port, in a temp folder); its URL.
+
+    With `password`, the user `postgres` must give it (scram-sha-256), as on a real server.
+    """
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if not (initdb and pg_ctl) or importlib.util.find_spec("psycopg") is None:
+        pytest.skip("needs PostgreSQL's initdb and pg_ctl, and pip install 'fitspeed[postgres]'")
+    # a folder the postgres user can reach (pytest's own temp folders are private to root)
+    folder = Path(tempfile.mkdtemp(prefix="fitspeed-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data = folder / "data"
+    auth = ["-A", "trust"]
+    if password is not None:
+        (folder / "pw").write_text(password)
+        if os.geteuid() == 0:
+            shutil.chown(folder / "pw", "postgres")
+        auth = ["--auth-host=scram-sha-256", "--auth-local=trust", f"--pwfile={folder / 'pw'}"]
+    subprocess.run(_as_postgres([initdb, "-D", str(data), *auth, "-U", "postgres"]), check=True, capture_output=True)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+    subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"]),
+                   check=True, capture_output=True)
+    user = "postgres" if password is None else f"postgres:{password}"
+    try:
+        yield f"postgresql://{user}@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]), capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)

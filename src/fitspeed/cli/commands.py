@@ -310,7 +310,9 @@ def tune(
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trial processes in the study, the pairs of each decision included (a rerun continues to this total).")] = 30,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
-    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage: sqlite:///FILE, postgresql://USER:PW@HOST/DB (many machines), or journal:PATH (a file on a shared disk). Workers started on one study share its search (docs/distributed.md).")] = "sqlite:///fitspeed.db",
+    heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="Seconds between a worker's heartbeats; one silent for twice this is taken as dead and its trial is measured again.")] = 30,
+    allow_shared_host: Annotated[bool, typer.Option("--allow-shared-host", help="Run even if another worker measures on this host and device (their speeds then include each other's load).")] = False,
     space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
     knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
@@ -357,11 +359,13 @@ def tune(
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
-        batch_sizes=_int_list(batch_sizes, "--batch-sizes"), monitor=monitor,
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
     )
+    from fitspeed.machine import host_lock
     from rich.progress import Progress
 
-    with _interruptible(), Progress(console=err, transient=True) as progress:
+    with _interruptible(), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host), \
+            Progress(console=err, transient=True) as progress:
         task = progress.add_task("tuning", total=trials)
 
         def event(event: TuneEvent) -> None:
@@ -400,7 +404,9 @@ def tune(
         print(json.dumps(summary, indent=2, default=str))
     else:
         tables.print_tune(out, summary)
-        err.print(f"study {settings.study_name} in {storage}; best configuration and snippet in {best_path}",
+        from fitspeed.search.storages import shown
+
+        err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
                   highlight=False)
 
 

@@ -28,7 +28,7 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
     return {
         "study": study.study_name,
         "meta": {k: v for k, v in attrs.items()
-                 if not k.startswith(("guard", "decision:", "reuse:")) and k != "verification"},
+                 if not k.startswith(("guard", "decision:", "reuse:", "claim:")) and k != "verification"},
         "trials": trials,
         "guards": {k[len("guard:"):]: v for k, v in attrs.items() if k.startswith("guard:")},
         "verification": attrs.get("verification"),

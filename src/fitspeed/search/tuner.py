@@ -27,6 +27,14 @@ Every decision is stored as a study user attr `decision:ID` with its pairs,
 ratio, interval and verdict. Budget: `trials` trial processes in the study, the
 pairs included (the verification and guard runs come on top), and/or `time_s`
 seconds of this run's search.
+
+Many workers (`fitspeed tune` processes on one study, `fitspeed.search.workers`)
+run this same search. Every measurement is claimed by its key, so none is
+measured twice and the budget is never overrun; every worker reads the others'
+records. The screen's and the sampler's trials are independent, so workers share
+them out; a paired decision, a guard check and the verification are each made
+by one worker while the others wait for its stored answer and go on from there,
+so all reach the same incumbents (a decision's pairs stay on one host).
 """
 
 from __future__ import annotations
@@ -42,16 +50,17 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
-from optuna.trial import TrialState
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
 from fitspeed.core.stats import EXTEND, Noise, paired_step, pooled_noise, ratio_estimate
-from fitspeed.machine import environment
+from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
-from fitspeed.search import guard, studies
+from fitspeed.search import guard, storages, studies
 from fitspeed.search.events import (
     DecisionMade,
     GuardChecked,
@@ -69,6 +78,7 @@ from fitspeed.search.space import (
     only,
     override,
 )
+from fitspeed.search.workers import POLL_S, Busy, Workers
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
@@ -76,6 +86,8 @@ SCREEN_GROUP = 3  # the screen measures the baseline again after this many candi
 CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
+BUDGET_FREE = ("batch_size", "verify")  # phases outside the --trials budget
+BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class TuneSettings:
     time_s: float | None = None
     study: str | None = None
     storage: str = "sqlite:///fitspeed.db"
+    heartbeat_s: int = storages.DEFAULT_HEARTBEAT_S  # a worker silent for twice this is taken as dead
     steps: int | None = None
     repeats: int = 3
     seed: int = 0
@@ -153,24 +166,34 @@ class Tuner:
             settings.knobs,
         )
         self.choices = choices(self.dims, self.base)
-        self.study = studies.open_study(
+        host = environment.host(settings.base.backend)
+        self.study, storage = studies.open_study(
             settings.study_name,
             settings.storage,
             {"model": settings.model, "data": settings.data, "base": settings.base.to_dict(),
              "tolerance": settings.tolerance, "min_gain": settings.min_gain,
              "skipped": {d.knob: d.skipped for d in self.dims if d.skipped},
-             "environment": environment.host(settings.base.backend)},
+             "environment": host, "fitspeed_version": host["fitspeed"],
+             "host_kind": {"cpu": host["cpu"], "cpu_count": host["cpu_count"],
+                           "gpus": [g.get("name") for g in environment.nvidia_gpus()[0]]}},
             seed=settings.seed,
+            heartbeat_s=settings.heartbeat_s,
         )
+        self.workers = Workers(self.study, storage, settings.storage)
 
     # -- budget -------------------------------------------------------------
 
     def _spent(self) -> bool:
-        done = sum(1 for t in studies.measured(self.study).values()
-                   if t.user_attrs.get("phase") not in ("batch_size", "verify"))
-        if done >= self.settings.trials:
+        if self._claimed() >= self.settings.trials:
             return True
         return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
+
+    def _claimed(self) -> int:
+        """Budgeted configurations measured, being measured, or waiting to be measured again."""
+        live = (TrialState.RUNNING, TrialState.WAITING)
+        return len({t.user_attrs["config_key"] for t in self.study.get_trials(deepcopy=False)
+                    if t.user_attrs.get("config_key") and t.user_attrs.get("phase") not in BUDGET_FREE
+                    and (t.state in live or "record" in t.user_attrs)})
 
     # -- measuring ----------------------------------------------------------
 
@@ -179,44 +202,109 @@ class Tuner:
 
     def measure(
         self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
-        stop_below: float | None = None,
+        stop_below: float | None = None, wait: bool = True,
     ) -> dict[str, Any] | None:
-        """Measure `config` once (per `tag`), or return its stored record; None when out of budget."""
+        """Measure `config` once (per `tag`), or return its stored record; None when out of budget.
+
+        While another worker measures it, wait for its record, or return BUSY
+        at once with `wait=False`.
+        """
         key = studies.config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:
             return dict(done[key].user_attrs["record"])
-        if budgeted and self._spent():
+        while True:
+            claimed = self.workers.claim(key, self._attrs(config, phase, key, stop_below), self._params(config),
+                                         self._distributions(), room=lambda: not (budgeted and self._spent()))
+            if not isinstance(claimed, Busy):
+                break
+            if not wait:
+                return BUSY
+            time.sleep(POLL_S)
+        if claimed is None:
             return None
-        params = {name: getattr(config, name) for name in self.choices}
-        self.study.enqueue_trial(params, skip_if_exists=False)
-        return self._run(self.study.ask(self._distributions()), config, key, phase, stop_below)
+        if isinstance(claimed, FrozenTrial):
+            return dict(claimed.user_attrs["record"])
+        return self._run(claimed, config, phase, stop_below)
 
-    def _run(self, trial: optuna.Trial, config: TrialConfig, key: str, phase: str,
+    def _params(self, config: TrialConfig) -> dict[str, Any]:
+        return {name: getattr(config, name) for name in self.choices}
+
+    @staticmethod
+    def _attrs(config: TrialConfig, phase: str, key: str, stop_below: float | None) -> dict[str, Any]:
+        return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
+
+    def _run(self, trial: optuna.Trial, config: TrialConfig, phase: str,
              stop_below: float | None = None) -> dict[str, Any]:
-        """Run `config` as the Optuna trial `trial`; its record and speed go to the study."""
-        trial.set_user_attr("phase", phase)
-        trial.set_user_attr("config_key", key)
-        trial.set_user_attr("config", config.to_dict())
+        """Run `config` as the Optuna trial `trial` (claimed, with its attrs); its record and speed go to the study."""
         self.emit(TrialStarted(phase, config))
-        record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
-        trial.set_user_attr("record", studies.plain(record))
+        with self.workers.heartbeat(trial):
+            record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
         speed = throughput(record)
-        if speed is None:
-            self.study.tell(trial, state=TrialState.FAIL)
-        else:
-            self.study.tell(trial, speed)
+        try:
+            trial.set_user_attr("record", studies.plain(record))
+            if speed is None:
+                self.study.tell(trial, state=TrialState.FAIL)
+            else:
+                self.study.tell(trial, speed)
+        except UpdateFinishedTrialError:  # its heartbeat lapsed and another worker took it as dead
+            self.emit(Note(f"trial {trial.number} was taken for a dead worker's (its heartbeat lapsed); "
+                           "another worker measures it again"))
         self.emit(TrialFinished(phase, record))
         return record
+
+    def _run_orphan(self, trial: FrozenTrial) -> None:
+        """Measure a dead worker's trial that Optuna enqueued again (once)."""
+        attrs = trial.user_attrs
+        config = TrialConfig.from_dict(attrs["config"])
+        tag = attrs["config_key"][len(studies.config_key(config)):]
+        self.emit(Note(f"measuring again trial {attrs.get('retry_of', trial.number)}, left by {attrs.get('worker')} "
+                       "when it stopped answering"))
+        self.measure(config, attrs.get("phase", "sampler"), tag, budgeted=False, stop_below=attrs.get("stop_below"))
+
+    def _settle(self, phases: tuple[str, ...] | None = None) -> None:
+        """Wait until no other worker measures (in `phases`) or holds a unit; run what dead ones left."""
+        while True:
+            self.workers.recover()
+            left = [t for t in self.workers.waiting() if phases is None or t.user_attrs.get("phase") in phases]
+            if left:
+                self._run_orphan(left[0])
+                continue
+            running = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                       if t.user_attrs.get("config_key") and t.user_attrs.get("worker") != self.workers.me.id
+                       and (phases is None or t.user_attrs.get("phase") in phases)]
+            holders = {v for k, v in self.study.user_attrs.items()
+                       if k.startswith("claim:") and v and v != self.workers.me.id}
+            if not running and not (phases is None and holders & self.workers.alive()):
+                return
+            time.sleep(POLL_S)
+
+    def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any:
+        """`stored()` once it is there; else `compute()`, by this worker if it takes `unit` first."""
+        while True:
+            found = stored()
+            if found is not None:
+                return found
+            if self.workers.take(unit):
+                try:
+                    return compute()
+                finally:
+                    self.workers.release(unit)
+            time.sleep(POLL_S)
 
     def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
         """The guard verdict for `config` (stored), or None if it changes no numerics."""
         if not guard.numeric_changes(config, self.base):
             return None
         key = "guard:" + studies.config_key(config)
-        stored = self.study.user_attrs.get(key)
-        if stored:
-            return dict(stored)
+
+        def stored() -> dict[str, Any] | None:
+            found = self.study.user_attrs.get(key)
+            return dict(found) if found else None
+
+        return dict(self._once(key, stored, lambda: self._guard(config, key)))
+
+    def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
         baseline = self._guard_curve(self.base)
         run = self._guard_run(config)
         candidate = list(run["curve"]) if run["status"] == "ok" else [None]
@@ -251,7 +339,11 @@ class Tuner:
     def run(self) -> dict[str, Any]:
         """The whole search; a full disk under the study storage ends it with one sentence."""
         try:
-            return self._search()
+            self.workers.start(host_lock.device(), self.study.user_attrs.get("fitspeed_version"))
+            try:
+                return self._search()
+            finally:
+                self.workers.stop()
         except (optuna.exceptions.StorageInternalError, OSError) as error:  # the storage, not the search
             raise UserError(studies.storage_problem(error, self.settings.storage)) from None
         except Exception as error:
@@ -260,7 +352,7 @@ class Tuner:
             raise
 
     def _search(self) -> dict[str, Any]:
-        interrupted = studies.recover_interrupted(self.study)
+        interrupted = self.workers.recover()
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
         self.started = time.perf_counter()  # --time counts the search, not opening the study
@@ -274,6 +366,7 @@ class Tuner:
         self._costs(sweep)
         self._sample()
         self._batch_sizes()
+        self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
 
     def _learn_data_kind(self, baseline: dict[str, Any]) -> None:
@@ -301,30 +394,36 @@ class Tuner:
         in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
         Knobs measured only for their cost wait until after the combination.
         """
-        queue = [(dim, 0) for dim in sweep if not dim.cost_only]
+        queue = [(dim, 0, False) for dim in sweep if not dim.cost_only]
         measured: list[tuple[TrialConfig, float | None]] = []
         number = 0
         while queue:
-            dim, index = queue.pop(0)
+            dim, index, deferred = queue.pop(0)
             config = self._config(knob_values={dim.knob: dim.values[index]})
             if config is None:
                 record: dict[str, Any] | None = None
             else:
-                if number and number % SCREEN_GROUP == 0 \
-                        and self.measure(self.base, "baseline", f"#screen{number}") is None:
-                    break
-                number += 1
+                if not deferred:
+                    if number and number % SCREEN_GROUP == 0 \
+                            and self.measure(self.base, "baseline", f"#screen{number}", wait=False) is None:
+                        break
+                    number += 1
                 reference = self._screen_reference()
-                record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference)
+                record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference,
+                                      wait=deferred)
+                if record is BUSY:  # another worker measures it: come back to it at the end
+                    queue.append((dim, index, True))
+                    continue
                 if record is None:
                     break
                 measured.append((config, throughput(record)))
             speed = throughput(record) if record else None
             reference = self._screen_reference()
             if index + 1 < len(dim.values) and (speed is None or (reference and speed <= CLEARLY_SLOWER * reference)):
-                queue.append((dim, index + 1))
+                queue.append((dim, index + 1, False))
         if measured:  # close the last group with the baseline
             self.measure(self.base, "baseline", f"#screen{number}")
+        self._settle(("baseline", "sweep"))  # every worker ranks the same screen
         reference = self._screen_reference()
         promising = []
         for config, speed in measured:
@@ -381,6 +480,11 @@ class Tuner:
 
     def _store_decision(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
                         step: Any, why: str | None = None, noise: Noise | None = None) -> dict[str, Any]:
+        with self.workers.lock.held():  # one order for all workers
+            return self._store_decision_now(purpose, a, b, pairs, step, why, noise)
+
+    def _store_decision_now(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
+                            step: Any, why: str | None, noise: Noise | None) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
         stored = self.study.user_attrs.get("decision:" + ident)
         order = stored["order"] if stored else len(self.decisions())
@@ -398,9 +502,25 @@ class Tuner:
                budgeted: bool = True, probe: bool = False) -> dict[str, Any]:
         """Compare `b` with `a` in interleaved pairs until `paired_step` decides; stored and returned.
 
+        Made once, by one worker; the others take its stored answer. One that
+        ran out of budget is taken up again when the budget allows more pairs.
         `probe`: take the first pair only and return where it stands, unstored
         (a later call goes on from the stored trials).
         """
+        ident = decision_id(purpose, a, b)
+
+        def stored() -> dict[str, Any] | None:
+            found = self.study.user_attrs.get("decision:" + ident)
+            if found and (found.get("why") != "the budget ran out" or self._spent()):
+                return dict(found)
+            return None
+
+        if probe:
+            return stored() or self._decide(purpose, a, b, min_gain, budgeted, probe=True)
+        return dict(self._once("decision:" + ident, stored, lambda: self._decide(purpose, a, b, min_gain, budgeted)))
+
+    def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, min_gain: float | None,
+                budgeted: bool, probe: bool = False) -> dict[str, Any]:
         gain = self.settings.min_gain if min_gain is None else min_gain
         ident = decision_id(purpose, a, b)
         phase = "verify" if purpose == "verify" else purpose
@@ -468,7 +588,10 @@ class Tuner:
         if number is None:
             if f"{studies.config_key(a)}#{ident}:0a" in done or not done:
                 return None
-            latest = max(done.values(), key=lambda t: t.number)
+            here = [t for t in done.values() if t.user_attrs.get("host", self.workers.me.host) == self.workers.me.host]
+            if not here:
+                return None
+            latest = max(here, key=lambda t: t.number)  # a pair is measured on one host
             if latest.user_attrs.get("config") != a.to_dict() or throughput(dict(latest.user_attrs["record"])) is None:
                 return None
             used = {v for k, v in self.study.user_attrs.items() if k.startswith("reuse:")}
@@ -533,7 +656,15 @@ class Tuner:
         return [single for _, _, single in sorted(firsts, key=lambda item: (-item[0], item[1]))]
 
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
-        """`config` if the pairs find it faster than `incumbent` and its loss passes the guard."""
+        """`config` if the pairs find it faster than `incumbent` and its loss passes the guard.
+
+        The incumbent after it: `incumbent` if `config` lost, or another worker's
+        winner if one replaced `incumbent` in the meantime.
+        """
+        unit = "challenge:" + decision_id(purpose, incumbent, config)
+        return self._once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
+
+    def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         earlier = self.study.user_attrs.get("decision:" + decision_id("combine", incumbent, config))
         decision = dict(earlier) if earlier and purpose == "sampler" else self.decide(purpose, incumbent, config)
         if decision["verdict"] != "faster":
@@ -541,14 +672,21 @@ class Tuner:
         verdict = self.guarded(config)
         if verdict is not None and not verdict["ok"]:
             return incumbent
-        self._chain_add(config)
-        return config
+        if self._chain_add(config, over=incumbent):
+            return config
+        return (self.incumbents() or [self.base])[-1]
 
-    def _chain_add(self, config: TrialConfig) -> None:
-        chain = list(self.study.user_attrs.get("incumbents") or [])
-        if config.to_dict() not in chain:
+    def _chain_add(self, config: TrialConfig, over: TrialConfig) -> bool:
+        """Append `config` to the incumbents if it beat the newest; False if another worker's came first."""
+        with self.workers.lock.held():
+            chain = list(self.study.user_attrs.get("incumbents") or [])
+            if config.to_dict() in chain:
+                return True
+            if (chain[-1] if chain else self.base.to_dict()) != studies.plain(over.to_dict()):
+                return False
             chain.append(config.to_dict())
             self.study.set_user_attr("incumbents", studies.plain(chain))
+            return True
 
     def incumbents(self) -> list[TrialConfig]:
         """The configurations that became the incumbent, in order; the last is the best found."""
@@ -565,17 +703,29 @@ class Tuner:
         """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""
         duplicates = 0
         while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
-            trial = self.study.ask(self._distributions())
-            config = self._config(knob_values=dict(trial.params))
-            if config is None:  # a combination the backend cannot do: not measured
-                duplicates += 1
-                self.study.tell(trial, state=TrialState.FAIL)
+            left = self.workers.waiting()  # a dead worker's trial first: Optuna's ask would take it anyway
+            if left:
+                self._run_orphan(left[0])
                 continue
-            key = studies.config_key(config)
-            done = studies.measured(self.study)
-            measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
-            if measured_before:  # alone, or in a decision's pairs
+            with self.workers.lock.held():  # asking and claiming are one step: no two workers take one config
+                if self._spent() or self.workers.waiting():
+                    continue
+                trial = self.workers.ask(self._distributions())
+                config = self._config(knob_values=dict(trial.params))
+                if config is None:  # a combination the backend cannot do: not measured
+                    duplicates += 1
+                    self.study.tell(trial, state=TrialState.FAIL)
+                    continue
+                key = studies.config_key(config)
+                done = studies.measured(self.study)
+                measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
+                claimed = None if measured_before else self.workers.claim(
+                    key, self._attrs(config, "sampler", key, None), self._params(config), self._distributions(),
+                    room=lambda: True, asked=trial)
+            if claimed is None or isinstance(claimed, (Busy, FrozenTrial)):  # alone, or in a decision's pairs
                 duplicates += 1
+                if isinstance(claimed, Busy):  # another worker measures it right now: its figure, once in
+                    self.measure(config, "sampler")
                 value = self._figure(config)
                 if value is None:
                     self.study.tell(trial, state=TrialState.FAIL)
@@ -583,12 +733,16 @@ class Tuner:
                     self.study.tell(trial, value)
                 continue
             duplicates = 0
-            record = self._run(trial, config, key, "sampler")
-            speed = throughput(record)
+            speed = throughput(self._run(claimed, config, "sampler"))
             incumbent = (self.incumbents() or [self.base])[-1]
-            figure = self._figure(incumbent)
-            if speed and figure and speed > figure * (1 + self.settings.min_gain):
-                self._challenge(incumbent, config, "sampler")
+            while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
+                figure = self._figure(incumbent)
+                if not (speed and figure and speed > figure * (1 + self.settings.min_gain)):
+                    break
+                after = self._challenge(incumbent, config, "sampler")
+                if after in (incumbent, config):
+                    break
+                incumbent = after
 
     def _figure(self, config: TrialConfig) -> float | None:
         """The median of `config`'s measured figures in this study."""
@@ -644,11 +798,19 @@ class Tuner:
         return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
 
     def finish(self) -> dict[str, Any]:
-        """Verify the best incumbent against the defaults in pairs; fall back to the one before it."""
+        """Verify the best incumbent against the defaults in pairs; fall back to the one before it.
+
+        Once per study and chain of incumbents: one worker verifies, the others read its answer.
+        """
+        def stored() -> dict[str, Any] | None:
+            found = self.study.user_attrs.get("verification")
+            chain = studies.plain([c.to_dict() for c in self.incumbents()])
+            return dict(found) if found and found.get("chain") == chain else None
+
+        return dict(self._once("verification", stored, self._verify))
+
+    def _verify(self) -> dict[str, Any]:
         chain = self.incumbents()
-        stored = self.study.user_attrs.get("verification")
-        if stored and chain and stored.get("config") == chain[-1].to_dict() and stored.get("claimed"):
-            return dict(stored)
         tried: list[dict[str, Any]] = []
         for config in list(reversed(chain))[:MAX_FALLBACKS]:
             self.emit(VerificationStarted(config, self.settings.pairs))
@@ -663,6 +825,7 @@ class Tuner:
                        f"{d['b_label']}: {d['verdict']}" for d in tried))
             verification = {"config": self.base.to_dict(), "verdict": "keep the defaults", "claimed": False,
                             "estimate": None, "why": why if self._figure(self.base) else "no baseline", "tried": [d["id"] for d in tried]}
+        verification.update(chain=[c.to_dict() for c in chain], by=self.workers.me.id)
         self.study.set_user_attr("verification", studies.plain(verification))
         return verification
 

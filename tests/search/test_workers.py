@@ -1,0 +1,185 @@
+"""Several `fitspeed tune` workers on one study: each configuration measured once, none lost.
+
+Real workers (3 processes of the CLI), real trials, a real PostgreSQL server or
+a journal file. "12 measured configurations" is the --trials budget: 12 trial
+processes with a record and distinct configuration keys (a decision's pairs carry
+their pair's tag in the key); the verification's trials come on top of it.
+All workers run on this one machine, so each gets a host name of its own
+(FITSPEED_HOST) and --allow-shared-host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+from conftest import child_env, fitspeed, json_out, postgres_server
+from optuna.trial import FrozenTrial, TrialState
+
+from fitspeed.machine import host_lock
+
+BUDGET = 12
+# 4 x 2 x 2 = 16 configurations without a numerics change (no guard runs), each trial a few steps
+ARGS = ["tune", "tiny", "--knobs", "steps_per_execution,intra_op_threads,inter_op_threads",
+        "--space", "steps_per_execution=8,4,2", "--trials", str(BUDGET), "--steps", "8", "--repeats", "1",
+        "--pairs", "2", "--allow-shared-host", "--json"]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    with postgres_server(password="s3cret") as url:
+        yield url
+
+
+def start(workdir: Path, storage: str, index: int, study: str = "shared", *extra: str) -> subprocess.Popen[str]:
+    env = {**child_env(), "FITSPEED_HOST": f"node{index}"}
+    return subprocess.Popen([sys.executable, "-m", "fitspeed", *ARGS, "--storage", storage, "--study", study,
+                             "--best", f"best{index}.json", *extra], cwd=workdir, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def finish(workers: list[subprocess.Popen[str]]) -> list[str]:
+    outs = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=600)
+        assert worker.returncode == 0, err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+        outs.append(out)
+    return outs
+
+
+def load(storage: str, study: str) -> optuna.Study:
+    from fitspeed.search.storages import open_storage
+
+    return optuna.load_study(study_name=study, storage=open_storage(storage))
+
+
+def check_study(study: optuna.Study) -> list[FrozenTrial]:
+    """The Done-when checks; returns the measured trials."""
+    trials = study.get_trials()
+    measured = [t for t in trials if "record" in t.user_attrs]
+    budgeted = [t for t in measured if t.user_attrs["phase"] not in ("verify", "batch_size")]
+    assert len(budgeted) == BUDGET, [t.user_attrs["config_key"] for t in budgeted]
+    keys = [t.user_attrs["config_key"] for t in measured]
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    assert all(t.user_attrs.get("host", "").startswith("node") for t in measured)
+    assert len({t.user_attrs["worker"] for t in measured}) >= 2, "the workers did not share the work"
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    # nothing failed because of another worker: a failed trial without a record is a dead worker's only
+    unrecorded = [t for t in trials if t.state == TrialState.FAIL and "record" not in t.user_attrs]
+    assert all(any(a.user_attrs.get("retry_of") == t.number for a in measured) for t in unrecorded)
+    verification = study.user_attrs["verification"]
+    assert verification["verdict"] and verification["by"].startswith("node")
+    verify_decisions = [k for k, v in study.user_attrs.items() if k.startswith("decision:") and v["purpose"] == "verify"]
+    assert len(verify_decisions) == len(verification["tried"])  # each tried incumbent verified once
+    return measured
+
+
+def check_answers(outs: list[str]) -> None:
+    """Every worker prints the same answer, from the one verification."""
+    import json
+
+    answers = [json.loads(out)["best"] for out in outs]
+    assert all(answer == answers[0] for answer in answers)
+
+
+@pytest.mark.timeout(900)  # three workers on this machine's two cores
+def test_three_workers_share_a_postgresql_study(workdir: Path, postgres: str) -> None:
+    check_answers(finish([start(workdir, postgres, i, "three") for i in range(3)]))
+    study = load(postgres, "three")
+    check_study(study)
+    assert not [t for t in study.get_trials() if t.state == TrialState.FAIL and "record" not in t.user_attrs]
+
+
+@pytest.mark.timeout(900)  # three workers on this machine's two cores
+def test_three_workers_share_a_journal_file(workdir: Path) -> None:
+    storage = f"journal:{workdir / 'study.log'}"
+    outs = finish([start(workdir, storage, i) for i in range(3)])
+    check_answers(outs)
+    check_study(load(storage, "shared"))
+    shown = fitspeed("show", "shared", "--storage", storage, "--json", cwd=workdir)
+    assert json_out(shown)["best"] == __import__("json").loads(outs[0])["best"]
+
+
+@pytest.mark.timeout(900)  # three workers on this machine's two cores
+def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, postgres: str) -> None:
+    """SIGKILL one worker mid-trial: after its heartbeat lapses (2 s here) another measures that trial again."""
+    workers = [start(workdir, postgres, i, "killed", "--heartbeat", "1") for i in range(3)]
+    deadline = time.time() + 300
+    victim: FrozenTrial | None = None
+    while victim is None and time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            running = optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
+        except KeyError:
+            continue
+        done = optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.COMPLETE,))
+        victim = next((t for t in running if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs
+                       and len(done) >= 2), None)
+    assert victim is not None, "worker node0 never ran a trial"
+    os.killpg(workers[0].pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
+    workers[0].wait()
+    finish(workers[1:])
+    study = optuna.load_study(study_name="killed", storage=postgres)
+    check_study(study)
+    lost = study.trials[victim.number]
+    assert lost.state == TrialState.FAIL and "record" not in lost.user_attrs
+    again = [t for t in study.get_trials() if t.user_attrs.get("retry_of") == victim.number]
+    assert len(again) == 1 and "record" in again[0].user_attrs  # retried once, and measured
+    assert again[0].user_attrs["config_key"] == victim.user_attrs["config_key"]
+    assert again[0].user_attrs["host"] != "node0"
+    # only the killed worker's trial failed without a record
+    assert [t.number for t in study.get_trials() if t.state == TrialState.FAIL and "record" not in t.user_attrs] \
+        == [victim.number]
+
+
+# -- bad input: one sentence each, no traceback ------------------------------------------------------
+
+
+def refused(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    said = " ".join(result.stderr.split())  # the console wraps long lines
+    for word in words:
+        assert word in said, said
+
+
+def test_wrong_password_and_unreachable_server(workdir: Path, postgres: str) -> None:
+    wrong = postgres.replace(":s3cret@", ":wrong@")
+    result = fitspeed("tune", "tiny", "--storage", wrong, cwd=workdir)
+    refused(result, "refused the user name or password")
+    assert "wrong" not in result.stderr  # the password is never printed
+    nobody = "postgresql://postgres:s3cret@127.0.0.1:1/postgres"
+    result = fitspeed("tune", "tiny", "--storage", nobody, cwd=workdir)
+    refused(result, "No database server answered at postgresql://postgres:***@127.0.0.1:1/postgres")
+    refused(fitspeed("show", "--storage", nobody, cwd=workdir), "No database server answered")
+
+
+def test_a_study_of_another_fitspeed_version_is_refused(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'old.db'}"
+    study = optuna.create_study(study_name="tiny-synthetic", storage=storage)
+    from fitspeed.core.config import TrialConfig
+    from fitspeed.search.studies import plain
+
+    for key, value in {"fitspeed": True, "model": "tiny", "data": None, "base": plain(TrialConfig().to_dict()),
+                       "fitspeed_version": "0.0.1"}.items():
+        study.set_user_attr(key, value)
+    refused(fitspeed("tune", "tiny", "--storage", storage, cwd=workdir), "made by fitspeed 0.0.1", "--study")
+
+
+def test_a_second_worker_on_one_host_is_refused(workdir: Path) -> None:
+    if os.environ.get(host_lock.ALLOW_ENV) == "1":
+        pytest.skip("FITSPEED_ALLOW_SHARED_HOST is set for this whole session")
+    env = {k: v for k, v in child_env().items() if k != host_lock.ALLOW_ENV}
+    with host_lock.hold(host_lock.device(), "the test"):
+        result = subprocess.run([sys.executable, "-m", "fitspeed", "tune", "tiny", "--storage",
+                                 f"sqlite:///{workdir / 's.db'}"], cwd=workdir, env=env, capture_output=True,
+                                text=True, timeout=120)
+    refused(result, "Another fitspeed worker already measures on this host", "the test", "--allow-shared-host")

@@ -83,11 +83,11 @@ def cnn_high(shape: tuple[int, ...], num_classes: int) -> keras.Model:
     return _vgg_like(shape, num_classes, (128, 256, 512), 680, "cnn_high")
 
 
-def cnn10(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+def cnn10(shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...] = (64, 128, 256)) -> keras.Model:
     """Nine 3x3 convolutions in three stages of 64, 128 and 256 filters, then a classifier."""
     inputs = _input(shape)
     x = inputs
-    for stage, width in enumerate((64, 128, 256)):
+    for stage, width in enumerate(widths):
         for _ in range(3):
             x = _conv_bn_relu(x, width)
         if stage < 2:
@@ -135,6 +135,11 @@ BUILDERS: dict[str, Callable[[tuple[int, ...], int], keras.Model]] = {
     "cnn10": cnn10,
     "wrn-16-4": lambda shape, classes: wide_resnet(shape, classes, 16, 4),
     "wrn-28-10": lambda shape, classes: wide_resnet(shape, classes, 28, 10),
+    # a quarter of the width, on 16x16 inputs: `fitspeed reproduce --quick` on a CPU
+    "cnn-low-s": lambda shape, classes: _vgg_like(shape, classes, (16, 32, 64), 64, "cnn_low_s"),
+    "cnn-high-s": lambda shape, classes: _vgg_like(shape, classes, (32, 64, 128), 170, "cnn_high_s"),
+    "cnn10-s": lambda shape, classes: cnn10(shape, classes, (16, 32, 64)),
+    "wrn-16-4-s": lambda shape, classes: wide_resnet(shape, classes, 16, 1),
 }
 
 

@@ -32,7 +32,7 @@ def test_percent_of_baseline_time_and_the_accuracy_mark() -> None:
     summary = summarize(results)
     a, b, c = summary["rows"]
     assert a["percent_of_baseline_time"] == 100.0 and b["percent_of_baseline_time"] == 50.0
-    assert b["accuracy"]["n"] == 2 and "more than the seed spread" in b["accuracy_mark"]
+    assert b["accuracy"]["n"] == 2 and "more than the spread over runs" in b["accuracy_mark"]
     assert a["accuracy_mark"] is None and c["status"] == "skipped"
     shown = table(summary)
     assert shown["headers"][:4] == ["knob", "status", "samples/s", "time % of baseline"]

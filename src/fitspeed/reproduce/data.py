@@ -104,7 +104,7 @@ def _export_cifar10(path: Path) -> None:
     """CIFAR-10 from the Keras cache into `path`, by a child process (this one never imports keras)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run([sys.executable, "-P", "-c", _EXPORT, str(path)], env=env, capture_output=True,
-                            text=True, timeout=600)
+                            text=True, timeout=600, check=False)
     if result.returncode != 0:
         raise DataError(f"Could not read CIFAR-10 from the Keras cache in {keras_cache()}: "
                         f"{result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}. "
@@ -124,7 +124,8 @@ def choose(data: str | None, shape: tuple[int, int, int], train: int, test: int,
     if data is not None and data not in ("synthetic",) and not data.startswith("npz:"):
         raise DataError(f"Expected --data synthetic or npz:PATH (arrays x, y and optionally x_test, y_test). "
                         f"Received: {data!r}. CIFAR-10 is used by itself when it is in the Keras cache.")
-    source, name = None, None
+    source: Path | None = None
+    name = ""
     if data is not None and data.startswith("npz:"):
         path = Path(data[4:])
         if not path.is_file():

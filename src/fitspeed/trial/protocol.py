@@ -193,10 +193,9 @@ def _stopped_early(spec: TrialSpec, after: str, speeds: list[float], n: int, bat
 
 def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
     """Train from the seed for a fixed number of steps and keep the loss curve."""
+    from fitspeed.core.stats import describe
     from fitspeed.trial.data.fit_input import fit_input
     from fitspeed.trial.timing import StepTimer
-
-    from fitspeed.core.stats import describe
 
     steps = spec.steps or 0
     timer = StepTimer(marks=())

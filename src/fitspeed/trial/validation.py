@@ -48,5 +48,5 @@ def held_out_metrics(model: keras.Model, data: Data) -> tuple[dict[str, Any], li
                 "or PyDataset of your own brings no test split)")
         return metrics, [note]
     metrics["val_accuracy"] = accuracy(model, data.x_val, data.y_val)
-    metrics["val_samples"] = int(len(data.x_val))
+    metrics["val_samples"] = len(data.x_val)
     return metrics, []

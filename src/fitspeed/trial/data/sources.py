@@ -111,7 +111,7 @@ def _npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarra
     return x, y, test
 
 
-def _split(x: np.ndarray, y: np.ndarray, test: tuple[np.ndarray, np.ndarray] | None, holdout: bool) -> Data:
+def _split(x: np.ndarray, y: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None, holdout: bool) -> Data:
     """Arrays, with a held-out split when asked: the given test split, else the last HOLDOUT_SHARE.
 
     >>> d = _split(np.zeros((20, 2)), np.arange(20), None, True)
@@ -120,12 +120,12 @@ def _split(x: np.ndarray, y: np.ndarray, test: tuple[np.ndarray, np.ndarray] | N
     """
     if not holdout:
         return Data("arrays", x=x, y=y)
-    if test is None:
-        cut = len(x) - max(1, int(len(x) * HOLDOUT_SHARE))
-        if cut < 1:
-            raise DataError(f"Expected at least 2 samples to hold some out for validation. Received: {len(x)}.")
-        x, y, test = x[:cut], y[:cut], (x[cut:], y[cut:])
-    return Data("arrays", x=x, y=y, x_val=test[0], y_val=test[1])
+    if given is not None:
+        return Data("arrays", x=x, y=y, x_val=given[0], y_val=given[1])
+    cut = len(x) - max(1, int(len(x) * HOLDOUT_SHARE))
+    if cut < 1:
+        raise DataError(f"Expected at least 2 samples to hold some out for validation. Received: {len(x)}.")
+    return Data("arrays", x=x[:cut], y=y[:cut], x_val=x[cut:], y_val=y[cut:])
 
 
 def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
@@ -202,8 +202,8 @@ def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_siz
         x, y = synthetic(input_shape, num_classes, seed, int(samples / (1 - HOLDOUT_SHARE)) if holdout else samples)
         return _split(x, y, None, holdout)
     if ref.kind == "keras":
-        (x, y), test = _keras_dataset(ref.name)
-        return _split(x, y, test, holdout)
+        (x, y), split = _keras_dataset(ref.name)
+        return _split(x, y, split, holdout)
     if ref.kind == "npz":
         x, y, test = _npz(ref.name)
         return _split(x, y, test, holdout)

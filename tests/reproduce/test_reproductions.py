@@ -52,4 +52,4 @@ def test_a_tiny_reproduction_writes_its_table_chart_and_page(name: str, workdir:
     assert (folder / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (workdir / "out" / "index.html").read_text()
     assert f'id="{name}"' in page and "chart.png" in page
-    assert "held-out accuracy" in result.stdout  # the terminal table
+    assert f"{name} (article" in result.stdout and "Ran on:" in result.stdout  # the terminal table and its context

@@ -86,7 +86,8 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
         f"Article {summary['article']}: {summary['claim']}",
         f"Data: {summary['data']}.",
         *([f"The article's % is {summary['article_unit']}."] if summary["article_unit"] else []),
-        f"Sizes: {summary['sizes']}.",
+        f"Sizes: {summary['sizes']}; seed{'s' if len(summary['seeds']) > 1 else ''} "
+        f"{', '.join(map(str, summary['seeds']))}.",
         (f"Ran on: {here['device']}, {here['cores']} cores, backend {here['backend']}, "
          f"CPU features {' '.join(here['cpu_features']) or 'unknown'}, oneDNN "
          f"{'on' if here['onednn'] else 'off' if here['onednn'] is False else 'unknown'}; {versions}."),

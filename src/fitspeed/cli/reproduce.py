@@ -44,7 +44,7 @@ def reproduce(name: str, *, size: str, data: str | None, out: Path, say: Console
     ref = choice.ref
     described = f"{choice.name}, {choice.train} training and {choice.test} held-out samples"
     if name == "input-pipeline":
-        ref = f"images+augment:{images_folder(choice, folder)}"
+        ref = f"images:{images_folder(choice, folder)}"
         described += ", written as JPEG files (every tenth held out)"
     plan = articles.PLANS[name][1](size, ref)
     total = trial_count(plan)

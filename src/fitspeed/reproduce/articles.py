@@ -100,7 +100,7 @@ LADDER: tuple[tuple[str, dict[str, Any]], ...] = (
     ("+ parallel map (num_parallel_calls=AUTOTUNE)", {"map_parallelism": "autotune"}),
     ("+ prefetch(AUTOTUNE)", {"prefetch": "autotune"}),
     ("+ cache() after decoding", {"cache": "memory"}),
-    ("+ vectorized map (batch, then augment)", {"vectorize": True}),
+    ("+ vectorized map (batch, then scale)", {"vectorize": True}),
     ("+ interleave from files", {"interleave": 2}),
 )
 
@@ -140,7 +140,8 @@ def input_pipeline(size: str, images: str) -> Plan:
         article_setup="a Colab TPU v2 (TensorFlow 1.12, Fashion-MNIST)",
         columns=(("pipeline", "pipeline"),),
         rows=tuple(rows), seeds=(0,),
-        sizes=(f"{model}; batch {batch}; an images: folder of JPEG files with random crop and flip; each rung "
+        sizes=(f"{model}; batch {batch}; an images: folder of JPEG files, decoded, resized and scaled per example "
+               "(the simple user function article 001 says to vectorize); each rung "
                f"adds to the one before; {repeats} timed windows of {steps} steps after a warm-up; input-bound % "
                "= 1 - (training alone / training with the pipeline), per step"
                + ("" if size == "full" else " (cut down to a small model on 16x16 images for a CPU)")),

@@ -64,7 +64,7 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
         cells = [str(row["cells"].get(key, "")) for key, _ in summary["columns"]]
         status = row["status"] if row["status"] == "ok" else f"{row['status']}: {row['reason']}"
         cells += [status, _number(row["samples_per_s"]),
-                  "100 (baseline)" if row["baseline"] and row["samples_per_s"] else
+                  "100 (base)" if row["baseline"] and row["samples_per_s"] else
                   _number(row["percent_of_baseline_time"], 1)]
         if summary["article_unit"]:
             cells.append(_number(row["article"], 1))
@@ -98,6 +98,10 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
            if one_seed else f"marked {MARK} when below its baseline by more than the spread over seeds "
            f"(and at least {100 * ONE_SEED_TOLERANCE:.0f} points)."),
         *summary["notes"],
+        *(["Speed: one trial per configuration (the median of its later epochs or timed windows); on a shared "
+           "machine a single trial scatters by 10-20%, so smaller differences are not resolved here: "
+           "`fitspeed compare` measures one pair with an interval."]
+          if len(summary["seeds"]) == 1 and summary["trials"] <= len(summary["rows"]) else []),
         f"{summary['trials']} trials in {summary['wall_s']:.0f} s.",
     ]
 

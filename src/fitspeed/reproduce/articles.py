@@ -116,6 +116,7 @@ def _input_bound(row: Row, records: list[dict[str, Any]], every: dict[str, list[
 
 
 COMPUTE_ROW = "training alone (batches in memory)"
+SHUFFLE_BUFFER = 4096  # at least the folder's files: a full shuffle, so no batch holds one class only
 
 
 def input_pipeline(size: str, images: str) -> Plan:
@@ -125,7 +126,7 @@ def input_pipeline(size: str, images: str) -> Plan:
     ladder = LADDER if size != "tiny" else LADDER[:1]
     rows = [Row(COMPUTE_ROW, {"pipeline": COMPUTE_ROW}, _spec(size, model, images, "compute", steps, repeats,
                                                               batch_size=batch), timed=False)]
-    knobs: dict[str, Any] = {}
+    knobs: dict[str, Any] = {"shuffle_buffer": SHUFFLE_BUFFER}  # every rung: shuffle before repeat (item 9)
     for index, (label, change) in enumerate(ladder):
         knobs = {**knobs, **change}
         rows.append(Row(label, {"pipeline": label}, _spec(size, model, images, "time", steps, repeats,
@@ -141,7 +142,9 @@ def input_pipeline(size: str, images: str) -> Plan:
         columns=(("pipeline", "pipeline"),),
         rows=tuple(rows), seeds=(0,),
         sizes=(f"{model}; batch {batch}; an images: folder of JPEG files, decoded, resized and scaled per example "
-               "(the simple user function article 001 says to vectorize); each rung "
+               "(the simple user function article 001 says to vectorize), shuffled before repeat in every rung "
+               f"(shuffle({SHUFFLE_BUFFER})): read in folder order, a batch holds one class and training learns "
+               "next to nothing; each rung "
                f"adds to the one before; {repeats} timed windows of {steps} steps after a warm-up; input-bound % "
                "= 1 - (training alone / training with the pipeline), per step"
                + ("" if size == "full" else " (cut down to a small model on 16x16 images for a CPU)")),
@@ -297,9 +300,9 @@ def channels_first(size: str, data: str) -> Plan:
                "by the monitor during it"
                + ("" if size == "full" else " (cut down from cnn10 and WRN-28-10 on 32x32 for a CPU)")),
         article_unit="% of the channels_last time (read from its text: 'under 10%', 'under 5%' faster)",
-        notes=("The 2-device rows need data-parallel training over two devices (a `devices` knob), which is not "
-               "part of this build yet; with one CPU there is no second device to compare anyway. The article's "
-               "2-GPU finding (slower than 1 GPU) stands unchecked here.",),
+        notes=(("The 2-device rows need data-parallel training over two devices (a `devices` knob), which is not "
+                "part of this build yet; with one CPU there is no second device to compare anyway. The article's "
+                "2-GPU finding (slower than 1 GPU) stands unchecked here."),),
         extra=_monitor,
         extra_columns=(("total_s", "total s"), ("cpu_percent_mean", "CPU % mean"), ("rss_peak_mb", "memory MiB peak"),
                        ("device_util_mean", "device util %"), ("device_memory_peak_mb", "device MiB peak")),

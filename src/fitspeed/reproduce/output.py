@@ -86,8 +86,8 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
         f"Article {summary['article']}: {summary['claim']}",
         f"Data: {summary['data']}.",
         *([f"The article's % is {summary['article_unit']}."] if summary["article_unit"] else []),
-        f"Sizes: {summary['sizes']}; seed{'s' if len(summary['seeds']) > 1 else ''} "
-        f"{', '.join(map(str, summary['seeds']))}.",
+        (f"Sizes: {summary['sizes']}; seed{'s' if len(summary['seeds']) > 1 else ''} "
+         f"{', '.join(map(str, summary['seeds']))}."),
         (f"Ran on: {here['device']}, {here['cores']} cores, backend {here['backend']}, "
          f"CPU features {' '.join(here['cpu_features']) or 'unknown'}, oneDNN "
          f"{'on' if here['onednn'] else 'off' if here['onednn'] is False else 'unknown'}; {versions}."),
@@ -98,9 +98,9 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
            if one_seed else f"marked {MARK} when below its baseline by more than the spread over seeds "
            f"(and at least {100 * ONE_SEED_TOLERANCE:.0f} points)."),
         *summary["notes"],
-        *(["Speed: one trial per configuration (the median of its later epochs or timed windows); on a shared "
-           "machine a single trial scatters by 10-20%, so smaller differences are not resolved here: "
-           "`fitspeed compare` measures one pair with an interval."]
+        *([("Speed: one trial per configuration (the median of its later epochs or timed windows); on a shared "
+            "machine a single trial scatters by 10-20%, so smaller differences are not resolved here: "
+            "`fitspeed compare` measures one pair with an interval.")]
           if len(summary["seeds"]) == 1 and summary["trials"] <= len(summary["rows"]) else []),
         f"{summary['trials']} trials in {summary['wall_s']:.0f} s.",
     ]

@@ -16,6 +16,7 @@ minutes on a 2-core CPU, "tiny" runs in seconds for the tests. Every plan's
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -256,13 +257,17 @@ def precision_and_determinism(size: str, data: str) -> Plan:
 # -- 004 -----------------------------------------------------------------------------------------
 
 def _monitor(row: Row, records: list[dict[str, Any]], every: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Total fit() time and the monitor's figures: the median over the row's trials (seeds)."""
     ok = [r for r in records if r.get("status") == "ok"]
-    if not ok:
-        return {}
-    m, usage = ok[0]["metrics"], ok[0].get("monitor") or {}
-    return {"total_s": m.get("fit_s"), "cpu_percent_mean": usage.get("cpu_percent_mean"),
-            "rss_peak_mb": usage.get("rss_peak_mb"), "device_util_mean": usage.get("device_util_mean"),
-            "device_memory_peak_mb": usage.get("device_memory_peak_mb")}
+
+    def median(values: list[Any]) -> float | None:
+        present = [v for v in values if v is not None]
+        return statistics.median(present) if present else None
+
+    out = {"total_s": median([r["metrics"].get("fit_s") for r in ok])}
+    for key in ("cpu_percent_mean", "rss_peak_mb", "device_util_mean", "device_memory_peak_mb"):
+        out[key] = median([(r.get("monitor") or {}).get(key) for r in ok])
+    return out
 
 
 DEVICES_SKIP = "needs the devices knob (see the notes)"

@@ -31,11 +31,13 @@ def chart(data: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9.5, 0.5 * max(len(bars), 2) + 1.8))
     has_article = any(b["article"] is not None for b in bars)
     height = 0.38 if has_article else 0.7
+    labelled = False
     for index, bar in enumerate(bars):
         ours = bar["percent"] or 0.0
         color = BASE_COLOR if bar["baseline"] else OTHER_COLOR
         ax.barh(index - (height / 2 if has_article else 0), ours, height=height, color=color,
-                label="this machine" if index == 0 else None)
+                label=None if bar["baseline"] or labelled else "this machine (grey: baselines)")
+        labelled = labelled or not bar["baseline"]
         if bar["article"] is not None:
             ax.barh(index + height / 2, bar["article"], height=height, color="white", edgecolor="black",
                     hatch="//", label="the article")

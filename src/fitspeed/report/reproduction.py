@@ -56,7 +56,8 @@ def chart(data: dict[str, Any], path: Path) -> Path:
     handles, labels = ax.get_legend_handles_labels()
     if has_article:
         unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower right")
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                  ncol=2, frameon=False)
     fig.tight_layout()
     return write_atomically(path, png_bytes(fig, 110))
 

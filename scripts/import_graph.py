@@ -6,7 +6,7 @@
 Every module's imports are read with `ast` (nothing is imported or run), those
 inside functions too (a lazy import is still an arrow). The rules:
 
-1. Layers run core -> machine -> {trial, measure} -> search -> report -> cli.
+1. Layers run core -> machine -> {trial, measure} -> search -> report -> reproduce -> cli.
    A module imports fitspeed modules only from its own package and the
    layers before it; trial and measure never import each other.
 2. Nothing but trial/ itself and the public API at the package's root
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "fitspeed"
-LAYERS = ("core", "machine", "trial", "measure", "search", "report", "cli")
-RANK = {"core": 0, "machine": 1, "trial": 2, "measure": 2, "search": 3, "report": 4, "cli": 5}
+LAYERS = ("core", "machine", "trial", "measure", "search", "report", "reproduce", "cli")
+RANK = {"core": 0, "machine": 1, "trial": 2, "measure": 2, "search": 3, "report": 4, "reproduce": 5, "cli": 6}
 API = "api"  # the modules at the package's root: the public surface
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch", "tf_keras")
 ONLY_IN = {"matplotlib": "report", "rich": "cli", "optuna": "search"}
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in broken:
             print(f"  {line}")
         return 1
-    print("every import rule holds: layers core -> machine -> {trial, measure} -> search -> report -> cli, "
+    print("every import rule holds: layers core -> machine -> {trial, measure} -> search -> report -> reproduce -> cli, "
           "no circle")
     return 0
 

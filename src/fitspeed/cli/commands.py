@@ -622,6 +622,22 @@ def convert(
     conversion.run(out, err, model, output, set_ or [], force, as_json)
 
 
+@app.command("reproduce")
+def reproduce_command(
+    name: Annotated[str, typer.Argument(help="steps-per-execution, input-pipeline, batch-and-workers, precision-and-determinism or channels-first (articles 000-004).")],
+    quick: Annotated[bool, typer.Option("--quick", help="Cut-down models, steps and epochs: minutes on a 2-core CPU [default: the article's sizes, meant for a GPU].")] = False,
+    data: Annotated[Optional[str], typer.Option("--data", help="npz:PATH with x, y (and x_test, y_test), or synthetic [default: CIFAR-10 from the Keras cache if there, else class templates].")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for NAME/results.json, table.md, chart.png and index.html.")] = Path("fitspeed-reproductions"),
+    tiny: Annotated[bool, typer.Option("--tiny", hidden=True, help="Seconds, for the tests.")] = False,
+) -> None:
+    """Rerun an article's experiment here: a table beside the article's figures, with accuracy, and a chart."""
+    from fitspeed.cli.reproduce import reproduce
+
+    with _interruptible():
+        reproduce(name, size="tiny" if tiny else "quick" if quick else "full", data=data, out=out_dir, say=err,
+                  console=out)
+
+
 @app.command("make-images")
 def make_images(
     folder: Annotated[Path, typer.Argument(help="Folder to write CLASS/NNNNNN.jpg files into.")],

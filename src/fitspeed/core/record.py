@@ -30,10 +30,17 @@ class TrialSpec:
     steps_per_execution), or None to size each repeat to `target_seconds`.
     `mode` "time" runs the measurement protocol; "train" trains `repeats`
     epochs of `steps` steps from the seed with no warm-up, for the numerics
-    guard's loss curve. "input", "compute" and "epochs" are `fitspeed doctor`'s
-    measurements (`fitspeed.trial.input_probe`); "model" is `fitspeed doctor --model`:
-    the "time" protocol, then a traced window (`profile_dir`) and the model check
-    (`fitspeed.trial.model_check`).
+    guard's loss curve (and, for `fitspeed reproduce`, each epoch's time: the
+    first epoch holds compilation, the later ones are the article-style timing).
+    "input", "compute" and "epochs" are `fitspeed doctor`'s measurements
+    (`fitspeed.trial.input_probe`); "model" is `fitspeed doctor --model`: the
+    "time" protocol, then a traced window (`profile_dir`) and the model check
+    (`fitspeed.trial.model_check`); "predict" times `predict()` on one sample
+    against batches (`fitspeed.trial.predict_latency`, article 002).
+
+    With `validate`, the child holds data out of training (the data set's own
+    test split where it has one) and, once training is done, records the
+    accuracy on it and a digest of the weights (`fitspeed.trial.validation`).
     """
 
     model: str
@@ -52,9 +59,10 @@ class TrialSpec:
     # samples/s below which a "time" trial stops after its warm-up or its first timed window: the
     # tuner sets it where the trial could not win anyway; the record says `metrics.stopped_early`
     stop_below: float | None = None
+    validate: bool = False  # accuracy on held-out data after training, and the weights' digest
 
     def __post_init__(self) -> None:
-        if self.mode not in ("time", "train", "input", "compute", "epochs", "model"):
+        if self.mode not in ("time", "train", "input", "compute", "epochs", "model", "predict"):
             raise ValueError(f"unknown trial mode {self.mode!r}")
         if self.mode == "train" and self.steps is None:
             raise ValueError("a train-mode trial needs a fixed number of steps")
@@ -98,6 +106,7 @@ class TrialSpec:
             **({"profile_dir": self.profile_dir} if self.profile_dir else {}),
             **({"script": self.script} if self.script else {}),
             **({"stop_below": self.stop_below} if self.stop_below else {}),
+            **({"validate": True} if self.validate else {}),
         }
 
     @classmethod

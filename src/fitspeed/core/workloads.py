@@ -47,6 +47,10 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("cnn10", "article 004's 10-layer CNN, CIFAR shape", (32, 32, 3), 10, 1_927_946),
         ModelInfo("wrn-16-4", "Wide ResNet 16-4, CIFAR shape", (32, 32, 3), 10, 2_752_506),
         ModelInfo("wrn-28-10", "Wide ResNet 28-10 (about 36.5M parameters), CIFAR shape", (32, 32, 3), 10, 36_497_146),
+        ModelInfo("cnn-low-s", "cnn-low at a quarter of its width on 16x16 inputs, BatchNorm momentum 0.9 (reproduce --quick)", (16, 16, 3), 10, 90_330),
+        ModelInfo("cnn-high-s", "cnn-high at a quarter of its width on 16x16 inputs, BatchNorm momentum 0.9 (reproduce --quick)", (16, 16, 3), 10, 378_400),
+        ModelInfo("cnn10-s", "cnn10 at a quarter of its width on 16x16 inputs, BatchNorm momentum 0.9 (reproduce --quick)", (16, 16, 3), 10, 122_570),
+        ModelInfo("wrn-16-4-s", "WRN-16-4 at a quarter of its width (WRN-16-1) on 16x16 inputs, BatchNorm momentum 0.9 (reproduce --quick)", (16, 16, 3), 10, 175_994),
     )
 }
 

@@ -33,9 +33,12 @@ def _input(shape: tuple[int, ...]) -> Any:
     return keras.Input(shape=shape)
 
 
-def _conv_bn_relu(x: Any, filters: int) -> Any:
+SHORT_RUN_MOMENTUM = 0.9  # BatchNormalization's moving statistics settle within tens of steps, not hundreds
+
+
+def _conv_bn_relu(x: Any, filters: int, momentum: float = 0.99) -> Any:
     x = layers.Conv2D(filters, 3, padding="same", use_bias=True)(x)
-    x = layers.BatchNormalization(axis=_channels_axis())(x)
+    x = layers.BatchNormalization(axis=_channels_axis(), momentum=momentum)(x)
     return layers.Activation("relu")(x)
 
 
@@ -61,17 +64,18 @@ def mlp(shape: tuple[int, ...], num_classes: int) -> keras.Model:
 
 
 def _vgg_like(
-    shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...], dense: int, name: str
+    shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...], dense: int, name: str,
+    momentum: float = 0.99,
 ) -> keras.Model:
     inputs = _input(shape)
     x = inputs
     for width in widths:
-        x = _conv_bn_relu(x, width)
-        x = _conv_bn_relu(x, width)
+        x = _conv_bn_relu(x, width, momentum)
+        x = _conv_bn_relu(x, width, momentum)
         x = layers.MaxPooling2D(2)(x)
     x = layers.Flatten()(x)
     x = layers.Dense(dense)(x)
-    x = layers.BatchNormalization()(x)
+    x = layers.BatchNormalization(momentum=momentum)(x)
     x = layers.Activation("relu")(x)
     return keras.Model(inputs, _head(x, num_classes), name=name)
 
@@ -84,35 +88,36 @@ def cnn_high(shape: tuple[int, ...], num_classes: int) -> keras.Model:
     return _vgg_like(shape, num_classes, (128, 256, 512), 680, "cnn_high")
 
 
-def cnn10(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+def cnn10(shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...] = (64, 128, 256),
+          momentum: float = 0.99) -> keras.Model:
     """Nine 3x3 convolutions in three stages of 64, 128 and 256 filters, then a classifier."""
     inputs = _input(shape)
     x = inputs
-    for stage, width in enumerate((64, 128, 256)):
+    for stage, width in enumerate(widths):
         for _ in range(3):
-            x = _conv_bn_relu(x, width)
+            x = _conv_bn_relu(x, width, momentum)
         if stage < 2:
             x = layers.AveragePooling2D(2)(x)
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, _head(x, num_classes), name="cnn10")
 
 
-def _wrn_block(x: Any, filters: int, stride: int) -> Any:
+def _wrn_block(x: Any, filters: int, stride: int, momentum: float = 0.99) -> Any:
     axis = _channels_axis()
-    out = layers.BatchNormalization(axis=axis)(x)
+    out = layers.BatchNormalization(axis=axis, momentum=momentum)(x)
     out = layers.Activation("relu")(out)
     shortcut = x
     if stride != 1 or x.shape[axis] != filters:
         shortcut = layers.Conv2D(filters, 1, strides=stride, use_bias=False)(out)
     out = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(out)
-    out = layers.BatchNormalization(axis=axis)(out)
+    out = layers.BatchNormalization(axis=axis, momentum=momentum)(out)
     out = layers.Activation("relu")(out)
     out = layers.Conv2D(filters, 3, padding="same", use_bias=False)(out)
     return layers.Add()([shortcut, out])
 
 
 def wide_resnet(
-    shape: tuple[int, ...], num_classes: int, depth: int, widen: int
+    shape: tuple[int, ...], num_classes: int, depth: int, widen: int, momentum: float = 0.99
 ) -> keras.Model:
     """Wide ResNet (Zagoruyko and Komodakis, 2016), pre-activation blocks."""
     blocks = (depth - 4) // 6
@@ -121,8 +126,8 @@ def wide_resnet(
     for group, width in enumerate((16 * widen, 32 * widen, 64 * widen)):
         for block in range(blocks):
             stride = 2 if group > 0 and block == 0 else 1
-            x = _wrn_block(x, width, stride)
-    x = layers.BatchNormalization(axis=_channels_axis())(x)
+            x = _wrn_block(x, width, stride, momentum)
+    x = layers.BatchNormalization(axis=_channels_axis(), momentum=momentum)(x)
     x = layers.Activation("relu")(x)
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, _head(x, num_classes), name=f"wrn_{depth}_{widen}")
@@ -136,6 +141,12 @@ BUILDERS: dict[str, Callable[[tuple[int, ...], int], keras.Model]] = {
     "cnn10": cnn10,
     "wrn-16-4": lambda shape, classes: wide_resnet(shape, classes, 16, 4),
     "wrn-28-10": lambda shape, classes: wide_resnet(shape, classes, 28, 10),
+    # a quarter of the width, on 16x16 inputs, for runs of tens of steps: `fitspeed reproduce --quick` on a CPU
+    "cnn-low-s": lambda shape, classes: _vgg_like(shape, classes, (16, 32, 64), 64, "cnn_low_s", SHORT_RUN_MOMENTUM),
+    "cnn-high-s": lambda shape, classes: _vgg_like(shape, classes, (32, 64, 128), 170, "cnn_high_s",
+                                                   SHORT_RUN_MOMENTUM),
+    "cnn10-s": lambda shape, classes: cnn10(shape, classes, (16, 32, 64), SHORT_RUN_MOMENTUM),
+    "wrn-16-4-s": lambda shape, classes: wide_resnet(shape, classes, 16, 1, SHORT_RUN_MOMENTUM),
 }
 
 

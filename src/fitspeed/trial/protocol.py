@@ -76,7 +76,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         )
     num_classes = int(model.output_shape[-1])
     global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
-    data = sources.load(data_ref, shape or (), num_classes, global_batch, spec.seed)
+    data = sources.load(data_ref, shape or (), num_classes, global_batch, spec.seed, holdout=spec.validate)
     if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
         from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
 
@@ -87,7 +87,11 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
 
     n = config.steps_per_execution
     if spec.mode == "train":
-        return {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}
+        return _validated(spec, {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}, model, data)
+    if spec.mode == "predict":
+        from fitspeed.trial import predict_latency
+
+        return predict_latency.measure(spec, model, data, batch, env)
     if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
         if spec.mode == "input":
             return input_probe.input_rate(spec, data, batch, env)
@@ -159,7 +163,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     finite = bool(losses) and math.isfinite(losses[-1])
     if finite:
         extra.update(after_timing(spec, model, data, batch, steps, n, metrics, env))
-    return new_record(
+    record = new_record(
         spec,
         "ok" if finite else "nan",
         reason=None if finite else "the final loss is not finite",
@@ -168,6 +172,19 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         notes=notes,
         **extra,
     )
+    return _validated(spec, record, model, data)
+
+
+def _validated(spec: TrialSpec, record: dict[str, Any], model: Any, data: Any) -> dict[str, Any]:
+    """With `spec.validate`, an ok record gains the held-out accuracy and the weights' digest."""
+    if not spec.validate or record["status"] != "ok":
+        return record
+    from fitspeed.trial.validation import held_out_metrics
+
+    metrics, notes = held_out_metrics(model, data)
+    record["metrics"].update(metrics)
+    record["notes"].extend(notes)
+    return record
 
 
 def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int, n: int,
@@ -223,12 +240,14 @@ def _rewritten(rewritten: Any) -> dict[str, Any]:
 
 def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
     """Train from the seed for a fixed number of steps and keep the loss curve."""
+    from fitspeed.core.stats import describe
     from fitspeed.trial.data.fit_input import fit_input
     from fitspeed.trial.timing import StepTimer
     from fitspeed.trial.transform.rewrite import output_dtype
 
     steps = spec.steps or 0
     timer = StepTimer(marks=())
+    started, wall = time.perf_counter(), time.time()
     model.fit(
         **fit_input(data, steps, batch),
         epochs=spec.repeats,
@@ -236,13 +255,18 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
         verbose=0,
         callbacks=[timer],
     )
+    fit_s = time.perf_counter() - started
     losses = timer.epoch_losses
-    metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
-               "steps_per_repeat": steps, "batch_size": batch, "output_dtype": output_dtype(model)}
+    metrics: dict[str, Any] = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
+                               "steps_per_repeat": steps, "batch_size": batch, "epoch_s": timer.epoch_s,
+                               "fit_s": fit_s, "params": int(model.count_params()),
+                               "output_dtype": output_dtype(model)}
+    if len(timer.epoch_s) > 1:  # the first epoch holds tracing and compilation: the later ones are the speed
+        metrics["samples_per_s"] = describe([steps * batch / s for s in timer.epoch_s[1:]]).to_dict()
     if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
         reason = timer.nonfinite or "the final loss is not finite"
         return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics)
-    return new_record(spec, "ok", environment=env, metrics=metrics)
+    return new_record(spec, "ok", environment=env, metrics=metrics, timed_wall=[wall, time.time()])
 
 
 def window_metrics(

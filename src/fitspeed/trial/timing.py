@@ -43,13 +43,16 @@ class StepTimer(keras.callbacks.Callback):
         self.epoch_losses: list[float] = []
         self.calls_per_epoch: dict[int, int] = {}
         self.nonfinite: str | None = None
+        self.epoch_s: list[float] = []  # each epoch's wall time, begin to end (its logs read)
         self._epoch = 0
+        self._epoch_began = 0.0
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.train_begin = time.perf_counter()
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch = epoch
+        self._epoch_began = time.perf_counter()
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         now = time.perf_counter()
@@ -66,6 +69,7 @@ class StepTimer(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is not None:
             self.epoch_losses.append(float(loss))
+        self.epoch_s.append(time.perf_counter() - self._epoch_began)
         if self.stop_below and self.marks:
             window = self.span(epoch, min(self.marks), max(self.marks))
             if window and self.samples / window < self.stop_below:

@@ -9,6 +9,7 @@ or PyDataset must already match the model (its loader can read
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import keras
@@ -38,16 +39,11 @@ def channels_last_shape(model: keras.Model) -> tuple[int, ...] | None:
 def fit_layout(data: Data, model: keras.Model, ref: str) -> Data:
     """Transpose image arrays for channels_first and check the data fits the model."""
     expected = model_input_shape(model)
+    if data.x_val is not None:  # held-out arrays, whatever feeds training
+        data = dataclasses.replace(data, x_val=_to_model(data.x_val, expected))
     if data.kind == "arrays":
-        x = data.x
-        if (
-            x.ndim == 4
-            and keras.config.image_data_format() == "channels_first"
-            and not _fits(x.shape[1:], expected)
-            and _fits((x.shape[3], x.shape[1], x.shape[2]), expected)
-        ):
-            x = np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)))
-        data = Data("arrays", x=x, y=data.y, autotune=data.autotune)
+        x = _to_model(data.x, expected)
+        data = dataclasses.replace(data, x=x)
         received = tuple(x.shape[1:])
     elif data.kind == "dataset":
         spec = data.source.element_spec
@@ -63,6 +59,18 @@ def fit_layout(data: Data, model: keras.Model, ref: str) -> Data:
             "Pass --data with that shape, or a model built for this data."
         )
     return data
+
+
+def _to_model(x: np.ndarray, expected: tuple[Any, ...]) -> np.ndarray:
+    """Image arrays transposed to channels_first where the process's format and the model want it."""
+    if (
+        x.ndim == 4
+        and keras.config.image_data_format() == "channels_first"
+        and not _fits(x.shape[1:], expected)
+        and _fits((x.shape[3], x.shape[1], x.shape[2]), expected)
+    ):
+        return np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)))
+    return x
 
 
 def _fits(received: tuple[Any, ...], expected: tuple[Any, ...]) -> bool:

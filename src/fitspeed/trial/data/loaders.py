@@ -17,6 +17,7 @@ import numpy as np
 
 KEY_FEATURES = 768  # features formatted into each example's key
 BATCHES = 64  # one epoch; the trial cycles it
+HELD_OUT_BATCHES = 4  # validation: batches past the epoch, never trained on
 
 
 def feature_key(example: np.ndarray) -> str:
@@ -57,6 +58,11 @@ class HeavyLoader(keras.utils.PyDataset):
         for row, label in enumerate(labels.tolist()):
             x[row] = self.example(rng, label)
         return x, labels
+
+    def held_out(self, batches: int = HELD_OUT_BATCHES) -> tuple[np.ndarray, np.ndarray]:
+        """Examples from the same class patterns that training never sees: the batches past its epoch."""
+        parts = [self[self.batches + index] for index in range(batches)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def example(self, rng: np.random.Generator, label: int) -> np.ndarray:
         noise = rng.normal(scale=1.5, size=self.shape).astype("float32")

@@ -164,6 +164,14 @@ def build(source: ImageSource, config: TrialConfig, batch_size: int, seed: int) 
     return _prefetched(ds, config).with_options(options(config))
 
 
+def decoded(source: ImageSource) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out files as arrays, decoded and scaled as training sees them (no augmentation, channels_last)."""
+    ds = tf.data.Dataset.from_tensor_slices((np.array(source.paths), np.array(source.labels, dtype="int32")))
+    ds = ds.map(_read).map(_decoder(source.size)).batch(256)
+    xs, ys = zip(*((x.numpy(), y.numpy()) for x, y in ds))
+    return np.concatenate(xs).astype("float32") / 255.0, np.concatenate(ys)
+
+
 def keras_array_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, autotune: bool) -> tf.data.Dataset:
     """The pipeline Keras's ArrayDataAdapter builds for fit(x, y), with autotune on or off.
 
@@ -216,7 +224,8 @@ def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data
     input_kinds.check({k: v for k, v in config.changed().items() if k in input_kinds.INPUT_KNOBS}, kind, config.backend)
     if kind == "images":
         ds = build(data.source, config, batch_size, seed)
-        return Data("dataset", source=ds, batch_size=batch_size, origin="images")
+        held = decoded(data.holdout) if data.holdout is not None else (None, None)
+        return Data("dataset", source=ds, batch_size=batch_size, origin="images", x_val=held[0], y_val=held[1])
     if kind == "dataset":
         return dataclasses.replace(data, source=_user_dataset(data.source, config))
     if kind == "pydataset":

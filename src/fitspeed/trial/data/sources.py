@@ -8,6 +8,7 @@ for channels_first, and `fitspeed.trial.data.fit_input` turns `Data` into
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import zipfile
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from fitspeed.core.errors import DataError
 from fitspeed.trial.models import import_callable
 
 SYNTHETIC_SAMPLES = 2048
+HOLDOUT_SHARE = 0.1  # held out of data that has no test split of its own, with validation
 
 
 @dataclass
@@ -35,6 +37,9 @@ class Data:
     batch_size: int | None = None  # fixed by a dataset; None for arrays
     autotune: bool = True  # arrays: False feeds Keras's array pipeline with autotune off
     origin: str | None = None  # "images" for the pipeline fitspeed built from a folder
+    x_val: Any = None  # held-out arrays (channels_last until `layout.fit_layout`), with validation only
+    y_val: Any = None
+    holdout: Any = None  # an images: folder's held-out files (an ImageSource), decoded by pipeline.prepare
 
     @property
     def sample_bytes(self) -> int:
@@ -57,10 +62,11 @@ def synthetic(
     return prototypes[y] + noise, y.astype("int32")
 
 
-def _keras_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
+def _keras_dataset(name: str) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The data set's training and test splits, scaled to [0, 1], channels_last, labels flat."""
     loader = getattr(keras.datasets, name)
     try:
-        (x, y), _ = loader.load_data()
+        train, test = loader.load_data()
     except Exception as error:  # the loaders raise bare Exception on a failed fetch
         raise DataError(
             f"Could not load {name} through keras.datasets.{name}.load_data(): {error}. "
@@ -68,13 +74,18 @@ def _keras_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
             "Use --data synthetic, or save the arrays with numpy.savez(path, x=x, y=y) "
             "and pass --data npz:PATH."
         ) from None
+    return _scaled(*train), _scaled(*test)
+
+
+def _scaled(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = x.astype("float32") / 255.0
     if x.ndim == 3:
         x = x[..., None]
     return x, y.reshape(len(y), -1)[:, 0].astype("int32")
 
 
-def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
+def _npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """`x` and `y`, and the test split `x_test` and `y_test` where the file has one."""
     file = Path(path)  # DataRef.parse checked that it exists
     try:
         with np.load(file, allow_pickle=False) as archive:
@@ -86,6 +97,7 @@ def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
                     "numpy.savez(path, x=x, y=y)."
                 )
             x, y = archive["x"], archive["y"]
+            test = (archive["x_test"], archive["y_test"]) if {"x_test", "y_test"} <= set(archive.files) else None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise DataError(
             f"Could not read {path!r} as an .npz file: {error}. The file may be corrupt or "
@@ -96,10 +108,27 @@ def _npz(path: str) -> tuple[np.ndarray, np.ndarray]:
             f"Expected `x` and `y` in {path!r} to have the same, non-zero length. "
             f"Received: {len(x)} and {len(y)}. Save matching arrays."
         )
-    return x, y
+    return x, y, test
 
 
-def _user(ref: str, batch_size: int) -> Data:
+def _split(x: np.ndarray, y: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None, holdout: bool) -> Data:
+    """Arrays, with a held-out split when asked: the given test split, else the last HOLDOUT_SHARE.
+
+    >>> d = _split(np.zeros((20, 2)), np.arange(20), None, True)
+    >>> len(d.x), d.y_val.tolist()
+    (18, [18, 19])
+    """
+    if not holdout:
+        return Data("arrays", x=x, y=y)
+    if given is not None:
+        return Data("arrays", x=x, y=y, x_val=given[0], y_val=given[1])
+    cut = len(x) - max(1, int(len(x) * HOLDOUT_SHARE))
+    if cut < 1:
+        raise DataError(f"Expected at least 2 samples to hold some out for validation. Received: {len(x)}.")
+    return Data("arrays", x=x[:cut], y=y[:cut], x_val=x[cut:], y_val=y[cut:])
+
+
+def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
     function = import_callable(ref, "a data function")
     kwargs = {}
     if "batch_size" in inspect.signature(function).parameters:
@@ -118,7 +147,7 @@ def _user(ref: str, batch_size: int) -> Data:
                 f"Expected {ref!r} to return x and y of the same, non-zero length. "
                 f"Received: {len(x)} and {len(y)}."
             )
-        return Data("arrays", x=x, y=y)
+        return _split(x, y, None, holdout)
     raise DataError(
         f"Expected {ref!r} to return (x, y) arrays, a tf.data.Dataset or a "
         f"keras.utils.PyDataset. Received: {type(result).__name__}."
@@ -145,17 +174,39 @@ def shape_text(shape: tuple[Any, ...]) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
-def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_size: int, seed: int) -> Data:
-    """Load the data `ref` names. `input_shape` is channels_last."""
+def split_images(images: Any) -> tuple[Any, Any]:
+    """Every tenth file of an images: folder held out: (training files, held-out files), both ImageSources."""
+    keep = [i for i in range(len(images.paths)) if i % 10 != 9]
+    held = [i for i in range(len(images.paths)) if i % 10 == 9]
+    if not held or not keep:
+        raise DataError(f"Expected at least 10 images to hold some out for validation. Received: {len(images.paths)}.")
+
+    def subset(indices: list[int]) -> Any:
+        return dataclasses.replace(images, paths=tuple(images.paths[i] for i in indices),
+                                   labels=tuple(images.labels[i] for i in indices))
+
+    return subset(keep), dataclasses.replace(subset(held), augment=False)
+
+
+def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_size: int, seed: int,
+         holdout: bool = False) -> Data:
+    """Load the data `ref` names. `input_shape` is channels_last.
+
+    With `holdout`, part of the data is kept out of training for validation: the
+    data set's own test split where it has one (keras.datasets, an .npz with
+    `x_test` and `y_test`), else the last HOLDOUT_SHARE of it; for an images:
+    folder every tenth file, for `pyloader` batches past its epoch.
+    """
     if ref.kind == "synthetic":
-        x, y = synthetic(input_shape, num_classes, seed, max(SYNTHETIC_SAMPLES, batch_size))
-        return Data("arrays", x=x, y=y)
+        samples = max(SYNTHETIC_SAMPLES, batch_size)
+        x, y = synthetic(input_shape, num_classes, seed, int(samples / (1 - HOLDOUT_SHARE)) if holdout else samples)
+        return _split(x, y, None, holdout)
     if ref.kind == "keras":
-        x, y = _keras_dataset(ref.name)
-        return Data("arrays", x=x, y=y)
+        (x, y), split = _keras_dataset(ref.name)
+        return _split(x, y, split, holdout)
     if ref.kind == "npz":
-        x, y = _npz(ref.name)
-        return Data("arrays", x=x, y=y)
+        x, y, test = _npz(ref.name)
+        return _split(x, y, test, holdout)
     if ref.kind == "images":
         from fitspeed.trial.data.image_folder import list_images
 
@@ -165,10 +216,17 @@ def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_siz
                 f"Received a model whose input shape is {shape_text(input_shape)}. Use an image model such as tiny or cnn-low."
             )
         size = (int(input_shape[0]), int(input_shape[1]))
-        return Data("source", source=list_images(ref.name, size, ref.augment, num_classes), batch_size=batch_size)
+        images = list_images(ref.name, size, ref.augment, num_classes)
+        if holdout:
+            images, held = split_images(images)
+            return Data("source", source=images, batch_size=batch_size, holdout=held)
+        return Data("source", source=images, batch_size=batch_size)
     if ref.kind == "pyloader":
         from fitspeed.trial.data.loaders import HeavyLoader
 
-        return Data("pydataset", source=HeavyLoader(input_shape, num_classes, batch_size, seed),
-                    batch_size=batch_size)
-    return _user(ref.name, batch_size)
+        loader = HeavyLoader(input_shape, num_classes, batch_size, seed)
+        if holdout:
+            x_val, y_val = loader.held_out()
+            return Data("pydataset", source=loader, batch_size=batch_size, x_val=x_val, y_val=y_val)
+        return Data("pydataset", source=loader, batch_size=batch_size)
+    return _user(ref.name, batch_size, holdout)

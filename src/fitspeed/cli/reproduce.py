@@ -1,0 +1,70 @@
+"""`fitspeed reproduce NAME`: run one article's experiment, print its table, write its folder.
+
+The experiment itself is `fitspeed.reproduce`; this module parses the options,
+shows progress, and prints the table (`fitspeed.reproduce.output.table`) with rich.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fitspeed.core.errors import UserError
+from fitspeed.reproduce import articles, output
+from fitspeed.reproduce.data import choose, images_folder
+from fitspeed.reproduce.experiment import Row, run, trial_count
+
+
+def print_table(console: Console, summary: dict[str, Any]) -> None:
+    shown = output.table(summary)
+    grid = Table(title=f"{summary['name']} (article {summary['article']})", header_style="bold")
+    for header in shown["headers"]:
+        grid.add_column(header, overflow="fold")
+    for cells, baseline in zip(shown["rows"], shown["baselines"]):
+        grid.add_row(*cells, style="dim" if baseline else None)
+    console.print(grid)
+    for line in output.context_lines(summary):
+        console.print(f"- {line}", highlight=False)
+
+
+def reproduce(name: str, *, size: str, data: str | None, out: Path, say: Console, console: Console) -> Path:
+    """Run experiment `name` at `size` ("tiny", "quick" or "full"); return its folder."""
+    from fitspeed.measure.runner import run_trial
+
+    if name not in articles.PLANS:
+        raise UserError(f"Unknown reproduction {name!r}. Expected one of: {', '.join(articles.PLANS)}.")
+    started = time.perf_counter()
+    folder = out / name
+    train, test = articles.SAMPLES[size]
+    choice = choose(data, articles.SHAPES[size], train, test, folder, seed=0)
+    ref = choice.ref
+    described = f"{choice.name}, {choice.train} training and {choice.test} held-out samples"
+    if name == "input-pipeline":
+        ref = f"images:{images_folder(choice, folder)}"
+        described += ", written as JPEG files (every tenth held out)"
+    plan = articles.PLANS[name][1](size, ref)
+    total = trial_count(plan)
+    say.print(f"{name} ({size}): {total} trials, each in a fresh process, on {described}", highlight=False)
+
+    done = [0]
+
+    def landed(row: Row, seed: int, record: dict[str, Any]) -> None:
+        done[0] += 1
+        metrics = record.get("metrics") or {}
+        accuracy = metrics.get("val_accuracy")
+        say.print(f"  [{done[0]}/{total}] {row.label}: {record['status']}"
+                  + (f", {metrics['samples_per_s']['median']:,.0f} samples/s" if metrics.get("samples_per_s") else "")
+                  + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else "")
+                  + (f" ({record.get('reason')})" if record["status"] != "ok" else "")
+                  + f" [{record.get('wall_s', 0):.0f} s]", highlight=False, markup=False)
+
+    results = run(plan, described, run_trial=run_trial, on_trial=landed)
+    summary, written = output.write(results, out)
+    print_table(console, summary)
+    say.print(f"{name}: {time.perf_counter() - started:.0f} s in all; results.json, table.md and chart.png in "
+              f"{written}, page {out / 'index.html'}", highlight=False)
+    return written

@@ -1,0 +1,244 @@
+"""A reproduction's plan, the engine that runs it, and the summary every output reads.
+
+A `Plan` is a list of `Row`s, each one configuration as a `TrialSpec`. The
+engine runs the rows in turn for each seed (every row of seed 0, then every
+row of seed 1, …), each trial a fresh process; rows with `runs` > 1 run that
+many times on one seed (article 003's bit-identical check). Slow drift on a
+shared machine so falls on every row alike.
+
+`summarize` turns the records into plain data: per row the speed (median
+samples/s over its trials), the time as a percentage of its baseline row's,
+the held-out accuracy (mean, with the min–max spread over seeds), and a mark
+where accuracy fell below the baseline's by more than the spread over its seeds
+or runs, and never by less than `ONE_SEED_TOLERANCE` (with one run there is no
+spread: the tolerance alone decides, and the table says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitspeed.core.record import TrialSpec, brief_reason
+from fitspeed.machine import environment
+
+ONE_SEED_TOLERANCE = 0.02  # accuracy points a one-seed row may fall below its baseline before it is marked
+
+Runner = Callable[[TrialSpec], dict[str, Any]]
+Extra = Callable[["Row", list[dict[str, Any]], dict[str, list[dict[str, Any]]]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration of a reproduction."""
+
+    label: str
+    cells: dict[str, Any]  # the experiment's own columns (model, batch, steps_per_execution, …)
+    spec: TrialSpec | None  # None: skipped, with `skipped` saying why
+    group: str = ""  # rows compare with the baseline row of their group
+    baseline: bool = False
+    skipped: str | None = None
+    article: float | None = None  # the article's figure for this row, in the plan's `article_unit`
+    runs: int = 1  # trials per seed (article 003: two runs of one seed, for bit-identity)
+    timed: bool = True  # False: a row with no speed of its own to compare (a separate measurement)
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    article: str  # "000" … "004"
+    title: str
+    claim: str  # what the article found, in a sentence
+    article_setup: str  # the article's hardware and software
+    columns: tuple[tuple[str, str], ...]  # (cell key, header) of the experiment's own columns
+    rows: tuple[Row, ...]
+    seeds: tuple[int, ...]
+    sizes: str  # what was run: models, steps, epochs; cut-downs named
+    article_unit: str = ""  # what Row.article holds, e.g. "% of the unset time"
+    article_table: tuple[dict[str, Any], ...] = ()  # the article's own table, as it printed it
+    extra: Extra | None = None  # extra columns from a row's records (and all rows' records)
+    extra_columns: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Results:
+    plan: Plan
+    data: str  # what the trials trained on
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # row label -> its records
+    started: float = field(default_factory=time.time)
+    wall_s: float = 0.0
+
+
+def trial_count(plan: Plan) -> int:
+    return sum(len(plan.seeds) * row.runs for row in plan.rows if row.spec is not None)
+
+
+def run(plan: Plan, data: str, *, run_trial: Runner,
+        on_trial: Callable[[Row, int, dict[str, Any]], None] | None = None) -> Results:
+    """Every row for every seed, each trial in a fresh process; `on_trial(row, seed, record)` as each lands.
+
+    A row whose trial ran past its timeout is not run again: its record says how long it was given.
+    """
+    results = Results(plan, data)
+    started = time.perf_counter()
+    runs = max((row.runs for row in plan.rows), default=1)
+    for seed in plan.seeds:
+        for repeat in range(runs):  # A B C A B C: repeated runs interleave too
+            for row in plan.rows:
+                if row.spec is None or repeat >= row.runs:
+                    continue
+                if any(r["status"] == "timeout" for r in results.records.get(row.label, [])):
+                    continue
+                record = run_trial(dataclasses.replace(row.spec, seed=seed))
+                record["reproduce"] = {"row": row.label, "seed": seed}
+                results.records.setdefault(row.label, []).append(record)
+                if on_trial:
+                    on_trial(row, seed, record)
+    results.wall_s = time.perf_counter() - started
+    return results
+
+
+def _ok(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("status") == "ok" and r.get("metrics")]
+
+
+def speed_of(records: list[dict[str, Any]]) -> float | None:
+    """Median samples/s over a row's ok trials."""
+    speeds = [r["metrics"]["samples_per_s"]["median"] for r in _ok(records) if r["metrics"].get("samples_per_s")]
+    return statistics.median(speeds) if speeds else None
+
+
+def accuracy_of(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Held-out accuracy over a row's ok trials: mean, min, max and how many.
+
+    >>> accuracy_of([{"status": "ok", "metrics": {"val_accuracy": 0.8}}, {"status": "ok", "metrics": {"val_accuracy": 0.9}}])
+    {'mean': 0.85, 'min': 0.8, 'max': 0.9, 'n': 2}
+    """
+    values = [r["metrics"]["val_accuracy"] for r in _ok(records) if r["metrics"].get("val_accuracy") is not None]
+    if not values:
+        return None
+    return {"mean": round(statistics.fmean(values), 6), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def accuracy_mark(row: dict[str, Any] | None, base: dict[str, Any] | None) -> str | None:
+    """Why a row's accuracy counts as below its baseline's, or None.
+
+    Below by more than the spread over seeds or runs (the wider of the two rows'), and by more than
+    ONE_SEED_TOLERANCE whatever the spread; with one value each, the tolerance alone decides.
+
+    >>> accuracy_mark({"mean": 0.70, "min": 0.69, "max": 0.71, "n": 2}, {"mean": 0.80, "min": 0.78, "max": 0.82, "n": 2})
+    '10.0 points below the baseline (more than the spread over runs, 4.0)'
+    >>> accuracy_mark({"mean": 0.79, "min": 0.79, "max": 0.79, "n": 2}, {"mean": 0.80, "min": 0.80, "max": 0.80, "n": 2}) is None
+    True
+    """
+    if not row or not base:
+        return None
+    drop = base["mean"] - row["mean"]
+    if row["n"] > 1 or base["n"] > 1:
+        spread = max(base["max"] - base["min"], row["max"] - row["min"])
+        if drop > max(spread, ONE_SEED_TOLERANCE):
+            return f"{100 * drop:.1f} points below the baseline (more than the spread over runs, {100 * spread:.1f})"
+        return None
+    if drop > ONE_SEED_TOLERANCE:
+        return f"{100 * drop:.1f} points below the baseline (one seed: over {100 * ONE_SEED_TOLERANCE:.0f} points)"
+    return None
+
+
+def _failure(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    bad = [r for r in records if r.get("status") != "ok"]
+    return bad[0] if bad else None
+
+
+def summarize(results: Results) -> dict[str, Any]:
+    """Plain data for the table, the chart and the page."""
+    plan = results.plan
+    bases = {row.group: row for row in plan.rows if row.baseline}
+    rows = []
+    for row in plan.rows:
+        records = results.records.get(row.label, [])
+        speed = speed_of(records) if row.timed else None
+        base_row = bases.get(row.group)
+        base_speed = speed_of(results.records.get(base_row.label, [])) if base_row and base_row.timed else None
+        accuracy = accuracy_of(records)
+        base_accuracy = accuracy_of(results.records.get(base_row.label, [])) if base_row else None
+        extra = plan.extra(row, records, results.records) if plan.extra and records else {}
+        failed = _failure(records)
+        rows.append({
+            "label": row.label,
+            "cells": row.cells,
+            "group": row.group,
+            "baseline": row.baseline,
+            "status": ("skipped" if row.skipped else failed["status"] if failed else "ok" if records else "not run"),
+            "reason": row.skipped or (brief_reason(failed.get("reason")) if failed else None),
+            "trials": len(records),
+            "samples_per_s": speed,
+            "percent_of_baseline_time": (100 * base_speed / speed) if speed and base_speed else None,
+            "article": row.article,
+            "accuracy": accuracy,
+            "accuracy_mark": None if row.baseline else accuracy_mark(accuracy, base_accuracy),
+            "extra": extra,
+        })
+    return {
+        "name": plan.name,
+        "article": plan.article,
+        "title": plan.title,
+        "claim": plan.claim,
+        "article_setup": plan.article_setup,
+        "article_unit": plan.article_unit,
+        "article_table": list(plan.article_table),
+        "columns": [list(c) for c in plan.columns],
+        "extra_columns": [list(c) for c in plan.extra_columns],
+        "sizes": plan.sizes,
+        "seeds": list(plan.seeds),
+        "data": results.data,
+        "notes": list(plan.notes),
+        "ran_on": ran_on([r for records in results.records.values() for r in records]),
+        "rows": rows,
+        "trials": sum(len(r) for r in results.records.values()),
+        "wall_s": results.wall_s,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(results.started)),
+    }
+
+
+def ran_on(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the trials ran on, from their records (the parent's view where none came back)."""
+    env = next((r["environment"] for r in records if r.get("status") == "ok" and r.get("environment")), None)
+    env = env or environment.host("tensorflow")
+    features = env.get("cpu_features") or []
+    accelerators = env.get("accelerators") or []
+    gpus = [g.get("name") for g in env.get("gpus") or []]
+    bf16 = [f for f in features if f in ("avx512_bf16", "amx_bf16", "bf16")]
+    fp16 = [f for f in features if f in ("avx512_fp16", "amx_fp16")]
+    return {
+        "device": ", ".join(gpus) if gpus else ", ".join(accelerators) if accelerators else f"CPU: {env.get('cpu')}",
+        "accelerator": bool(gpus or accelerators),
+        "cpu": env.get("cpu"),
+        "cores": env.get("cpu_count"),
+        "cpu_features": features,
+        "bf16_units": bf16,
+        "fp16_units": fp16,
+        "onednn": env.get("onednn"),
+        "backend": env.get("backend"),
+        "versions": {k: v for k, v in (env.get("versions") or {}).items() if v},
+    }
+
+
+def differences(summary: dict[str, Any]) -> list[str]:
+    """Where this machine differs from the article's, in words."""
+    here = summary["ran_on"]
+    out = [f"the article ran on {summary['article_setup']}; this ran on {here['device']}"
+           + (f" ({here['cores']} cores)" if not here["accelerator"] else "")]
+    if not here["accelerator"]:
+        out.append("no accelerator here: every figure is CPU time, where per-step overhead, memory bandwidth "
+                   "and the CPU's own vector units decide, not a TPU's or a GPU's")
+        units = here["bf16_units"]
+        out.append("this CPU has bfloat16 instructions (" + ", ".join(units) + ")" if units else
+                   "this CPU has no bfloat16 instructions: mixed_bfloat16 is emulated")
+        if here.get("onednn") is not None:
+            out.append(f"TensorFlow's oneDNN kernels are {'on' if here['onednn'] else 'off'}")
+    return out

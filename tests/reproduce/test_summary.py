@@ -1,0 +1,58 @@
+"""The summary and table of a reproduction, from records (no trials): baselines, percentages, marks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fitspeed.core.record import TrialSpec
+from fitspeed.reproduce.data import templates
+from fitspeed.reproduce.experiment import Plan, Results, Row, summarize
+from fitspeed.reproduce.output import chart_data, markdown, table
+
+
+def _record(speed: float, accuracy: float) -> dict:
+    return {"status": "ok", "metrics": {"samples_per_s": {"median": speed}, "val_accuracy": accuracy},
+            "environment": {"cpu": "test CPU", "cpu_count": 2, "cpu_features": ["avx2"], "backend": "tensorflow",
+                            "versions": {"keras": "3"}, "onednn": False}}
+
+
+def _plan(seeds: tuple[int, ...]) -> Plan:
+    spec = TrialSpec(model="tiny", mode="train", steps=4)
+    rows = (Row("a", {"knob": "base"}, spec, group="g", baseline=True),
+            Row("b", {"knob": "fast"}, spec, group="g", article=90.0),
+            Row("c", {"knob": "gone"}, None, group="g", skipped="needs a second device"))
+    return Plan("demo", "000", "t", "claim", "a TPU", (("knob", "knob"),), rows, seeds, "sizes",
+                article_unit="% of base")
+
+
+def test_percent_of_baseline_time_and_the_accuracy_mark() -> None:
+    results = Results(_plan((0, 1)), "templates")
+    results.records = {"a": [_record(100.0, 0.80), _record(100.0, 0.82)],
+                       "b": [_record(200.0, 0.70), _record(200.0, 0.71)]}
+    summary = summarize(results)
+    a, b, c = summary["rows"]
+    assert a["percent_of_baseline_time"] == 100.0 and b["percent_of_baseline_time"] == 50.0
+    assert b["accuracy"]["n"] == 2 and "more than the spread over runs" in b["accuracy_mark"]
+    assert a["accuracy_mark"] is None and c["status"] == "skipped"
+    shown = table(summary)
+    assert shown["headers"][:4] == ["knob", "status", "samples/s", "time % of baseline"]
+    assert shown["rows"][2][1] == "skipped: needs a second device"
+    assert "⚠" in shown["rows"][1][-1]
+    assert "no accelerator here" in markdown(summary)
+    assert [bar["label"] for bar in chart_data(summary)["bars"]] == ["a", "b"]
+
+
+def test_within_the_spread_is_not_marked() -> None:
+    results = Results(_plan((0, 1)), "templates")
+    results.records = {"a": [_record(100.0, 0.70), _record(100.0, 0.90)],
+                       "b": [_record(100.0, 0.75), _record(100.0, 0.80)]}
+    assert summarize(results)["rows"][1]["accuracy_mark"] is None
+
+
+def test_templates_are_learnable_by_nearest_template() -> None:
+    """Classes differ by their pattern: the nearest class mean classifies held-out samples well above chance."""
+    x, y, xt, yt = templates((16, 16, 3), 10, 1000, 200, seed=3)
+    means = np.stack([x[y == k].mean(axis=0) for k in range(10)])
+    nearest = np.argmin(((xt[:, None] - means[None]) ** 2).sum(axis=(2, 3, 4)), axis=1)
+    accuracy = float(np.mean(nearest == yt))
+    assert accuracy > 0.3, accuracy

@@ -534,15 +534,13 @@ class Tuner:
             if step.verdict or (probe and pairs):
                 break
             # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
-            # incumbent's trial that ends a decision can start the next one (`_reused`). A decision
-            # whose estimate is promising (1 + 2 * min_gain or more) is finished past the budget.
-            finishing = budgeted and bool(pairs) and (step.ratio or 0.0) >= 1 + 2 * gain
+            # incumbent's trial that ends a decision can start the next one (`_reused`)
             record_a = self._reused(ident, a) if index == 0 else None
             figure = self._figure(a)
-            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted and not finishing,
+            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
                                     stop_below=figure and STOP_SHARE * figure)
             if record_b is not None and throughput(record_b) is not None and record_a is None:
-                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted and not finishing)
+                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
             elif record_b is not None and record_a is None:
                 record_a = {"status": "not run"}
             if record_a is None or record_b is None:

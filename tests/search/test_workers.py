@@ -126,6 +126,11 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
     assert victim is not None, "worker node0 never ran a trial"
     os.killpg(workers[0].pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
     workers[0].wait()
+    # the trial seen running may have finished between the look and the kill: the victim is what node0 left running
+    left = [t for t in optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
+            if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs]
+    assert len(left) == 1, f"node0 left {len(left)} trials running at the kill"
+    victim = left[0]
     finish(workers[1:])
     study = optuna.load_study(study_name="killed", storage=postgres)
     check_study(study)

@@ -5,7 +5,7 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.machine.environment import onednn_default
+from fitspeed.machine.environment import onednn_default, onednn_exported
 from fitspeed.search.space import choices, default_space, only, override
 
 
@@ -48,10 +48,26 @@ def test_onednn_tries_first_what_differs_from_tensorflows_default_here() -> None
     pinned = by_knob(default_space("tiny", TrialConfig(onednn=True), has_gpu=False, onednn_on=True))
     assert pinned["onednn"][0].values == (False,)
     detected = by_knob(default_space("tiny", TrialConfig(), has_gpu=False))
-    expected = onednn_default()
+    expected = onednn_exported()
+    expected = onednn_default() if expected is None else expected
     assert detected["onednn"][0].values == ((True, False) if expected is None else (not expected,))
     assert choices(default_space("tiny", TrialConfig(), has_gpu=False, onednn_on=False), TrialConfig())[
         "onednn"] == ("keep", True)
+
+
+def test_an_exported_tf_enable_onednn_opts_is_what_the_baseline_runs_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trials inherit the user's export: with oneDNN turned off there (as TensorFlow leaves it on an
+    # AVX2-only Zen 3), the knob to try is on, as a change like any other, whatever this CPU's flags say.
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    off = by_knob(default_space("tiny", TrialConfig(), has_gpu=False))["onednn"][0]
+    assert (off.values, off.alone) == ((True,), False)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "TRUE")
+    on = by_knob(default_space("tiny", TrialConfig(), has_gpu=False))["onednn"][0]
+    assert (on.values, on.alone) == ((False,), True)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "maybe")  # TensorFlow ignores it, and so the CPU's rule holds
+    expected = onednn_default()
+    assert by_knob(default_space("tiny", TrialConfig(), has_gpu=False))["onednn"][0].values == (
+        (True, False) if expected is None else (not expected,))
 
 
 def test_gpu_and_other_backends() -> None:

@@ -96,6 +96,21 @@ def onednn_default(flags: frozenset[str] | None = None, machine: str | None = No
     return bool(flags & _ONEDNN_BY_DEFAULT)
 
 
+def onednn_exported(environ: dict[str, str] | None = None) -> bool | None:
+    """TF_ENABLE_ONEDNN_OPTS as this process exports it to its trials; None when unset or unreadable.
+
+    TensorFlow reads it with `ReadBoolFromEnvVar`: "1"/"true" or "0"/"false",
+    case aside; anything else it ignores, and so do we.
+
+    >>> onednn_exported({"TF_ENABLE_ONEDNN_OPTS": "0"}), onednn_exported({"TF_ENABLE_ONEDNN_OPTS": "True"})
+    (False, True)
+    >>> onednn_exported({}) is None
+    True
+    """
+    raw = (os.environ if environ is None else environ).get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower()
+    return {"1": True, "true": True, "0": False, "false": False}.get(raw)
+
+
 def onednn_enabled() -> bool | None:
     """TensorFlow's own answer (`IsMklEnabled`) in this process, or None where it cannot tell.
 

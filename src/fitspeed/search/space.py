@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from fitspeed.core.config import TrialConfig
@@ -19,7 +19,7 @@ from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
 from fitspeed.core.knobs import get_knob
 from fitspeed.core.workloads import MODELS
-from fitspeed.machine.environment import onednn_default
+from fitspeed.machine.environment import onednn_default, onednn_exported
 
 
 @dataclass(frozen=True)
@@ -77,12 +77,14 @@ def default_space(
 ) -> list[Dimension]:
     """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind.
 
-    `onednn_on` is whether TensorFlow turns oneDNN on here by default ("detect":
-    read the CPU's flags, `fitspeed.machine.environment.onednn_default`).
+    `onednn_on` is whether the baseline's trials run with oneDNN on ("detect":
+    TF_ENABLE_ONEDNN_OPTS where this process exports it, else TensorFlow's
+    rule for this CPU's flags, `fitspeed.machine.environment.onednn_default`).
     """
     cores = cores or os.cpu_count() or 1
-    if onednn_on == "detect":
-        onednn_on = onednn_default()
+    if onednn_on == "detect":  # what the trials inherit: the user's export, else TensorFlow's rule for this CPU
+        exported = onednn_exported()
+        onednn_on = onednn_default() if exported is None else exported
     backend = base.backend
     dims: list[Dimension] = []
     if backend == "torch":
@@ -146,7 +148,7 @@ def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimensi
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:
     current = getattr(base, dim.knob)
-    return Dimension(dim.knob, tuple(v for v in dim.values if v != current), dim.skipped, dim.cost_only)
+    return replace(dim, values=tuple(v for v in dim.values if v != current))
 
 
 def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfig) -> list[Dimension]:

@@ -388,7 +388,8 @@ def tune(
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):
-                    interval = (f", 95% CI {decision['low']:.2f}–{decision['high']:.2f}"
+                    interval = (f", {100 * decision.get('confidence', 0.95):g}% CI "
+                                f"{decision['low']:.2f}–{decision['high']:.2f}"
                                 if decision.get("low") is not None else "")
                     err.print(f"{'decided':>9} {decision['b_label']} against {decision['a_label']}: "
                               f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",

@@ -302,8 +302,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     if summary.get("decisions"):
         decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
-        for column in ("step", "change", "on top of", "pairs", "ratio", "95% CI", "verdict"):
-            decided.add_column(column, justify="right" if column in ("pairs", "ratio", "95% CI") else "left",
+        for column in ("step", "change", "on top of", "pairs", "ratio", "CI", "verdict"):
+            decided.add_column(column, justify="right" if column in ("pairs", "ratio", "CI") else "left",
                                overflow="fold")
         for row in summary["decisions"]:
             decided.add_row(row["purpose"], row["change"], row["incumbent"], str(row["pairs"]), ratio(row["ratio"]),

@@ -156,7 +156,8 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = ())
 WINSOR = 2.5  # pooled_noise clips a residual at this many robust sds
 OUTLIER_SDS = 3.0  # with a known noise, a pair this many noise sds from the median pair is left out
 FUTILE_AFTER = 3  # after this many pairs an estimate below 1 + min_gain ends the comparison ("no gain")
-EXTEND = 2  # an estimate at 1 + 3 * min_gain or more may take this many times max_pairs
+PROMISING = 2.0  # an estimate at 1 + PROMISING * min_gain or more is on course for a win ...
+EXTEND = 2  # ... and may take this many times max_pairs
 
 
 @dataclass(frozen=True)
@@ -174,10 +175,20 @@ class PairedStep:
     ratio: float | None  # the geometric mean of the pairs' ratios
     low: float | None
     high: float | None
+    confidence: float = 0.95  # the interval's
 
     def to_dict(self) -> dict[str, object]:
         return {"verdict": self.verdict, "pairs": self.pairs, "ratio": self.ratio, "low": self.low,
-                "high": self.high}
+                "high": self.high, "confidence": self.confidence}
+
+
+def promising(ratio: float | None, min_gain: float) -> bool:
+    """An estimate on course for a win: far enough above 1 + min_gain to be worth more pairs.
+
+    >>> promising(1.2, 0.05), promising(1.08, 0.05), promising(None, 0.05)
+    (True, False, False)
+    """
+    return ratio is not None and ratio >= 1 + PROMISING * min_gain
 
 
 def paired_step(
@@ -210,7 +221,7 @@ def paired_step(
     >>> paired_step([0.9], 0.05, 8, noise).verdict is None
     True
 
-    An estimate at 1 + 3 * min_gain or more may take up to EXTEND times the
+    An estimate at 1 + PROMISING * min_gain or more may take up to EXTEND times the
     cap before it is "not confirmed":
 
     >>> [paired_step([1.2] * n, 0.05, 4, Noise(0.3, 10)).verdict for n in (4, 5, 8)]
@@ -253,7 +264,7 @@ def paired_step(
     if noise:
         squares += noise.df * noise.sd**2
     if df == 0:
-        return PairedStep(None if n < max_pairs else "not confirmed", n, ratio, None, None)
+        return PairedStep(None if n < max_pairs else "not confirmed", n, ratio, None, None, confidence)
     from scipy import stats as scipy_stats
 
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) * math.sqrt(squares / df / n)
@@ -268,6 +279,6 @@ def paired_step(
         verdict = "no gain"
     elif n >= FUTILE_AFTER and ratio < threshold:
         verdict = "no gain"  # futile: more pairs would at best confirm less than min_gain
-    elif len(ratios) >= max_pairs * (EXTEND if ratio >= 1 + 3 * min_gain else 1):
+    elif len(ratios) >= max_pairs * (EXTEND if promising(ratio, min_gain) else 1):
         verdict = "not confirmed"
-    return PairedStep(verdict, len(ratios), ratio, low, high)
+    return PairedStep(verdict, len(ratios), ratio, low, high, confidence)

@@ -57,7 +57,7 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     ...                     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
     ...                     "verdict": "faster", "why": None})
     >>> row["change"], row["pairs"], row["interval"]
-    ('jit_compile=True', 2, '1.20–1.80')
+    ('jit_compile=True', 2, '1.20–1.80 (95%)')
     """
     a, b = decision["a_label"], decision["b_label"]
     change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
@@ -65,7 +65,8 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     return {"purpose": decision["purpose"], "incumbent": a, "candidate": b, "change": change or b,
             "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
             "ratio": decision.get("ratio"), "low": low, "high": high,
-            "interval": f"{low:.2f}–{high:.2f}" if low is not None and high is not None else "–",
+            "interval": (f"{low:.2f}–{high:.2f} ({100 * decision.get('confidence', 0.95):g}%)"
+                         if low is not None and high is not None else "–"),
             "verdict": decision["verdict"], "why": decision.get("why")}
 
 

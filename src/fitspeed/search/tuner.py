@@ -57,7 +57,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.stats import EXTEND, Noise, paired_step, pooled_noise, ratio_estimate
+from fitspeed.core.stats import EXTEND, Noise, paired_step, pooled_noise, promising, ratio_estimate
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, storages, studies
@@ -87,6 +87,8 @@ CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
 BUDGET_FREE = ("batch_size", "verify")  # phases outside the --trials budget
+STEP_CONFIDENCE = 0.90  # a combination step asks one-sided "does it help?"; verification stays at 95%
+RESERVE = 4  # the combination's last trials, kept for a comparison on course for a win
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
 
@@ -183,8 +185,9 @@ class Tuner:
 
     # -- budget -------------------------------------------------------------
 
-    def _spent(self) -> bool:
-        if self._claimed() >= self.settings.trials:
+    def _spent(self, ahead: int = 0) -> bool:
+        """The budget is used up, or would be after `ahead` more trials."""
+        if self._claimed() + ahead >= self.settings.trials:
             return True
         return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
 
@@ -202,9 +205,12 @@ class Tuner:
 
     def measure(
         self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
-        stop_below: float | None = None, wait: bool = True,
+        stop_below: float | None = None, wait: bool = True, ahead: int = 0,
     ) -> dict[str, Any] | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget.
+
+        `ahead`: budgeted trials that must still fit after this one (the other
+        half of its pair, a reserve), or it is not started.
 
         While another worker measures it, wait for its record, or return BUSY
         at once with `wait=False`.
@@ -215,7 +221,7 @@ class Tuner:
             return dict(done[key].user_attrs["record"])
         while True:
             claimed = self.workers.claim(key, self._attrs(config, phase, key, stop_below), self._params(config),
-                                         self._distributions(), room=lambda: not (budgeted and self._spent()))
+                                         self._distributions(), room=lambda: not (budgeted and self._spent(ahead)))
             if not isinstance(claimed, Busy):
                 break
             if not wait:
@@ -528,7 +534,8 @@ class Tuner:
         noise = self.noise()
         screened = self._screen_pair(b) if purpose == "combine" and a == self.base else None
         pairs: list[tuple[float, float]] = [screened] if screened else []
-        step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise,
+        confidence = STEP_CONFIDENCE if purpose == "combine" else 0.95
+        step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise, confidence,
                            clearly_slower=CLEARLY_SLOWER) if pairs else paired_step([], gain, self.settings.pairs)
         for index in range(len(pairs), self.settings.pairs * EXTEND):
             if step.verdict or (probe and pairs):
@@ -537,8 +544,12 @@ class Tuner:
             # incumbent's trial that ends a decision can start the next one (`_reused`)
             record_a = self._reused(ident, a) if index == 0 else None
             figure = self._figure(a)
+            # A pair is claimed whole (the incumbent's trial counted ahead). In the combination, only a
+            # comparison on course for a win may use the last RESERVE trials: the budget's end finishes
+            # the promising comparison under way rather than starting new ones.
+            ahead = (record_a is None) + (RESERVE if purpose == "combine" and not promising(step.ratio, gain) else 0)
             record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
-                                    stop_below=figure and STOP_SHARE * figure)
+                                    stop_below=figure and STOP_SHARE * figure, ahead=ahead)
             if record_b is not None and throughput(record_b) is not None and record_a is None:
                 record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
             elif record_b is not None and record_a is None:
@@ -554,7 +565,7 @@ class Tuner:
             if speed_a is None:
                 continue  # the incumbent's trial failed this time: this pair does not count
             pairs.append((speed_a, speed_b))
-            step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise,
+            step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise, confidence,
                                clearly_slower=CLEARLY_SLOWER)
         if probe and not step.verdict and why is None:
             return {"id": ident, **step.to_dict()}

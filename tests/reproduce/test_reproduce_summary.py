@@ -8,7 +8,14 @@ import numpy as np
 
 from fitspeed.core.record import TrialSpec
 from fitspeed.reproduce.data import templates
-from fitspeed.reproduce.experiment import Plan, Results, Row, run, summarize, trial_count
+from fitspeed.reproduce.experiment import (
+    Plan,
+    Results,
+    Row,
+    run,
+    summarize,
+    trial_count,
+)
 from fitspeed.reproduce.output import chart_data, markdown, table
 
 

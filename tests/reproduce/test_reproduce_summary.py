@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from fitspeed.core.record import TrialSpec
 from fitspeed.reproduce.data import templates
-from fitspeed.reproduce.experiment import Plan, Results, Row, summarize
+from fitspeed.reproduce.experiment import (
+    Plan,
+    Results,
+    Row,
+    run,
+    summarize,
+    trial_count,
+)
 from fitspeed.reproduce.output import chart_data, markdown, table
 
 
@@ -47,6 +56,22 @@ def test_within_the_spread_is_not_marked() -> None:
     results.records = {"a": [_record(100.0, 0.70), _record(100.0, 0.90)],
                        "b": [_record(100.0, 0.75), _record(100.0, 0.80)]}
     assert summarize(results)["rows"][1]["accuracy_mark"] is None
+
+
+def test_a_row_with_seeds_of_its_own_runs_only_those() -> None:
+    spec = TrialSpec(model="tiny", mode="train", steps=4)
+    plan = _plan((0, 1))
+    plan = dataclasses.replace(plan, rows=(plan.rows[0], Row("d", {"knob": "one seed"}, spec, group="g", seeds=(0,))))
+    ran: list[int] = []
+
+    def fake(trial: TrialSpec) -> dict:
+        ran.append(trial.seed)
+        return _record(100.0, 0.8)
+
+    results = run(plan, "templates", run_trial=fake)
+    assert trial_count(plan) == len(ran) == 3
+    assert [r["reproduce"]["seed"] for r in results.records["a"]] == [0, 1]
+    assert [r["reproduce"]["seed"] for r in results.records["d"]] == [0]
 
 
 def test_templates_are_learnable_by_nearest_template() -> None:

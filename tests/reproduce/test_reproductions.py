@@ -43,6 +43,12 @@ def test_a_tiny_reproduction_writes_its_table_chart_and_page(name: str, workdir:
     assert any(row["accuracy"] for row in run)
     assert summary["ran_on"]["cores"] and summary["ran_on"]["backend"] == "tensorflow"
     assert "class templates" in summary["data"]
+    if name == "channels-first":  # the 2-device rows ran data parallel, on the same global batch
+        two = [row for row in summary["rows"] if row["cells"]["devices"] == 2]
+        assert len(two) == 2 and all(row["status"] == "ok" and row["extra"]["percent_of_one_device"] for row in two)
+        placed = [r for r in records if r["spec"]["knobs"]["devices"] == 2]
+        assert placed and all(r["environment"]["devices"]["used"] == 2 for r in placed)
+        assert all(r["spec"]["knobs"]["batch_size"] == 32 for r in placed)  # 64 split over 2
 
     table = (folder / "table.md").read_text()
     header = next(line for line in table.splitlines() if line.startswith("| "))

@@ -3,8 +3,9 @@
 A `Plan` is a list of `Row`s, each one configuration as a `TrialSpec`. The
 engine runs the rows in turn for each seed (every row of seed 0, then every
 row of seed 1, …), each trial a fresh process; rows with `runs` > 1 run that
-many times on one seed (article 003's bit-identical check). Slow drift on a
-shared machine so falls on every row alike.
+many times on one seed (article 003's bit-identical check), and a row with
+`seeds` runs only those of the plan's. Slow drift on a shared machine so
+falls on every row alike.
 
 `summarize` turns the records into plain data: per row the speed (median
 samples/s over its trials), the time as a percentage of its baseline row's,
@@ -45,6 +46,10 @@ class Row:
     article: float | None = None  # the article's figure for this row, in the plan's `article_unit`
     runs: int = 1  # trials per seed (article 003: two runs of one seed, for bit-identity)
     timed: bool = True  # False: a row with no speed of its own to compare (a separate measurement)
+    seeds: tuple[int, ...] | None = None  # the plan's seeds this row runs (None: all of them)
+
+    def runs_seed(self, seed: int) -> bool:
+        return self.spec is not None and (self.seeds is None or seed in self.seeds)
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class Results:
 
 
 def trial_count(plan: Plan) -> int:
-    return sum(len(plan.seeds) * row.runs for row in plan.rows if row.spec is not None)
+    return sum(row.runs for seed in plan.seeds for row in plan.rows if row.runs_seed(seed))
 
 
 def run(plan: Plan, data: str, *, run_trial: Runner,
@@ -90,7 +95,7 @@ def run(plan: Plan, data: str, *, run_trial: Runner,
     for seed in plan.seeds:
         for repeat in range(runs):  # A B C A B C: repeated runs interleave too
             for row in plan.rows:
-                if row.spec is None or repeat >= row.runs:
+                if row.spec is None or not row.runs_seed(seed) or repeat >= row.runs:
                     continue
                 if any(r["status"] == "timeout" for r in results.records.get(row.label, [])):
                     continue

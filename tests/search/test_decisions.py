@@ -120,3 +120,22 @@ def test_a_failing_knob_is_recorded_and_skipped() -> None:
     tuner, verdict = tune(fake, "steps_per_execution,data_format")
     assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
     assert all(d["b"]["data_format"] == "channels_last" for d in tuner.decisions())
+
+
+@pytest.mark.parametrize("trials", [9, 12, 15])
+def test_the_budget_is_exact_and_ends_on_whole_pairs(trials: int) -> None:
+    # steps_per_execution=64 is a 1.3x that takes pairs to confirm, inter_op_threads=1 helps only beside it:
+    # wherever the budget ends, it is never overrun and no candidate trial is left without its partner
+    def truth(config: TrialConfig, call: int) -> float:
+        factor = 1.3 if config.steps_per_execution == 64 else 1.0
+        return factor * (1.25 if config.inter_op_threads == 1 and config.steps_per_execution == 64 else 1.0)
+
+    tuner, _ = tune(Fake(truth), "steps_per_execution,jit_compile,inter_op_threads,intra_op_threads", trials=trials)
+    budgeted = {t.user_attrs["config_key"] for t in tuner.study.get_trials()
+                if "record" in t.user_attrs and t.user_attrs.get("phase") not in ("verify", "batch_size")}
+    assert len(budgeted) <= trials
+    halves = {key.rpartition("#")[2] for key in budgeted if "#" in key}
+    for half in halves:
+        ident_index, side = half[:-1], half[-1]
+        if side == "b" and not ident_index.endswith(":0"):  # a first pair may reuse the incumbent's last trial
+            assert ident_index + "a" in halves, (half, sorted(halves))

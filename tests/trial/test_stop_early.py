@@ -46,3 +46,37 @@ def test_the_timer_stops_training_after_a_slow_first_window() -> None:
     fast = StepTimer(marks=(0, 9), stop_below=1e-6, samples=9 * 4)
     model.fit(x, y, batch_size=4, epochs=3, steps_per_epoch=10, verbose=0, callbacks=[fast])
     assert not fast.stopped and len(fast.epoch_losses) == 3
+
+
+def test_a_warm_up_still_running_at_its_deadline_is_cut_short_from_the_timer(tmp_path: Path) -> None:
+    # A real child process whose "execution" never ends (it sleeps): the timer writes the record it reached
+    # and ends the process, within seconds of the deadline, instead of waiting for the execution.
+    import json
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import time\n"
+        "from fitspeed.trial import cutoff\n"
+        "from fitspeed.core.record import TrialSpec, new_record\n"
+        "cutoff.GRACE_S = 0.5\n"
+        "spec = TrialSpec(model='tiny', stop_below=100.0)\n"
+        "began = time.perf_counter()\n"
+        "cutoff.watch(64.0, 100.0, 32.0, done=lambda: 0, began=lambda: began,\n"
+        "             finish=lambda reached, elapsed: new_record(spec, 'ok', metrics={\n"
+        "                 'samples_per_s': {'median': reached}, 'elapsed': elapsed}))\n"
+        "time.sleep(60)\n"
+        "print('the execution ended on its own')\n"
+    )
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=50, check=False,
+                          env=child_env())
+    took = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    assert "ended on its own" not in done.stdout and took < 40
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    metrics = record["metrics"]
+    assert metrics["elapsed"] >= 0.5 + 64.0 / 100.0  # not before the deadline: grace + the warm-up at stop_below
+    assert 0 < metrics["samples_per_s"]["median"] <= 32.0 / metrics["elapsed"] < 100.0  # an upper bound, below the bar

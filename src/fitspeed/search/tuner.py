@@ -57,7 +57,14 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.stats import EXTEND, Noise, paired_step, pooled_noise, promising, ratio_estimate
+from fitspeed.core.stats import (
+    EXTEND,
+    Noise,
+    paired_step,
+    pooled_noise,
+    promising,
+    ratio_estimate,
+)
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, storages, studies
@@ -712,6 +719,9 @@ class Tuner:
         """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""
         duplicates = 0
         while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
+            # a joint configuration far slower than the incumbent (a slow precision, say) is cut short
+            figure = self._figure((self.incumbents() or [self.base])[-1])
+            stop_below = figure and STOP_SHARE * figure
             left = self.workers.waiting()  # a dead worker's trial first: Optuna's ask would take it anyway
             if left:
                 self._run_orphan(left[0])
@@ -729,7 +739,7 @@ class Tuner:
                 done = studies.measured(self.study)
                 measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
                 claimed = None if measured_before else self.workers.claim(
-                    key, self._attrs(config, "sampler", key, None), self._params(config), self._distributions(),
+                    key, self._attrs(config, "sampler", key, stop_below), self._params(config), self._distributions(),
                     room=lambda: True, asked=trial)
             if claimed is None or isinstance(claimed, (Busy, FrozenTrial)):  # alone, or in a decision's pairs
                 duplicates += 1
@@ -742,7 +752,7 @@ class Tuner:
                     self.study.tell(trial, value)
                 continue
             duplicates = 0
-            speed = throughput(self._run(claimed, config, "sampler"))
+            speed = throughput(self._run(claimed, config, "sampler", stop_below))
             incumbent = (self.incumbents() or [self.base])[-1]
             while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
                 figure = self._figure(incumbent)

@@ -18,7 +18,9 @@ The measurement protocol:
    variation, and the loss of every epoch.
 4. With `spec.stop_below` (set by the tuner), a trial already slower than
    that after its warm-up, or after its first timed window, stops there: an
-   `ok` record with the figure it reached and `metrics.stopped_early`.
+   `ok` record with the figure it reached and `metrics.stopped_early`. A
+   warm-up still running when it would have ended at `stop_below` (plus a
+   grace for compiling) is cut short from a timer (`fitspeed.trial.cutoff`).
 5. After the timed windows, outside the figures (`after_timing`): with
    `spec.profile_dir` (`measure --profile`, `doctor --model`), one more window
    like the timed ones runs under the backend's profiler
@@ -43,7 +45,7 @@ from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, encode, new_record
-from fitspeed.trial import apply
+from fitspeed.trial import apply, cutoff
 from fitspeed.trial.transform import Refused
 
 
@@ -99,6 +101,11 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             return input_probe.epochs(spec, model, data, batch, env)
         data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
     warm = StepTimer(marks=(n - 1, 2 * n - 1))
+    watchdog = cutoff.watch(
+        2 * n * batch, spec.stop_below, n * batch, done=lambda: sum(warm.calls_per_epoch.values()),
+        began=lambda: warm.train_begin,
+        finish=lambda reached, elapsed: _stopped_early(spec, f"{elapsed:.0f} s of the warm-up", [reached], n, batch,
+                                                       elapsed, build_s, warm.epoch_losses, env))
     model.fit(
         **fit_input(data, 2 * n, batch),
         epochs=1,
@@ -106,6 +113,8 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         verbose=0,
         callbacks=[warm],
     )
+    if watchdog:
+        watchdog.cancel()
     first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
     steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
     if warm.nonfinite:

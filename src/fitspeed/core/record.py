@@ -213,6 +213,15 @@ def encode(record: dict[str, Any]) -> str:
     return f"{MARKER}\n{to_json(record)}\n"
 
 
+def write_record(record: dict[str, Any]) -> None:
+    """Print `record` as a child's answer (`encode`), after whatever the child printed before it."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stdout.write(encode(record))
+    sys.stdout.flush()
+
+
 def decode(stdout: str) -> dict[str, Any] | None:
     """The record after the last marker in `stdout`, or None if there is none whole."""
     _, found, rest = stdout.rpartition(MARKER + "\n")

@@ -29,6 +29,7 @@ class Dimension:
     skipped: str | None = None  # why it is not searched
     cost_only: bool = False  # measured alone for its cost, never recommended for speed
     alone: bool = False  # judged by the screen alone: combined only if the screen showed min_gain
+    each: bool = False  # alternatives, not a ladder: the screen measures every value, not the next only if one fails
 
     @property
     def searched(self) -> bool:
@@ -95,7 +96,7 @@ def default_space(
     # Both mixed policies everywhere: a CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one
     # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
-    dims.append(Dimension("precision", precision))
+    dims.append(Dimension("precision", precision, each=True))
     dims.append(_onednn(base, onednn_on))
     if _image_model(model) is False:
         dims.append(Dimension("data_format", (), "the model has no image layers"))
@@ -166,8 +167,10 @@ def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfi
         values = tuple(dict.fromkeys(knob.parse(part) for part in raw.split(",")))
         for value in values:
             base.replace(**{name: value})  # refuses values the backend cannot do
+        kept = next((d for d in out if d.knob == name), None)
         out = [d for d in out if d.knob != name]
-        out.append(_drop_baseline(Dimension(name, values), base))
+        out.append(_drop_baseline(Dimension(name, values, cost_only=bool(kept and kept.cost_only),
+                                            each=bool(kept and kept.each)), base))
     return out
 
 

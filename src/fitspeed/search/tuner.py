@@ -402,7 +402,8 @@ class Tuner:
 
         A knob's next value is screened only when the one before it failed or
         came in at CLEARLY_SLOWER or less (`--space` lists them most promising
-        first). Returns the single changes worth combining, most promising
+        first), except where the values are alternatives (`Dimension.each`:
+        both mixed precisions, since a CPU may run either one fast). Returns the single changes worth combining, most promising
         first, with their ratio to the median baseline figure; those that came
         in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
         Knobs measured only for their cost wait until after the combination.
@@ -432,7 +433,8 @@ class Tuner:
                 measured.append((config, throughput(record)))
             speed = throughput(record) if record else None
             reference = self._screen_reference()
-            if index + 1 < len(dim.values) and (speed is None or (reference and speed <= CLEARLY_SLOWER * reference)):
+            if index + 1 < len(dim.values) and (dim.each or speed is None
+                                                or (reference and speed <= CLEARLY_SLOWER * reference)):
                 queue.append((dim, index + 1, False))
         if measured:  # close the last group with the baseline
             self.measure(self.base, "baseline", f"#screen{number}")

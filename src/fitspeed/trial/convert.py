@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import SCHEMA_VERSION, clip_reason, encode
+from fitspeed.core.record import SCHEMA_VERSION, clip_reason, write_record
 from fitspeed.trial import apply
 
 
@@ -78,9 +78,7 @@ def main(argv: list[str]) -> int:
         record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed",
                   "reason": clip_reason(f"{type(error).__name__}: {error}"), "source": order.get("source"),
                   "output": order.get("output")}
-    sys.stdout.flush()
-    sys.stdout.write(encode(record))
-    sys.stdout.flush()
+    write_record(record)
     return 0
 
 

@@ -12,13 +12,12 @@ upper bound while its first execution is still running) and ends its process.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from fitspeed.core.record import encode
+from fitspeed.core.record import write_record
 
 GRACE_S = 30.0  # tracing and compiling, on top of the warm-up's time at stop_below
 
@@ -49,9 +48,7 @@ def watch(samples: float, stop_below: float | None, step_samples: float, done: C
         elapsed = time.perf_counter() - start
         # No execution finished yet: the first one's samples over the time so far is the most it can reach.
         reached = max(done(), 1) * step_samples / elapsed
-        sys.stdout.flush()
-        sys.stdout.write(encode(finish(reached, elapsed)))
-        sys.stdout.flush()
+        write_record(finish(reached, elapsed))
         os._exit(0)  # the execution under way cannot be stopped from here
 
     timer = threading.Timer(deadline_s(samples, stop_below), fire)

@@ -44,7 +44,7 @@ from typing import Any
 from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import TrialSpec, clip_reason, encode, new_record
+from fitspeed.core.record import TrialSpec, clip_reason, new_record, write_record
 from fitspeed.trial import apply, cutoff
 from fitspeed.trial.transform import Refused
 
@@ -381,9 +381,7 @@ def _environment(spec: TrialSpec) -> dict[str, Any] | None:
 def main(argv: list[str]) -> int:
     spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
     record = run(spec)
-    sys.stdout.flush()
-    sys.stdout.write(encode(record))
-    sys.stdout.flush()
+    write_record(record)
     return 0
 
 

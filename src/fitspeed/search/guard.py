@@ -150,7 +150,7 @@ def unreproducible(
     b = second[-1] if second else None
     if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
         return None  # check() says that the loss is not finite
-    gap = abs(a - b) / scale(first)
+    gap = abs(a - b) / max(abs(a), 1e-3)  # its own size, not `scale`: two runs from one seed should agree closely
     if gap <= tolerance / 2:
         return None
     return (f"the script's training is not reproducible from a seed: two baseline runs ended at losses {a:.3g} and "

@@ -187,14 +187,9 @@ class StudyLock:
             self._file = open(self._path, "a")  # noqa: SIM115 (held across calls)
             fcntl.lockf(self._file, fcntl.LOCK_EX)
         elif self._engine is not None:
-            import sqlalchemy
-
             if self._connection is None:
                 self._connection = self._engine.connect()
-            query = ("SELECT pg_advisory_lock(:k)" if self._engine.dialect.name == "postgresql"
-                     else "SELECT GET_LOCK(CAST(:k AS CHAR), -1)")
-            self._connection.execute(sqlalchemy.text(query), {"k": self._key})
-            self._connection.commit()
+            self._sql("SELECT pg_advisory_lock(:k)", "SELECT GET_LOCK(CAST(:k AS CHAR), -1)")
 
     def _release(self) -> None:
         if self._file is not None:
@@ -202,12 +197,15 @@ class StudyLock:
             self._file.close()
             self._file = None
         elif self._connection is not None:
-            import sqlalchemy
+            self._sql("SELECT pg_advisory_unlock(:k)", "SELECT RELEASE_LOCK(CAST(:k AS CHAR))")
 
-            query = ("SELECT pg_advisory_unlock(:k)" if self._engine.dialect.name == "postgresql"
-                     else "SELECT RELEASE_LOCK(CAST(:k AS CHAR))")
-            self._connection.execute(sqlalchemy.text(query), {"k": self._key})
-            self._connection.commit()
+    def _sql(self, postgresql: str, mysql: str) -> None:
+        """Run the dialect's lock statement on the held connection, with this study's key."""
+        import sqlalchemy
+
+        query = postgresql if self._engine.dialect.name == "postgresql" else mysql
+        self._connection.execute(sqlalchemy.text(query), {"k": self._key})
+        self._connection.commit()
 
     def close(self) -> None:
         if self._connection is not None:

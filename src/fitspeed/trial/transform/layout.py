@@ -66,25 +66,6 @@ AXIS_LAYERS = (
     keras.layers.Softmax,
     keras.layers.Concatenate,
 )
-ELEMENTWISE = (
-    keras.layers.Activation,
-    keras.layers.ReLU,
-    keras.layers.LeakyReLU,
-    keras.layers.ELU,
-    keras.layers.Dropout,
-    keras.layers.GaussianNoise,
-    keras.layers.GaussianDropout,
-    keras.layers.AlphaDropout,
-    keras.layers.ActivityRegularization,
-    keras.layers.Identity,
-    keras.layers.Rescaling,
-    keras.layers.Add,
-    keras.layers.Subtract,
-    keras.layers.Multiply,
-    keras.layers.Average,
-    keras.layers.Maximum,
-    keras.layers.Minimum,
-)
 # Between a Flatten and the Dense layers that read it, these keep each feature where it is.
 FEATURE_WISE = (
     keras.layers.Activation,
@@ -97,6 +78,16 @@ FEATURE_WISE = (
     keras.layers.AlphaDropout,
     keras.layers.ActivityRegularization,
     keras.layers.Identity,
+)
+ELEMENTWISE = (
+    *FEATURE_WISE,
+    keras.layers.Rescaling,
+    keras.layers.Add,
+    keras.layers.Subtract,
+    keras.layers.Multiply,
+    keras.layers.Average,
+    keras.layers.Maximum,
+    keras.layers.Minimum,
 )
 
 

@@ -30,7 +30,8 @@ def test_outcomes_effects_and_rejections() -> None:
             trial(bf16, "sweep", speed=150.0),
             trial(first, "sweep", status="nan", reason="the loss became nan at step 3 of epoch 0"),
             trial(slow, "sweep", speed=90.0),
-            trial(base, "baseline", speed=110.0),  # the baseline again: the faster one counts
+            trial(base, "baseline", speed=110.0),  # the baseline again: its figure is the median, 105
+            trial(spe, "verify", speed=200.0),  # a configuration's figure is the median of its trials
             trial(TrialConfig(batch_size=256), "batch_size", speed=900.0),
             trial(TrialConfig(batch_size=4096), "batch_size", status="oom", reason="over the limit"),
         ],
@@ -40,13 +41,15 @@ def test_outcomes_effects_and_rejections() -> None:
                                       "ratios": [1.7, 1.6]}},
     }
     summary = study_summary(data)
-    assert summary["baseline"]["samples_per_s"] == 110.0
+    assert summary["baseline"]["samples_per_s"] == 105.0 and summary["baseline"]["trials"] == 2
     assert summary["best"]["label"] == "steps_per_execution=16" and summary["best"]["claimed"]
+    assert summary["best"]["samples_per_s"] == 190.0 and summary["best"]["trials"] == 2
+    assert summary["best"]["agreement"] is None  # 1.81x by the medians, 1.7x verified: they agree
     outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
     assert outcomes["steps_per_execution=16"] == "faster"
     assert outcomes["precision=mixed_bfloat16"] == "numerics changed: final loss 2.1 is 40% away"
     assert outcomes["data_format=channels_first"] == "numerics: the loss became nan at step 3 of epoch 0"
-    assert outcomes["intra_op_threads=1"] == "slower (0.82×)"
+    assert outcomes["intra_op_threads=1"] == "slower (0.86×)"
     assert {r["config"] for r in summary["rejected"]} == {
         "precision=mixed_bfloat16", "data_format=channels_first", "intra_op_threads=1"}
     assert [r["config"] for r in summary["effects"]] == [
@@ -77,3 +80,17 @@ def test_determinism_is_a_cost_never_a_rejected_speed_candidate() -> None:
     assert outcomes["deterministic=True"] == "cost only (1.08×)"
     assert summary["rejected"] == []
     assert summary["skipped_groups"] == [(["cache", "vectorize"], "applies to images")]
+
+
+def test_figures_that_disagree_with_the_verdict_say_why() -> None:
+    # run.sh once printed baseline 7,266, best 6,164 beside "4.74x faster": a starved pair
+    base, best = TrialConfig(), TrialConfig(steps_per_execution=64)
+    data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict()},
+            "trials": [trial(base, "baseline", speed=7266.0), trial(best, "sweep", speed=6164.0)],
+            "guards": {},
+            "verification": {"config": best.to_dict(), "claimed": True, "verdict": "B is 1.59× faster (1.21–2.08)",
+                             "estimate": {"median": 1.59, "ci_low": 1.21, "ci_high": 2.08, "confidence": 0.95,
+                                          "ratios": [1.5, 1.6, 1.7], "pairs": 3}}}
+    line = study_summary(data)["best"]["agreement"]
+    assert line.startswith("the medians above put the best at 0.85× the baseline, the verdict at 1.59×")
+    assert "3 pairs measured back to back, in a random order" in line

@@ -21,7 +21,7 @@ from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison, speed
-from fitspeed.report.numbers import number, ratio
+from fitspeed.report.numbers import level, number, ratio
 
 _STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
                  "timeout": "yellow", "crashed": "red"}
@@ -261,6 +261,11 @@ def print_workloads(console: Console) -> None:
     console.print(data)
 
 
+def _of_trials(figure: dict[str, Any]) -> str:
+    n = figure.get("trials")
+    return f" (median of {n} trials)" if n and n > 1 else ""
+
+
 def print_tune(console: Console, summary: dict[str, Any]) -> None:
     """The tuner's answer: baseline, verified best, each knob alone, rejections."""
     base, best = summary["baseline"], summary["best"]
@@ -269,14 +274,16 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     head.add_column("", style="bold")
     head.add_column("")
     head.add_row("baseline", f"{TrialConfig.from_dict(base['config']).label()}: "
-                             f"{number(base['samples_per_s'], 0)} samples/s")
-    head.add_row("best", f"{best['label']}: {number(best['samples_per_s'], 0)} samples/s")
+                             f"{number(base['samples_per_s'], 0)} samples/s{_of_trials(base)}")
+    head.add_row("best", f"{best['label']}: {number(best['samples_per_s'], 0)} samples/s{_of_trials(best)}")
     estimate = best.get("estimate")
     if estimate:
-        head.add_row("verified", f"median {estimate['median']:.2f}× "
-                                 f"({100 * estimate['confidence']:g}% CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
-                                 f"over {len(estimate['ratios'])} interleaved pair(s)")
+        head.add_row("verified", f"{estimate['median']:.2f}× "
+                                 f"({level(estimate['confidence'])} CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
+                                 f"over {len(estimate['ratios'])} fresh pair(s), each in a random order")
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
+    if best.get("agreement"):
+        head.add_row("why they differ", best["agreement"])
     determinism = summary.get("determinism")
     if determinism:
         head.add_row("determinism", f"{determinism['config']}: {ratio(determinism['ratio'])} the baseline's speed; "

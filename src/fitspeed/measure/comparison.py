@@ -24,6 +24,7 @@ from typing import Any
 
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import SCHEMA_VERSION, TrialSpec, throughput
+from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
 from fitspeed.measure.runner import run_trial
 
@@ -126,7 +127,7 @@ def interleave(
     until_width: float | None = None,
     max_pairs: int | None = None,
 ) -> Comparison:
-    """Run `pairs` interleaved pairs; `on_trial(arm, pair, record)` sees each record as it lands.
+    """Run `pairs` interleaved pairs, each in a random order; `on_trial(arm, pair, record)` sees each record as it lands.
 
     With `until_width`, go on until the interval is at most that wide, or `max_pairs` pairs ran.
     """
@@ -135,14 +136,16 @@ def interleave(
     comparison = Comparison(spec_a, spec_b, confidence=confidence, statistic=statistic, until_width=until_width)
     index = 0
     while index < pairs or (until_width is not None and index < cap and _wider(comparison, until_width)):
-        records = []
-        for arm, spec in (("a", spec_a), ("b", spec_b)):
+        records: dict[str, dict[str, Any]] = {}
+        arms = (("a", spec_a), ("b", spec_b))
+        # each pair in a random order: the second slot of two back-to-back trials can run faster
+        for arm, spec in reversed(arms) if pair_order(comparison.id, "compare", index) else arms:
             record = run(spec)
-            record.update(compare_id=comparison.id, arm=arm, pair=index)
+            record.update(compare_id=comparison.id, arm=arm, pair=index, first=not records)
             if on_trial:
                 on_trial(arm, index, record)
-            records.append(record)
-        comparison.pairs.append((records[0], records[1]))
+            records[arm] = record
+        comparison.pairs.append((records["a"], records["b"]))
         index += 1
     return comparison
 

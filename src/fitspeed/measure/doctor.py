@@ -19,9 +19,10 @@ is "highly input-bound", 5% or more "moderately input-bound", less "not
 input-bound". Then doctor tries the fixes that apply to this kind of data
 (`fitspeed.core.input_kinds`), each a trial of its own, and ranks them by measured gain.
 Each fix is one trial (a screen); the top fix is then confirmed against the
-unchanged configuration in interleaved pairs (`fitspeed.core.stats.paired_step`,
-up to `pairs` pairs), and only a confirmed gain is recommended. Gains under 5%
-are reported as none.
+unchanged configuration in fresh interleaved pairs, each in a random order
+(`fitspeed.core.sequential`: a one-sided 2.5% sequential test over its looks,
+from 3 pairs up to `pairs`, on the pairs' own noise), and only a confirmed gain
+is recommended. Gains under 5% are reported as none.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.stats import paired_step
+from fitspeed.core.sequential import Design, pair_order, step
 
 HIGH = 0.20
 MODERATE = 0.05
@@ -164,25 +165,35 @@ class Diagnosis:
 
 def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
                  run_one: Callable[[str, TrialConfig], dict[str, Any]]) -> None:
-    """The top fix against the unchanged configuration, in interleaved pairs (the fix first)."""
+    """The top fix against the unchanged configuration, in fresh pairs, each in a random order.
+
+    The fix's own screen trial chose it, so it is not evidence here.
+    """
     timed = [f for f in diagnosis.fixes if (f.get("gain") or 0) >= MIN_GAIN]
     if not timed:
         return
     top = max(timed, key=lambda f: f["gain"])
     config = base.replace(**top["change"])
+    design = Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
     figures: list[list[float]] = []
-    step = paired_step([], MIN_GAIN - 1, pairs)
+    result = step([], design)
     label = " ".join(f"{k}={v}" for k, v in top["change"].items())
-    for index in range(pairs):
-        fixed = throughput(run_one(f"{label} (pair {index + 1})", config))
-        unchanged = throughput(run_one(f"unchanged (pair {index + 1})", base)) if fixed else None
+    for index in range(design.max_pairs):
+        arms = [("fix", f"{label} (pair {index + 1})", config), ("unchanged", f"unchanged (pair {index + 1})", base)]
+        speeds: dict[str, float | None] = {}
+        for arm, name, trial_config in (arms if pair_order(label, "doctor", index) else arms[::-1]):
+            speeds[arm] = throughput(run_one(name, trial_config))
+            if not speeds[arm]:
+                break
+        fixed, unchanged = speeds.get("fix"), speeds.get("unchanged")
         if not fixed or not unchanged:
             break
         figures.append([unchanged, fixed])
-        step = paired_step([b / a for a, b in figures], MIN_GAIN - 1, pairs)
-        if step.verdict:
+        result = step([b / a for a, b in figures], design)
+        if result.verdict:
             break
-    top["confirmed"] = {**step.to_dict(), "verdict": step.verdict or "not confirmed", "figures": figures}
+    top["confirmed"] = {**result.to_dict(), "verdict": result.verdict or "not confirmed", "figures": figures,
+                        "design": design.to_dict()}
 
 
 def diagnose(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from fitspeed.core.sequential import level
+
+__all__ = ["level", "number", "ratio", "si"]
+
 
 def number(value: float | None, digits: int = 0) -> str:
     """A figure with thousands separators, or a dash when there is none.

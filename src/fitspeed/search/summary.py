@@ -7,13 +7,16 @@ every rejected configuration with its reason. Nothing here runs a trial.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import optuna
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
+from fitspeed.core.sequential import level
 from fitspeed.search import guard
+from fitspeed.search.ledger import decisions_of, guards_of, meta_of
 from fitspeed.search.studies import config_key
 
 
@@ -27,12 +30,11 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
     attrs = study.user_attrs
     return {
         "study": study.study_name,
-        "meta": {k: v for k, v in attrs.items()
-                 if not k.startswith(("guard", "decision:", "reuse:", "claim:")) and k != "verification"},
+        "meta": meta_of(attrs),
         "trials": trials,
-        "guards": {k[len("guard:"):]: v for k, v in attrs.items() if k.startswith("guard:")},
+        "guards": guards_of(attrs),
         "verification": attrs.get("verification"),
-        "decisions": sorted((v for k, v in attrs.items() if k.startswith("decision:")), key=lambda d: d["order"]),
+        "decisions": decisions_of(attrs),
     }
 
 
@@ -65,7 +67,7 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     return {"purpose": decision["purpose"], "incumbent": a, "candidate": b, "change": change or b,
             "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
             "ratio": decision.get("ratio"), "low": low, "high": high,
-            "interval": (f"{low:.2f}–{high:.2f} ({100 * decision.get('confidence', 0.95):g}%)"
+            "interval": (f"{low:.2f}–{high:.2f} ({level(decision.get('confidence', 0.95))})"
                          if low is not None and high is not None else "–"),
             "verdict": decision["verdict"], "why": decision.get("why")}
 
@@ -95,13 +97,49 @@ def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def medians(trials: list[dict[str, Any]]) -> dict[str, float]:
+    """Each configuration's figure: the median of its own trials' samples/s, by configuration key.
+
+    >>> t = [{"config": {}, "record": {"status": "ok", "metrics": {"samples_per_s": {"median": v}}}}
+    ...      for v in (10.0, 30.0, 20.0)]
+    >>> list(medians(t).values())
+    [20.0]
+    """
+    speeds: dict[str, list[float]] = {}
+    for trial in trials:
+        speed = throughput(trial["record"])
+        if speed:
+            speeds.setdefault(config_key(TrialConfig.from_dict(trial["config"])), []).append(speed)
+    return {key: statistics.median(values) for key, values in speeds.items()}
+
+
+def agreement(base_speed: float | None, best_speed: float | None, verification: dict[str, Any]) -> str | None:
+    """One line on why the single figures and the verdict differ, where they do; None where they agree.
+
+    >>> agreement(7266.0, 6164.0, {"claimed": True, "estimate": {"median": 1.59, "pairs": 4}})
+    "the medians above put the best at 0.85× the baseline, the verdict at 1.59×: the verdict comes from 4 pairs measured back to back, in a random order, while the medians pool trials measured at different times, under the machine's changing load"
+    >>> agreement(4000.0, 6400.0, {"claimed": True, "estimate": {"median": 1.59, "pairs": 4}}) is None
+    True
+    """
+    estimate = verification.get("estimate") or {}
+    if not (base_speed and best_speed and verification.get("claimed") and estimate.get("median")):
+        return None
+    single = best_speed / base_speed
+    verified = estimate["median"]
+    if single > 1 and abs(single / verified - 1) <= 0.25:
+        return None
+    return (f"the medians above put the best at {single:.2f}× the baseline, the verdict at {verified:.2f}×: the "
+            f"verdict comes from {estimate.get('pairs') or len(estimate.get('ratios') or [])} pairs measured back "
+            "to back, in a random order, while the medians pool trials measured at different times, under the "
+            "machine's changing load")
+
+
 def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     meta = data["meta"]
     base = TrialConfig.from_dict(meta["base"])
     by_key = _first_by_key(data["trials"])
-    base_speeds = [throughput(t["record"]) for t in data["trials"]
-                   if t["phase"] == "baseline" and TrialConfig.from_dict(t["config"]) == base]
-    base_speed = max((s for s in base_speeds if s), default=None)  # a knob must beat the faster
+    figures = medians(data["trials"])
+    base_speed = figures.get(config_key(base))  # the median of the baseline's own trials
     min_gain = float(meta.get("min_gain", 0.05))
     guards = data["guards"]
 
@@ -118,7 +156,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         config = TrialConfig.from_dict(trial["config"])
         record = trial["record"]
         metrics = record.get("metrics") or {}
-        speed = throughput(record)
+        speed = figures.get(key) if throughput(record) else None
         ratio = speed / base_speed if speed and base_speed else None
         changes = {k: v for k, v in config.to_dict().items() if v != getattr(base, k)}
         verdict = guards.get(key)
@@ -172,6 +210,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     verification = data.get("verification") or {}
     best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
     best_trial = by_key.get(config_key(best_config))
+    best_speed = figures.get(config_key(best_config))
     fits = [r for r in batch_sizes if r["status"] == "ok"]
     oom = [r for r in batch_sizes if r["status"] == "oom"]
     first_oom = min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]), default=None)
@@ -189,12 +228,17 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         "skipped": meta.get("skipped") or {},
         "skipped_groups": skipped_groups(meta.get("skipped") or {}),
         "tolerance": meta.get("tolerance"),
-        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve},
+        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve,
+                     "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
+                                   for t in data["trials"] if throughput(t["record"]))},
         "best": {
             "config": best_config.to_dict(),
             "label": best_config.label(),
-            "samples_per_s": throughput(best_trial["record"]) if best_trial else None,
+            "samples_per_s": best_speed,
+            "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(best_config)
+                          for t in data["trials"] if throughput(t["record"])),
             "claimed": bool(verification.get("claimed")),
+            "agreement": agreement(base_speed, best_speed, verification),
             "verdict": verification.get("verdict") or "not verified yet",
             "why": verification.get("why"),
             "estimate": verification.get("estimate"),

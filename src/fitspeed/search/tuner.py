@@ -1,32 +1,31 @@
-"""`fitspeed tune`: find the fastest configuration that trains the same.
+"""`fitspeed tune`: find the fastest configuration that trains the same, and prove it.
 
-Every decision is paired and adaptive (`fitspeed.core.stats.paired_step`): a
-candidate is measured interleaved with the current incumbent, pair after pair,
-until the interval on their ratio clears `min_gain` on one side or `pairs`
-pairs are spent; a first pair at 0.7x or less stops at once. The noise of this
-machine is pooled over the study (consecutive baseline trials and every
-comparison's own pairs), so a large difference is decided in a pair or two.
-
-The search, in order (every trial is one Optuna trial):
+The search, in order (every trial is one Optuna trial, one child process):
 1. the screen: the baseline, then each knob's values one at a time, with the
    baseline measured again after every few of them. It only ranks the changes;
-   a change that fails, or is at 0.7x of the baseline or less, is dropped there;
-2. combination by evidence: starting from the defaults, the most promising
-   change is compared with the incumbent on top of it and kept only if the pairs
-   say it is faster by `min_gain` (and its loss passes the guard); then the next.
-   Two changes that clash are never both kept: the second is compared on top of
-   the first;
-3. Optuna's sampler (TPE) over the joint space, with the rest of the budget: a
-   configuration it finds faster than the incumbent's figure is compared with
-   the incumbent in pairs before it replaces it;
-4. verification: the final incumbent against the defaults, in pairs (not
-   budgeted, at most `pairs`); if it is not confirmed faster, the incumbent
-   before it, and so on. "Keep the defaults" only when none is confirmed.
+   a change that fails, or is at 0.7x of the baseline or less, is dropped there.
+   A screen trial selects; it is never evidence in a decision;
+2. combination by evidence: starting from the defaults, each change the
+   screen found promising (most promising first) is compared with the
+   incumbent on top of it, in fresh pairs (`fitspeed.search.decider`), and
+   kept only if the pairs say it helps (and it passes the numerics guard).
+   Then the other changes, on top of the new incumbent: small wins stack on a
+   big one. Two values of one knob that both screened well (two mixed
+   precisions) are compared head to head. A change that showed no gain is
+   tried once more on top of a later incumbent;
+3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
+   budget: a configuration it finds faster than the incumbent's figure is
+   compared with the incumbent in fresh pairs before it replaces it;
+4. verification (`fitspeed.search.verification`): the final incumbent against
+   the defaults in fresh pairs, each in a random order, at a one-sided 2.5%
+   split over the incumbents it may fall back to. Its verdict is the study's
+   one claim; "keep the defaults" when none is confirmed.
 
-Every decision is stored as a study user attr `decision:ID` with its pairs,
-ratio, interval and verdict. Budget: `trials` trial processes in the study, the
-pairs included (the verification and guard runs come on top), and/or `time_s`
-seconds of this run's search.
+Budget: `--trials` trial processes in the study, the verification's included:
+the search stops VERIFY_RESERVE trials short of it, what a verification
+usually takes (the guard runs and a verification that needs more pairs come
+on top), and/or `time_s` seconds of this run's search. `budget_plan` names,
+before the first trial, what a budget buys and the smallest that would do.
 
 Many workers (`fitspeed tune` processes on one study, `fitspeed.search.workers`)
 run this same search. Every measurement is claimed by its key, so none is
@@ -39,13 +38,9 @@ so all reach the same incumbents (a decision's pairs stay on one host).
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -57,26 +52,20 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.stats import (
-    EXTEND,
-    Noise,
-    paired_step,
-    pooled_noise,
-    promising,
-    ratio_estimate,
-)
+from fitspeed.core.sequential import Design, Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
-from fitspeed.search import guard, storages, studies
+from fitspeed.search import guard, studies
+from fitspeed.search.decider import STOP_SHARE, VERIFY_MIN_PAIRS, Decider, combine_design, decision_id
 from fitspeed.search.events import (
-    DecisionMade,
     GuardChecked,
     Note,
     OnEvent,
     TrialFinished,
     TrialStarted,
-    VerificationStarted,
 )
+from fitspeed.search.ledger import VERIFICATION, Ledger
+from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
     choices,
@@ -85,77 +74,41 @@ from fitspeed.search.space import (
     only,
     override,
 )
+from fitspeed.search.verification import verify
 from fitspeed.search.workers import POLL_S, Busy, Workers
+
+__all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_probe"]
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
 SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
-CLEARLY_SLOWER = 0.7  # a first pair at this ratio or below ends a comparison
-STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
-MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
-BUDGET_FREE = ("batch_size", "verify")  # phases outside the --trials budget
-STEP_CONFIDENCE = 0.90  # a combination step asks one-sided "does it help?"; verification stays at 95%
-RESERVE = 4  # the combination's last trials, kept for a comparison on course for a win
+CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
+RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
+VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS  # the verification's first look, kept inside --trials
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
 
-@dataclass(frozen=True)
-class TuneSettings:
-    model: str
-    data: str | None = None
-    base: TrialConfig = field(default_factory=TrialConfig)
-    trials: int = 30
-    time_s: float | None = None
-    study: str | None = None
-    storage: str = "sqlite:///fitspeed.db"
-    heartbeat_s: int = storages.DEFAULT_HEARTBEAT_S  # a worker silent for twice this is taken as dead
-    steps: int | None = None
-    repeats: int = 3
-    seed: int = 0
-    timeout_s: float | None = 900.0
-    memory_limit_mb: int | None = None
-    pairs: int = 5
-    tolerance: float = guard.DEFAULT_TOLERANCE
-    min_gain: float = 0.05
-    space: tuple[str, ...] = ()
-    knobs: tuple[str, ...] = ()  # search only these (empty: all)
-    batch_sizes: tuple[int, ...] = ()
-    monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
-    script: dict[str, Any] | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
+def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int]:
+    """What `trials` buys on this space: the screen, the decisions on its best candidates, the verification.
 
-    @property
-    def study_name(self) -> str:
-        return self.study or f"{self.model}-{self.data or 'synthetic'}"
+    The screen measures one value of each knob (every value of a knob whose
+    values are alternatives), and the baseline again after every
+    SCREEN_GROUP of them; a decision reaches its first look in 2 pairs; the
+    verification in VERIFY_MIN_PAIRS.
 
-    def spec(self, config: TrialConfig, steps: int | None = None, stop_below: float | None = None) -> TrialSpec:
-        return TrialSpec(
-            model=self.model, data=self.data, config=config, steps=steps or self.steps_for(config),
-            repeats=self.repeats, seed=self.seed, timeout_s=self.timeout_s,
-            memory_limit_mb=self.memory_limit_mb, monitor=self.monitor, script=self.script,
-            stop_below=stop_below,
-        )
-
-    def steps_for(self, config: TrialConfig) -> int | None:
-        """--steps rounded up to whole executions of this config."""
-        if self.steps is None:
-            return None
-        n = config.steps_per_execution
-        return max(n, -(-self.steps // n) * n)
-
-
-def next_batch_probe(fits: int, fails: int) -> int | None:
-    """The next batch size to try between one that fit and one that ran out of memory.
-
-    Midpoints rounded down to a multiple of 8 (article 001), until the gap is
-    within 1/8 of the size that fit (or one step of 8):
-
-    >>> next_batch_probe(256, 512), next_batch_probe(256, 384), next_batch_probe(256, 288)
-    (384, 320, None)
+    >>> from fitspeed.search.space import Dimension
+    >>> plan = budget_plan([Dimension("a", (1,)), Dimension("b", (1, 2), each=True)], 12, 5)
+    >>> plan["screen"], plan["smallest"], plan["decisions"]
+    (5, 15, 0)
     """
-    if fails - fits <= max(8, fits // 8):
-        return None
-    middle = (fits + fails) // 2 // 8 * 8
-    return middle if fits < middle < fails else None
+    screened = sum(len(d.values) if d.each else 1 for d in dims if d.searched and not d.cost_only
+                   and d.knob != "batch_size")
+    screen = screened + 1 + -(-screened // SCREEN_GROUP)  # the baseline first, then after each group
+    decision = 2 * 2
+    smallest = screen + decision + VERIFY_RESERVE
+    left = max(0, trials - VERIFY_RESERVE - screen)
+    return {"screen": screen, "verify": VERIFY_RESERVE, "decision": decision, "smallest": smallest,
+            "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + 4 * decision}
 
 
 class Tuner:
@@ -163,7 +116,6 @@ class Tuner:
         self.settings = settings
         self.run_trial = run
         self.emit: OnEvent = on_event or (lambda event: None)
-        self.started = time.perf_counter()
         self.base = settings.base
         self.dims: list[Dimension] = only(
             override(
@@ -189,21 +141,21 @@ class Tuner:
             heartbeat_s=settings.heartbeat_s,
         )
         self.workers = Workers(self.study, storage, settings.storage)
+        self.ledger = Ledger(self.study, self.base, settings.trials, settings.time_s, VERIFY_RESERVE)
+        self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed)
 
     # -- budget -------------------------------------------------------------
 
     def _spent(self, ahead: int = 0) -> bool:
-        """The budget is used up, or would be after `ahead` more trials."""
-        if self._claimed() + ahead >= self.settings.trials:
-            return True
-        return self.settings.time_s is not None and time.perf_counter() - self.started > self.settings.time_s
+        return self.ledger.spent(ahead)
 
-    def _claimed(self) -> int:
-        """Budgeted configurations measured, being measured, or waiting to be measured again."""
-        live = (TrialState.RUNNING, TrialState.WAITING)
-        return len({t.user_attrs["config_key"] for t in self.study.get_trials(deepcopy=False)
-                    if t.user_attrs.get("config_key") and t.user_attrs.get("phase") not in BUDGET_FREE
-                    and (t.state in live or "record" in t.user_attrs)})
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every stored decision, in the order made."""
+        return self.ledger.decisions()
+
+    def incumbents(self) -> list[TrialConfig]:
+        """The configurations that became the incumbent, in order; the last is the best found."""
+        return self.ledger.incumbents()
 
     # -- measuring ----------------------------------------------------------
 
@@ -368,7 +320,8 @@ class Tuner:
         interrupted = self.workers.recover()
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
-        self.started = time.perf_counter()  # --time counts the search, not opening the study
+        self._name_budget()
+        self.ledger.started = time.perf_counter()  # --time counts the search, not opening the study
         baseline = self.measure(self.base, "baseline", budgeted=False)  # nothing can be decided without it
         if baseline is None or throughput(baseline) is None:
             return self.finish()
@@ -381,6 +334,17 @@ class Tuner:
         self._batch_sizes()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
+
+    def _name_budget(self) -> None:
+        """Say before the first trial what --trials buys, and the smallest budget that would do."""
+        plan = budget_plan(self.dims, self.settings.trials, self.settings.pairs)
+        self.study.set_user_attr("budget", plan)
+        if self.settings.trials < plan["smallest"]:
+            self.emit(Note(
+                f"--trials {self.settings.trials} does not pay for an answer on this space: the screen takes "
+                f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
+                f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
+                f"(--trials {plan['suggested']} pays for four decisions)"))
 
     def _learn_data_kind(self, baseline: dict[str, Any]) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""
@@ -422,7 +386,7 @@ class Tuner:
                             and self.measure(self.base, "baseline", f"#screen{number}", wait=False) is None:
                         break
                     number += 1
-                reference = self._screen_reference()
+                reference = self.ledger.screen_reference()
                 record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference,
                                       wait=deferred)
                 if record is BUSY:  # another worker measures it: come back to it at the end
@@ -432,29 +396,26 @@ class Tuner:
                     break
                 measured.append((config, throughput(record)))
             speed = throughput(record) if record else None
-            reference = self._screen_reference()
+            reference = self.ledger.screen_reference()
             if index + 1 < len(dim.values) and (dim.each or speed is None
                                                 or (reference and speed <= CLEARLY_SLOWER * reference)):
                 queue.append((dim, index + 1, False))
         if measured:  # close the last group with the baseline
             self.measure(self.base, "baseline", f"#screen{number}")
         self._settle(("baseline", "sweep"))  # every worker ranks the same screen
-        reference = self._screen_reference()
+        reference = self.ledger.screen_reference()
         promising = []
         for config, speed in measured:
             if speed is None or reference is None:
                 continue  # a failure is shown as such in the table; it is not combined
             ratio = speed / reference
             if ratio <= CLEARLY_SLOWER:
-                self._store_decision("screen", self.base, config, [(reference, speed)],
-                                     paired_step([ratio], self.settings.min_gain, 1))
+                self.decider.store("screen", self.base, config, [(reference, speed)],
+                                   Step("slower", 1, ratio, None, None, 0.0), None,
+                                   why=f"its screen trial ran at {ratio:.2f}x the baseline's median")
                 continue
             promising.append((config, ratio))
         return sorted(promising, key=lambda item: item[1], reverse=True)
-
-    def _screen_reference(self) -> float | None:
-        speeds = self._screen_baselines()
-        return statistics.median(speeds) if speeds else None
 
     def _costs(self, sweep: list[Dimension]) -> None:
         """Knobs measured alone for their cost (deterministic), never recommended for speed."""
@@ -464,217 +425,89 @@ class Tuner:
                 if config is None or self.measure(config, "sweep") is None:
                     return
 
-    def _screen_baselines(self) -> list[float]:
-        """The baseline's figures from the screen, in the order measured."""
-        out = []
-        for key, trial in studies.measured(self.study).items():
-            if trial.user_attrs.get("phase") == "baseline" and key.startswith(studies.config_key(self.base)):
-                tag = key[len(studies.config_key(self.base)):]
-                if tag == "" or tag.startswith("#screen"):
-                    speed = throughput(dict(trial.user_attrs["record"]))
-                    if speed:
-                        out.append((trial.number, speed))
-        return [speed for _, speed in sorted(out)]
-
-    # -- decisions ----------------------------------------------------------
-
-    def noise(self) -> Noise | None:
-        """This machine's noise on a paired log ratio, pooled over the study so far."""
-        # The screen's baseline trials, less the first (a cold start), scaled by sqrt(2): their spread
-        # around their mean is that of a paired log ratio. One outlier among them touches one residual.
-        speeds = self._screen_baselines()[1:]
-        groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
-        groups += [[math.log(b / a) for a, b in d["pairs"] if a and b]
-                   for d in self.decisions() if d["purpose"] != "screen"]
-        return pooled_noise(groups)
-
-    def decisions(self) -> list[dict[str, Any]]:
-        """Every stored decision, in the order made."""
-        found = [dict(v) for k, v in self.study.user_attrs.items() if k.startswith("decision:")]
-        return sorted(found, key=lambda d: d["order"])
-
-    def _store_decision(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
-                        step: Any, why: str | None = None, noise: Noise | None = None) -> dict[str, Any]:
-        with self.workers.lock.held():  # one order for all workers
-            return self._store_decision_now(purpose, a, b, pairs, step, why, noise)
-
-    def _store_decision_now(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
-                            step: Any, why: str | None, noise: Noise | None) -> dict[str, Any]:
-        ident = decision_id(purpose, a, b)
-        stored = self.study.user_attrs.get("decision:" + ident)
-        order = stored["order"] if stored else len(self.decisions())
-        decision = {"id": ident, "order": order, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
-                    "a_label": a.label(), "b_label": b.label(), **step.to_dict(),
-                    "pairs": [list(p) for p in pairs], "min_gain": self.settings.min_gain, "why": why,
-                    "noise": noise.to_dict() if noise else None}
-        decision["verdict"] = decision["verdict"] or "not confirmed"
-        self.study.set_user_attr("decision:" + ident, studies.plain(decision))
-        if not stored or stored != studies.plain(decision):
-            self.emit(DecisionMade(decision))
-        return decision
-
-    def decide(self, purpose: str, a: TrialConfig, b: TrialConfig, min_gain: float | None = None,
-               budgeted: bool = True, probe: bool = False) -> dict[str, Any]:
-        """Compare `b` with `a` in interleaved pairs until `paired_step` decides; stored and returned.
-
-        Made once, by one worker; the others take its stored answer. One that
-        ran out of budget is taken up again when the budget allows more pairs.
-        `probe`: take the first pair only and return where it stands, unstored
-        (a later call goes on from the stored trials).
-        """
-        ident = decision_id(purpose, a, b)
-
-        def stored() -> dict[str, Any] | None:
-            found = self.study.user_attrs.get("decision:" + ident)
-            if found and (found.get("why") != "the budget ran out" or self._spent()):
-                return dict(found)
-            return None
-
-        if probe:
-            return stored() or self._decide(purpose, a, b, min_gain, budgeted, probe=True)
-        return dict(self._once("decision:" + ident, stored, lambda: self._decide(purpose, a, b, min_gain, budgeted)))
-
-    def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, min_gain: float | None,
-                budgeted: bool, probe: bool = False) -> dict[str, Any]:
-        gain = self.settings.min_gain if min_gain is None else min_gain
-        ident = decision_id(purpose, a, b)
-        phase = "verify" if purpose == "verify" else purpose
-        why = None
-        noise = self.noise()
-        screened = self._screen_pair(b) if purpose == "combine" and a == self.base else None
-        pairs: list[tuple[float, float]] = [screened] if screened else []
-        confidence = STEP_CONFIDENCE if purpose == "combine" else 0.95
-        step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise, confidence,
-                           clearly_slower=CLEARLY_SLOWER) if pairs else paired_step([], gain, self.settings.pairs)
-        for index in range(len(pairs), self.settings.pairs * EXTEND):
-            if step.verdict or (probe and pairs):
-                break
-            # the candidate first, then the incumbent: a candidate that fails costs one trial, and the
-            # incumbent's trial that ends a decision can start the next one (`_reused`)
-            record_a = self._reused(ident, a) if index == 0 else None
-            figure = self._figure(a)
-            # A pair is claimed whole (the incumbent's trial counted ahead). In the combination, only a
-            # comparison on course for a win may use the last RESERVE trials: the budget's end finishes
-            # the promising comparison under way rather than starting new ones.
-            ahead = (record_a is None) + (RESERVE if purpose == "combine" and not promising(step.ratio, gain) else 0)
-            record_b = self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted,
-                                    stop_below=figure and STOP_SHARE * figure, ahead=ahead)
-            if record_b is not None and throughput(record_b) is not None and record_a is None:
-                record_a = self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted)
-            elif record_b is not None and record_a is None:
-                record_a = {"status": "not run"}
-            if record_a is None or record_b is None:
-                why = "the budget ran out"
-                break
-            speed_a, speed_b = throughput(record_a), throughput(record_b)
-            if speed_b is None:
-                why = f"{record_b['status']}: {record_b.get('reason') or 'no reason given'}"
-                step = paired_step([], gain, self.settings.pairs)
-                break
-            if speed_a is None:
-                continue  # the incumbent's trial failed this time: this pair does not count
-            pairs.append((speed_a, speed_b))
-            step = paired_step([sb / sa for sa, sb in pairs], gain, self.settings.pairs, noise, confidence,
-                               clearly_slower=CLEARLY_SLOWER)
-        if probe and not step.verdict and why is None:
-            return {"id": ident, **step.to_dict()}
-        return self._store_decision(purpose, a, b, pairs, step, why, noise)
-
-    def _screen_pair(self, config: TrialConfig) -> tuple[float, float] | None:
-        """`config`'s screen trial against the screen's median baseline: a first pair at no cost.
-
-        The median of the screen's baseline trials, not the one next to it: a
-        load burst on that one trial would otherwise skew this decision's first
-        pair and, through it, the study's noise.
-        """
-        trial = studies.measured(self.study).get(studies.config_key(config))
-        if trial is None or trial.user_attrs.get("phase") != "sweep":
-            return None
-        speed, reference = throughput(dict(trial.user_attrs["record"])), self._screen_reference()
-        return (reference, speed) if speed and reference else None
-
-    def _reused(self, ident: str, a: TrialConfig) -> dict[str, Any] | None:
-        """The study's latest trial, when it measured `a`: the first pair of decision `ident` starts from it.
-
-        The incumbent's trial that ended one decision (or the candidate's that
-        made it the incumbent) is adjacent in time to the next candidate's, so
-        it pairs with it as well as a fresh one would, one trial cheaper. Which
-        trial was used is stored, so a resumed search pairs the same ones.
-        """
-        done = studies.measured(self.study)
-        number = self.study.user_attrs.get("reuse:" + ident)
-        if number is None:
-            if f"{studies.config_key(a)}#{ident}:0a" in done or not done:
-                return None
-            here = [t for t in done.values() if t.user_attrs.get("host", self.workers.me.host) == self.workers.me.host]
-            if not here:
-                return None
-            latest = max(here, key=lambda t: t.number)  # a pair is measured on one host
-            if latest.user_attrs.get("config") != a.to_dict() or throughput(dict(latest.user_attrs["record"])) is None:
-                return None
-            used = {v for k, v in self.study.user_attrs.items() if k.startswith("reuse:")}
-            if latest.number in used:
-                return None
-            number = latest.number
-            self.study.set_user_attr("reuse:" + ident, number)
-        trial = next((t for t in done.values() if t.number == number), None)
-        return dict(trial.user_attrs["record"]) if trial else None
+    # -- combination ------------------------------------------------------
 
     def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
-        """Add the most promising change on top of the incumbent; keep it only if the pairs say so.
+        """Add each promising change on top of the incumbent; keep it only if fresh pairs say it helps.
 
-        The changes that gained `min_gain` or more in the screen are tried in
-        the screen's order. The rest (a change may help only beside another)
-        are then raced: one pair each on top of the incumbent, and the
-        comparisons are finished in the order of those first pairs, so that the
-        budget goes first to the one most likely to help. A change judged
-        alone (`Dimension.alone`: turning off oneDNN where TensorFlow turned it
-        on) is combined only if its screen trial gained. A change that showed
-        no gain is tried once more on top of a later incumbent; one that was
-        slower, failed or failed the guard is not.
+        First the changes that gained `min_gain` or more in the screen, in the
+        screen's order, each decided on top of the incumbent. A change whose
+        knob the incumbent already sets to another value that also screened
+        well is compared head to head (the incumbent with this value instead).
+        Then the rest, and those that showed no gain, are raced on top of the
+        new incumbent (a change may help only beside another): one fresh pair
+        each, which only orders them; the ones whose pair came out ahead are
+        then decided in that order, on pairs of their own. A round that
+        changed the incumbent races what is left once more on top of it.
+
+        A change judged alone (`Dimension.alone`: turning off oneDNN where
+        TensorFlow turned it on) is combined only if its screen trial gained.
+        One that was slower, failed or failed the guard is not tried again.
         """
-        incumbent = self.base
-        strong = {studies.config_key(c) for c, ratio in promising if ratio >= 1 + self.settings.min_gain}
+        strong = [c for c, ratio in promising if ratio >= 1 + self.settings.min_gain]
         alone = {d.knob for d in self.dims if d.alone}
-        waiting = [single for single, _ in promising
-                   if studies.config_key(single) in strong or not alone & set(single.changed())]
-        while waiting and not self._spent():
-            passed: list[TrialConfig] = []
+        weak = [c for c, ratio in promising if ratio < 1 + self.settings.min_gain and not alone & set(c.changed())]
+        incumbent = self.base
+        again: list[TrialConfig] = []
+        for single in strong:
+            config = self._on_top(incumbent, single, swap=True)
+            if config is None or config == incumbent or self._spent():
+                continue
+            incumbent, verdict = self._try(incumbent, config)
+            if verdict in ("no gain", "not confirmed"):
+                again.append(single)
+        waiting = again + weak
+        for _ in range(RACE_ROUNDS):
+            if not waiting or self._spent():
+                return
             before = incumbent
-            first = [s for s in waiting if studies.config_key(s) in strong]
-            for single in first + self._race(incumbent, [s for s in waiting if s not in first]):
+            left = []
+            for single in self._race(incumbent, waiting):
                 config = self._on_top(incumbent, single)
-                if config is None or self._spent():
+                if config is None or config == incumbent or self._spent():
                     continue
-                challenger = incumbent
-                incumbent = self._challenge(incumbent, config, "combine")
-                verdict = self.study.user_attrs["decision:" + decision_id("combine", challenger, config)]["verdict"]
-                if incumbent == challenger and verdict in ("no gain", "not confirmed"):
-                    passed.append(single)
-            waiting = passed if incumbent != before else []
-            strong = set()
+                incumbent, verdict = self._try(incumbent, config)
+                if verdict in ("no gain", "not confirmed") and incumbent == before:
+                    left.append(single)
+            waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
+                if incumbent != before else []
 
-    def _on_top(self, incumbent: TrialConfig, single: TrialConfig) -> TrialConfig | None:
-        """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be."""
+    def _try(self, incumbent: TrialConfig, config: TrialConfig) -> tuple[TrialConfig, str | None]:
+        """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
+        after = self._challenge(incumbent, config, "combine")
+        decision = self.ledger.decision(decision_id("combine", incumbent, config))
+        return after, decision["verdict"] if decision else None
+
+    def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
+        """The `singles` whose one fresh pair on top of `incumbent` came out ahead, best first.
+
+        The race's pairs only choose which changes get a decision, and in what
+        order: they are never evidence in that decision.
+        """
+        probe = Design(alpha=0.05, max_pairs=1, min_pairs=1, min_gain=self.settings.min_gain)
+        ahead: list[tuple[float, int, TrialConfig]] = []
+        for index, single in enumerate(singles):
+            config = self._on_top(incumbent, single)
+            if config is None or config == incumbent or self._spent(2 * 2):  # room for its pair and a decision
+                continue
+            raced = self.decider.decide("race", incumbent, config, probe)
+            if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
+                ahead.append((raced["ratio"], index, single))
+        return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
+
+    def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
+        """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
+
+        With `swap`, a knob the incumbent sets to another value takes this
+        value instead: two alternatives compared head to head.
+        """
         changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
-        if any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
+        if not swap and any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
             return None  # that knob is set already, to a value that ranked higher
         return self._config(knob_values={**incumbent.to_dict(), **changes})
 
-    def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
-        """`singles`, ordered by the first pair of each on top of `incumbent` (best first)."""
-        firsts: list[tuple[float, int, TrialConfig]] = []
-        for index, single in enumerate(singles):
-            config = self._on_top(incumbent, single)
-            if config is None or self._spent():
-                firsts.append((0.0, index, single))
-                continue
-            step = self.decide("combine", incumbent, config, probe=True)
-            firsts.append((step["ratio"] or 0.0, index, single))
-        return [single for _, _, single in sorted(firsts, key=lambda item: (-item[0], item[1]))]
-
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
-        """`config` if the pairs find it faster than `incumbent` and its loss passes the guard.
+        """`config` if fresh pairs find it faster than `incumbent` and its loss passes the guard.
 
         The incumbent after it: `incumbent` if `config` lost, or another worker's
         winner if one replaced `incumbent` in the meantime.
@@ -683,32 +516,18 @@ class Tuner:
         return self._once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
-        earlier = self.study.user_attrs.get("decision:" + decision_id("combine", incumbent, config))
-        decision = dict(earlier) if earlier and purpose == "sampler" else self.decide(purpose, incumbent, config)
+        earlier = self.ledger.decision(decision_id("combine", incumbent, config))
+        design = combine_design(self.settings.pairs, self.settings.min_gain)
+        decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
+                                                                                          design)
         if decision["verdict"] != "faster":
             return incumbent
         verdict = self.guarded(config)
         if verdict is not None and not verdict["ok"]:
             return incumbent
-        if self._chain_add(config, over=incumbent):
-            return config
-        return (self.incumbents() or [self.base])[-1]
-
-    def _chain_add(self, config: TrialConfig, over: TrialConfig) -> bool:
-        """Append `config` to the incumbents if it beat the newest; False if another worker's came first."""
         with self.workers.lock.held():
-            chain = list(self.study.user_attrs.get("incumbents") or [])
-            if config.to_dict() in chain:
-                return True
-            if (chain[-1] if chain else self.base.to_dict()) != studies.plain(over.to_dict()):
-                return False
-            chain.append(config.to_dict())
-            self.study.set_user_attr("incumbents", studies.plain(chain))
-            return True
-
-    def incumbents(self) -> list[TrialConfig]:
-        """The configurations that became the incumbent, in order; the last is the best found."""
-        return [TrialConfig.from_dict(c) for c in self.study.user_attrs.get("incumbents") or []]
+            added = self.ledger.chain_add(config, over=incumbent)
+        return config if added else self.ledger.incumbent()
 
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:
@@ -722,7 +541,7 @@ class Tuner:
         duplicates = 0
         while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
             # a joint configuration far slower than the incumbent (a slow precision, say) is cut short
-            figure = self._figure((self.incumbents() or [self.base])[-1])
+            figure = self.ledger.figure(self.ledger.incumbent())
             stop_below = figure and STOP_SHARE * figure
             left = self.workers.waiting()  # a dead worker's trial first: Optuna's ask would take it anyway
             if left:
@@ -747,7 +566,7 @@ class Tuner:
                 duplicates += 1
                 if isinstance(claimed, Busy):  # another worker measures it right now: its figure, once in
                     self.measure(config, "sampler")
-                value = self._figure(config)
+                value = self.ledger.figure(config)
                 if value is None:
                     self.study.tell(trial, state=TrialState.FAIL)
                 else:
@@ -755,9 +574,9 @@ class Tuner:
                 continue
             duplicates = 0
             speed = throughput(self._run(claimed, config, "sampler", stop_below))
-            incumbent = (self.incumbents() or [self.base])[-1]
+            incumbent = self.ledger.incumbent()
             while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
-                figure = self._figure(incumbent)
+                figure = self.ledger.figure(incumbent)
                 if not (speed and figure and speed > figure * (1 + self.settings.min_gain)):
                     break
                 after = self._challenge(incumbent, config, "sampler")
@@ -765,13 +584,6 @@ class Tuner:
                     break
                 incumbent = after
 
-    def _figure(self, config: TrialConfig) -> float | None:
-        """The median of `config`'s measured figures in this study."""
-        prefix = studies.config_key(config)
-        speeds = [throughput(dict(t.user_attrs["record"])) for k, t in studies.measured(self.study).items()
-                  if k.startswith(prefix) and (k == prefix or k[len(prefix)] == "#")]
-        found = [s for s in speeds if s]
-        return statistics.median(found) if found else None
 
     def _batch_sizes(self) -> None:
         """Throughput against batch size, up to the first that runs out of memory.
@@ -802,6 +614,7 @@ class Tuner:
         record = self.measure(config, "batch_size", budgeted=False) if config else None
         return record["status"] if record else None
 
+
     # -- the answer ---------------------------------------------------------
 
     def candidates(self) -> list[tuple[TrialConfig, dict[str, Any]]]:
@@ -818,51 +631,22 @@ class Tuner:
             out.append((config, record))
         return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
 
+
     def finish(self) -> dict[str, Any]:
-        """Verify the best incumbent against the defaults in pairs; fall back to the one before it.
+        """Verify the best incumbent against the defaults in fresh pairs; fall back to the one before it.
 
         Once per study and chain of incumbents: one worker verifies, the others read its answer.
         """
         def stored() -> dict[str, Any] | None:
-            found = self.study.user_attrs.get("verification")
+            found = self.ledger.verification()
             chain = studies.plain([c.to_dict() for c in self.incumbents()])
-            return dict(found) if found and found.get("chain") == chain else None
+            return found if found and found.get("chain") == chain else None
 
-        return dict(self._once("verification", stored, self._verify))
+        def compute() -> dict[str, Any]:
+            verification = verify(self.ledger, self.decider, self.emit, self.settings.pairs, self.settings.min_gain,
+                                  has_baseline=self.ledger.figure(self.base) is not None)
+            verification["by"] = self.workers.me.id
+            self.ledger.put_verification(verification)
+            return verification
 
-    def _verify(self) -> dict[str, Any]:
-        chain = self.incumbents()
-        tried: list[dict[str, Any]] = []
-        for config in list(reversed(chain))[:MAX_FALLBACKS]:
-            self.emit(VerificationStarted(config, self.settings.pairs))
-            decision = self.decide("verify", self.base, config, min_gain=0.0, budgeted=False)
-            tried.append(decision)
-            if decision["verdict"] == "faster":
-                verification = self._verification(config, decision, tried, claimed=True)
-                break
-        else:
-            why = ("no change was confirmed faster than the baseline in pairs" if not chain
-                   else "the speed-up was not confirmed: " + "; ".join(
-                       f"{d['b_label']}: {d['verdict']}" for d in tried))
-            verification = {"config": self.base.to_dict(), "verdict": "keep the defaults", "claimed": False,
-                            "estimate": None, "why": why if self._figure(self.base) else "no baseline", "tried": [d["id"] for d in tried]}
-        verification.update(chain=[c.to_dict() for c in chain], by=self.workers.me.id)
-        self.study.set_user_attr("verification", studies.plain(verification))
-        return verification
-
-    def _verification(self, config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]],
-                      claimed: bool) -> dict[str, Any]:
-        ratios = [b / a for a, b in decision["pairs"]]
-        estimate = ratio_estimate(ratios).to_dict()
-        estimate.update(ci_low=decision["low"], ci_high=decision["high"], median=decision["ratio"])
-        pooled = f"B is {decision['ratio']:.2f}× faster ({decision['low']:.2f}–{decision['high']:.2f})"
-        estimate["verdict"] = pooled
-        return {"config": config.to_dict(), "estimate": estimate, "claimed": claimed, "verdict": pooled,
-                "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
-                "fell_back": len(tried) > 1}
-
-
-def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:
-    """A short name for the comparison of `b` with `a`, the same on a resumed run."""
-    text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
-    return hashlib.sha1(text.encode()).hexdigest()[:8]
+        return dict(self._once(VERIFICATION, stored, compute))

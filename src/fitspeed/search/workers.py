@@ -37,6 +37,7 @@ from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import get_heartbeat_thread, is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
+from fitspeed.search.ledger import CLAIM
 from fitspeed.search.storages import StorageArg, StudyLock, pid_alive
 
 POLL_S = 0.5  # how often a waiting worker looks at the study again
@@ -146,14 +147,14 @@ class Workers:
     def take(self, unit: str) -> bool:
         """Hold `unit` (free, or held by a dead worker); False while another live worker holds it."""
         with self.lock.held():
-            holder = self.study.user_attrs.get("claim:" + unit)
+            holder = self.study.user_attrs.get(CLAIM + unit)
             if holder and holder != self.me.id and holder in self.alive():
                 return False
-            self.study.set_user_attr("claim:" + unit, self.me.id)
+            self.study.set_user_attr(CLAIM + unit, self.me.id)
             return True
 
     def release(self, unit: str) -> None:
-        self.study.set_user_attr("claim:" + unit, None)
+        self.study.set_user_attr(CLAIM + unit, None)
 
     # -- measurements --------------------------------------------------------------
 

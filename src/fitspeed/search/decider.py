@@ -1,0 +1,173 @@
+"""The paired decider: B against A in fresh pairs, each in a random order, until the design decides.
+
+Every decision of the search is one `fitspeed.core.sequential` design, made
+on trials measured for it alone: a trial that selected a candidate (its
+screen trial, a sampler trial) is never evidence in that candidate's
+decision. Pair `index` of decision `ident` measures B first or A first by a
+fair coin (`pair_order`), the same coin on a resumed run, so the second slot's
+advantage (measured here: the second of two back-to-back trials ran several
+percent faster) averages out instead of favouring one side. No pair is ever
+dropped; the estimate is robust instead (a Huber M-estimate).
+
+The designs (`combine_design`, `verify_design`):
+- a combination step asks "does this change help the incumbent?", one-sided
+  at 20% over all its looks (a 60% repeated interval), looks from the first
+  pair to twice `--pairs`, futile when an 80% interval's upper end is below
+  1 + 2 min_gain. It only chooses what to build on, so it trades certainty for
+  pairs: a budget of 40 trials at a 10% trial-to-trial noise cannot prove
+  each of three 1.25x steps at 5% and still verify. The claim is the
+  verification's;
+- the verification asks "is the answer faster than the defaults?", one-sided
+  at 2.5% split evenly over the incumbents it may fall back to (a 95%
+  repeated interval when it verifies the first), looks from 3 pairs, so that
+  one starved trial on either side can neither make nor hide a claim.
+
+The noise each decision starts from is the study's (`Ledger.noise`): the
+screen's baseline trials and earlier decisions' pairs, never this decision's
+own trials counted twice. Its source and degrees of freedom are stored with
+the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import throughput
+from fitspeed.core.sequential import Design, Step, pair_order, step
+from fitspeed.search import studies
+from fitspeed.search.events import DecisionMade, OnEvent
+from fitspeed.search.ledger import DECISION, Ledger
+from fitspeed.search.storages import StudyLock
+
+COMBINE_ALPHA = 0.20
+VERIFY_ALPHA = 0.025
+VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estimate by under half a noise sd
+STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
+
+Measure = Callable[..., "dict[str, Any] | None"]
+Once = Callable[[str, Callable[[], Any], Callable[[], Any]], Any]
+
+
+def combine_design(pairs: int, min_gain: float) -> Design:
+    """A combination step's design for `--pairs` and `--min-gain`.
+
+    >>> combine_design(5, 0.05).max_pairs, combine_design(5, 0.05).confidence
+    (10, 0.6)
+    """
+    top = max(2, 2 * pairs)
+    return Design(COMBINE_ALPHA, top, 1, 2 * min_gain, futile_from=1)
+
+
+def verify_design(pairs: int, min_gain: float, fallbacks: int) -> Design:
+    """The verification's design: the one-sided 2.5% split over `fallbacks` incumbents.
+
+    Futility asks for twice min_gain: a gain too small to show in this many
+    pairs is not worth the rest of them.
+
+    >>> d = verify_design(5, 0.05, 3)
+    >>> round(d.alpha, 4), d.min_pairs, d.max_pairs, round(d.confidence, 3)
+    (0.0083, 3, 10, 0.983)
+    """
+    top = max(2, 2 * pairs)
+    first = min(VERIFY_MIN_PAIRS, top)
+    return Design(VERIFY_ALPHA / max(1, fallbacks), top, first, 2 * min_gain, futile_from=first)
+
+
+def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:
+    """A short name for the comparison of `b` with `a`, the same on a resumed run."""
+    import hashlib
+
+    text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+class Decider:
+    """Makes and stores paired decisions; one worker makes each, the others read its answer."""
+
+    def __init__(self, ledger: Ledger, measure: Measure, once: Once, lock: StudyLock, emit: OnEvent,
+                 seed: int) -> None:
+        self.ledger = ledger
+        self.measure = measure
+        self.once = once
+        self.lock = lock
+        self.emit = emit
+        self.seed = seed
+
+    def decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
+               budgeted: bool = True) -> dict[str, Any]:
+        """Compare `b` with `a` in fresh interleaved pairs until `design` decides; stored and returned.
+
+        One that ran out of budget is taken up again when the budget allows more pairs.
+        """
+        ident = decision_id(purpose, a, b)
+
+        def stored() -> dict[str, Any] | None:
+            found = self.ledger.decision(ident)
+            if found and (found.get("why") != "the budget ran out" or self.ledger.spent() or not budgeted):
+                return found
+            return None
+
+        return dict(self.once(DECISION + ident, stored, lambda: self._decide(purpose, a, b, design, budgeted)))
+
+    def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
+                budgeted: bool) -> dict[str, Any]:
+        ident = decision_id(purpose, a, b)
+        phase = purpose
+        prior = self.ledger.noise()
+        pairs: list[tuple[float, float]] = []
+        orders: list[str] = []
+        why = None
+        result = step([], design, prior)
+        for index in range(design.max_pairs):
+            if result.verdict:
+                break
+            b_first = pair_order(self.seed, ident, index)
+            figure = self.ledger.figure(a)
+            stop_below = figure and STOP_SHARE * figure
+            # a comparison starts only if it can reach its first look; then a pair is claimed whole
+            ahead = 2 * design.min_pairs - 1 if index == 0 else 1
+
+            def run_b(ahead: int) -> dict[str, Any] | None:
+                return self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted, stop_below=stop_below,
+                                    ahead=ahead)
+
+            def run_a(ahead: int) -> dict[str, Any] | None:
+                return self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted, ahead=ahead)
+
+            if b_first:
+                record_b = run_b(ahead)
+                record_a = run_a(0) if record_b is not None and throughput(record_b) is not None else None
+            else:
+                record_a = run_a(ahead)
+                record_b = run_b(0) if record_a is not None else None
+            if record_b is not None and throughput(record_b) is None:
+                why = f"{record_b['status']}: {record_b.get('reason') or 'no reason given'}"
+                result = step([], design, prior)
+                break
+            if record_a is None or record_b is None:
+                why = "the budget ran out"
+                break
+            speed_a, speed_b = throughput(record_a), throughput(record_b)
+            if speed_a is None or speed_b is None:
+                continue  # the incumbent's trial failed this time: this pair does not count
+            pairs.append((speed_a, speed_b))
+            orders.append("BA" if b_first else "AB")
+            result = step([sb / sa for sa, sb in pairs], design, prior)
+        return self.store(purpose, a, b, pairs, result, design, why, orders)
+
+    def store(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
+              result: Step, design: Design | None, why: str | None = None,
+              orders: list[str] | None = None) -> dict[str, Any]:
+        ident = decision_id(purpose, a, b)
+        decision = {**result.to_dict(), "id": ident, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
+                    "a_label": a.label(), "b_label": b.label(), "pairs": [list(p) for p in pairs],
+                    "orders": orders or [], "design": design.to_dict() if design else None,
+                    "min_gain": design.min_gain if design else None, "why": why}
+        decision["verdict"] = decision["verdict"] or "not confirmed"
+        with self.lock.held():  # one order for all workers
+            changed = self.ledger.put_decision(ident, decision)
+        if changed:
+            self.emit(DecisionMade(decision))
+        return decision

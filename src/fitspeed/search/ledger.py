@@ -1,0 +1,190 @@
+"""The study's ledger: every key the search stores, the budget, and the chain of incumbents.
+
+A tuning study is an Optuna study. Its trials hold the measurements (each
+trial's user attrs `phase`, `config_key`, `config` and `record`); its study
+user attrs hold what the search concluded, under the keys defined here and
+nowhere else:
+
+| key | what it holds |
+|---|---|
+| `decision:ID` | one paired decision: its pairs, estimate, interval, design, noise and verdict |
+| `guard:CONFIG` | the numerics guard's verdict on a configuration |
+| `guard-run:CONFIG[#again]` | one guard training run: status, loss curve, held-out figures |
+| `challenge:ID`, `claim:UNIT` | which worker holds a unit of work (`fitspeed.search.workers`) |
+| `incumbents` | the chain of configurations that became the incumbent, in order |
+| `verification` | the verified answer: the claim the user sees |
+
+`summary.py` and `workers.py` read these through this module.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import throughput
+from fitspeed.core.sequential import Noise, pooled_noise
+from fitspeed.search import studies
+
+DECISION = "decision:"
+GUARD = "guard:"
+GUARD_RUN = "guard-run:"
+CHALLENGE = "challenge:"
+CLAIM = "claim:"
+INCUMBENTS = "incumbents"
+VERIFICATION = "verification"
+CONCLUSIONS = (DECISION, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before 0.8
+BUDGET_FREE = ("batch_size", "verify")  # phases outside the search's share of --trials
+
+
+def guard_key(config: TrialConfig) -> str:
+    return GUARD + studies.config_key(config)
+
+
+def guard_run_key(config: TrialConfig, again: bool = False) -> str:
+    return GUARD_RUN + studies.config_key(config) + ("#again" if again else "")
+
+
+def decisions_of(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every stored decision in study user attrs `attrs`, in the order made."""
+    return sorted((dict(v) for k, v in attrs.items() if k.startswith(DECISION)), key=lambda d: d["order"])
+
+
+def guards_of(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The guard verdicts in `attrs`, by configuration key."""
+    return {k[len(GUARD):]: v for k, v in attrs.items() if k.startswith(GUARD)}
+
+
+def meta_of(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The study's settings and environment: the user attrs that are not conclusions."""
+    return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS)}
+
+
+class Ledger:
+    """Reads and writes a study's conclusions; counts its budget."""
+
+    def __init__(self, study: optuna.Study, base: TrialConfig, trials: int, time_s: float | None,
+                 reserve: int) -> None:
+        self.study = study
+        self.base = base
+        self.trials = trials
+        self.time_s = time_s
+        self.reserve = reserve  # budgeted trials kept for the verification
+        self.started = time.perf_counter()
+
+    # -- the budget ----------------------------------------------------------
+
+    def claimed(self) -> int:
+        """Budgeted configurations measured, being measured, or waiting to be measured again."""
+        live = (TrialState.RUNNING, TrialState.WAITING)
+        return len({t.user_attrs["config_key"] for t in self.study.get_trials(deepcopy=False)
+                    if t.user_attrs.get("config_key") and t.user_attrs.get("phase") not in BUDGET_FREE
+                    and (t.state in live or "record" in t.user_attrs)})
+
+    def search_budget(self) -> int:
+        """The trials the search may use: --trials less what the verification is expected to need."""
+        return max(0, self.trials - self.reserve)
+
+    def spent(self, ahead: int = 0) -> bool:
+        """The search's budget is used up, or would be after `ahead` more trials."""
+        if self.claimed() + ahead >= self.search_budget():
+            return True
+        return self.time_s is not None and time.perf_counter() - self.started > self.time_s
+
+    # -- measurements --------------------------------------------------------
+
+    def figure(self, config: TrialConfig) -> float | None:
+        """The median of `config`'s measured figures in this study."""
+        found = self.figures(config)
+        return statistics.median(found) if found else None
+
+    def figures(self, config: TrialConfig) -> list[float]:
+        prefix = studies.config_key(config)
+        speeds = [throughput(dict(t.user_attrs["record"])) for k, t in studies.measured(self.study).items()
+                  if k.startswith(prefix) and (k == prefix or k[len(prefix)] == "#")]
+        return [s for s in speeds if s]
+
+    def screen_baselines(self) -> list[float]:
+        """The baseline's figures from the screen, in the order measured."""
+        out = []
+        base = studies.config_key(self.base)
+        for key, trial in studies.measured(self.study).items():
+            if trial.user_attrs.get("phase") == "baseline" and key.startswith(base):
+                tag = key[len(base):]
+                if tag == "" or tag.startswith("#screen"):
+                    speed = throughput(dict(trial.user_attrs["record"]))
+                    if speed:
+                        out.append((trial.number, speed))
+        return [speed for _, speed in sorted(out)]
+
+    def screen_reference(self) -> float | None:
+        speeds = self.screen_baselines()
+        return statistics.median(speeds) if speeds else None
+
+    # -- decisions -----------------------------------------------------------
+
+    def decisions(self) -> list[dict[str, Any]]:
+        return decisions_of(self.study.user_attrs)
+
+    def decision(self, ident: str) -> dict[str, Any] | None:
+        found = self.study.user_attrs.get(DECISION + ident)
+        return dict(found) if found else None
+
+    def put_decision(self, ident: str, decision: dict[str, Any]) -> bool:
+        """Store decision `ident` (its order kept if it was stored before); True if it changed."""
+        stored = self.study.user_attrs.get(DECISION + ident)
+        decision["order"] = stored["order"] if stored else len(self.decisions())
+        plain = studies.plain(decision)
+        self.study.set_user_attr(DECISION + ident, plain)
+        return not stored or stored != plain
+
+    def noise(self) -> Noise | None:
+        """The noise on a paired log ratio from this study's trials so far, with its source stated.
+
+        The screen's baseline trials, scaled by sqrt(2): their spread around
+        their median is that of a paired log ratio (a cold first one is an
+        outlier, which the pooling clips). And every paired decision's pairs, around each decision's own
+        median (the screen's one-trial verdicts are not pairs).
+        """
+        speeds = self.screen_baselines()
+        groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
+        pairs = [[math.log(b / a) for a, b in d["pairs"] if a and b]
+                 for d in self.decisions() if d["purpose"] != "screen"]
+        groups += pairs
+        used = sum(len(p) for p in pairs if len(p) > 1)
+        source = (f"{len(speeds)} screen baseline trials and {used} pairs of "
+                  f"{sum(len(p) > 1 for p in pairs)} decisions before this one")
+        return pooled_noise(groups, source=source)
+
+    # -- the chain of incumbents ---------------------------------------------
+
+    def incumbents(self) -> list[TrialConfig]:
+        """The configurations that became the incumbent, in order; the last is the best found."""
+        return [TrialConfig.from_dict(c) for c in self.study.user_attrs.get(INCUMBENTS) or []]
+
+    def incumbent(self) -> TrialConfig:
+        return (self.incumbents() or [self.base])[-1]
+
+    def chain_add(self, config: TrialConfig, over: TrialConfig) -> bool:
+        """Append `config` to the incumbents if it beat the newest; False if another's came first (hold the lock)."""
+        chain = list(self.study.user_attrs.get(INCUMBENTS) or [])
+        if config.to_dict() in chain:
+            return True
+        if (chain[-1] if chain else self.base.to_dict()) != studies.plain(over.to_dict()):
+            return False
+        chain.append(config.to_dict())
+        self.study.set_user_attr(INCUMBENTS, studies.plain(chain))
+        return True
+
+    def verification(self) -> dict[str, Any] | None:
+        found = self.study.user_attrs.get(VERIFICATION)
+        return dict(found) if found else None
+
+    def put_verification(self, verification: dict[str, Any]) -> None:
+        self.study.set_user_attr(VERIFICATION, studies.plain(verification))

@@ -1,0 +1,66 @@
+"""Verification: the one claim a study makes, on fresh trials, at its stated level.
+
+The newest incumbent is compared with the defaults in fresh pairs
+(`Decider`, `verify_design`); if that is not confirmed faster, the incumbent
+before it, and so on, at most MAX_FALLBACKS. The one-sided 2.5% error is
+split evenly over the incumbents it may try (Bonferroni), so on a machine
+where nothing helps the study claims a speed-up at most 2.5% of the time,
+whichever of them it claims. The chain is fixed before the verification's
+first trial and none of its trials was seen by the search, so the split
+holds. "Keep the defaults" when none is confirmed.
+
+The verdict the user sees is this decision's: its robust estimate, its
+repeated confidence interval and the interval's level.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.search.decider import Decider, verify_design
+from fitspeed.search.events import OnEvent, VerificationStarted
+from fitspeed.search.ledger import Ledger
+
+MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
+
+
+def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain: float,
+           has_baseline: bool) -> dict[str, Any]:
+    """Verify the chain of incumbents against the defaults; the stored verification."""
+    chain = ledger.incumbents()
+    base = ledger.base
+    candidates = list(reversed(chain))[:MAX_FALLBACKS]
+    design = verify_design(pairs, min_gain, len(candidates))
+    tried: list[dict[str, Any]] = []
+    verification: dict[str, Any] | None = None
+    for config in candidates:
+        emit(VerificationStarted(config, design.max_pairs))
+        decision = decider.decide("verify", base, config, design, budgeted=False)
+        tried.append(decision)
+        if decision["verdict"] == "faster":
+            verification = claim(config, decision, tried)
+            break
+    if verification is None:
+        why = ("no change was confirmed faster than the baseline in pairs" if not chain
+               else "the speed-up was not confirmed: " + "; ".join(
+                   f"{d['b_label']}: {d['verdict']}" for d in tried))
+        verification = {"config": base.to_dict(), "verdict": "keep the defaults", "claimed": False,
+                        "estimate": None, "why": why if has_baseline else "no baseline",
+                        "tried": [d["id"] for d in tried], "design": design.to_dict()}
+    verification["chain"] = [c.to_dict() for c in chain]
+    return verification
+
+
+def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verification's claim from its decision: the estimate and interval the user sees."""
+    level = decision["confidence"]
+    ratios = [b / a for a, b in decision["pairs"]]
+    verdict = f"B is {decision['ratio']:.2f}× faster ({decision['low']:.2f}–{decision['high']:.2f})"
+    estimate = {"ratios": ratios, "median": decision["ratio"], "ci_low": decision["low"],
+                "ci_high": decision["high"], "confidence": level, "verdict": verdict,
+                "statistic": "Huber estimate of the mean log ratio", "pairs": len(ratios),
+                "noise": decision.get("noise"), "orders": decision.get("orders")}
+    return {"config": config.to_dict(), "estimate": estimate, "claimed": True, "verdict": verdict,
+            "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
+            "fell_back": len(tried) > 1, "design": decision.get("design")}

@@ -14,9 +14,9 @@ and in the heavy-tailed noise a starved trial (x0.4-0.6) with probability
 measures it: from 6 baseline trials of a screen (one every four trials, the
 first left out as a cold start) and 4 earlier A/A-like pairs.
 
-For each design (the verification: one-sided 2.5% split over its fallbacks,
-looks from 3 to 10 pairs; a combination step: one-sided 5%, looks from 2 to
-10) and each true ratio, it prints: how often the decision said "faster",
+For each of the tuner's designs (`fitspeed.search.decider`: the verification,
+one-sided 2.5% split over its fallbacks, looks from 3 to 10 pairs; a
+combination step, one-sided 20%, looks from 1 to 10) and each true ratio, it prints: how often the decision said "faster",
 "slower"/"no gain", "not confirmed"; the mean pairs; and over the runs that
 said "faster", how often the interval held the true ratio.
 
@@ -34,6 +34,7 @@ import statistics
 from dataclasses import dataclass
 
 from fitspeed.core.sequential import Design, Noise, pair_order, pooled_noise, step
+from fitspeed.search.decider import combine_design, verify_design
 
 SLOT_BIAS = 1.04
 STARVED = 0.06
@@ -109,10 +110,11 @@ def table(design: Design, ratios: tuple[float, ...], runs: int, cv: float, heavy
     return rows
 
 
-DESIGNS = {
-    "verification (one incumbent)": Design(0.025, 10, 3, 0.10),
-    "verification (one of three)": Design(0.025 / 3, 10, 3, 0.10),
-    "combination step": Design(0.05, 10, 2, 0.05),
+PAIRS, MIN_GAIN = 5, 0.05  # `fitspeed tune`'s defaults
+DESIGNS = {  # the tuner's own designs, as it builds them
+    "verification (one incumbent)": verify_design(PAIRS, MIN_GAIN, 1),
+    "verification (one of three)": verify_design(PAIRS, MIN_GAIN, 3),
+    "combination step": combine_design(PAIRS, MIN_GAIN),
 }
 
 

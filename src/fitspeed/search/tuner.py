@@ -24,7 +24,8 @@ The search, in order (every trial is one Optuna trial, one child process):
 Budget: `--trials` trial processes in the study, the verification's included:
 the search stops VERIFY_RESERVE trials short of it, what a verification
 usually takes (the guard runs and a verification that needs more pairs come
-on top), and/or `time_s` seconds of this run's search. `budget_plan` names,
+on top), and/or `time_s` seconds of this run's search. A budget too small to
+screen, decide once and verify goes to the search whole. `budget_plan` names,
 before the first trial, what a budget buys and the smallest that would do.
 
 Many workers (`fitspeed tune` processes on one study, `fitspeed.search.workers`)
@@ -141,7 +142,10 @@ class Tuner:
             heartbeat_s=settings.heartbeat_s,
         )
         self.workers = Workers(self.study, storage, settings.storage)
-        self.ledger = Ledger(self.study, self.base, settings.trials, settings.time_s, VERIFY_RESERVE)
+        plan = budget_plan(self.dims, settings.trials, settings.pairs)
+        # a budget too small to screen, decide and verify goes to the search whole (its note says so)
+        reserve = VERIFY_RESERVE if settings.trials >= plan["smallest"] else 0
+        self.ledger = Ledger(self.study, self.base, settings.trials, settings.time_s, reserve)
         self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed)
 
     # -- budget -------------------------------------------------------------

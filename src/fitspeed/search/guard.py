@@ -58,8 +58,8 @@ LOSS_FLOOR = 0.05
 # The floor on the accuracy band, in accuracy (2 points): rounding can flip a few held-out samples of
 # a few hundred; `fitspeed reproduce` marks nothing smaller either.
 ACCURACY_FLOOR = 0.02
-# A script's baseline whose held-out (or final) loss varies over seeds by more than this share of its scale
-# cannot judge a candidate: any change would pass inside so wide a band.
+# A script's baseline whose held-out (or final) loss varies over seeds by more than this share of its own
+# mean cannot judge a candidate: any change would pass inside so wide a band.
 MAX_SPREAD = 0.25
 FIRST_EPOCH_SHARE = 0.10  # a loss's scale is at least this share of the first epoch's loss (`scale`)
 DEFAULT_TOLERANCE = 0.10  # `check`'s, for one run against one (`fitspeed scaling`)
@@ -333,7 +333,7 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
         finals = [[run.final for run in side if run.final is not None] for side in (baseline, candidate)]
         checks = [compare("final training loss", *finals, floor=LOSS_FLOOR * scale([first, statistics.fmean(finals[0])]))]
     if script:
-        unsteady = unreproducible(checks[0], scale([first, checks[0].baseline]))
+        unsteady = unreproducible(checks[0], max(abs(checks[0].baseline), 1e-3))  # its own size, not `scale`
         if unsteady:
             return verdict(False, unsteady, tuple(checks))
     failed = [c for c in checks if not c.ok]
@@ -344,20 +344,20 @@ def unreproducible(comparison: Comparison, on: float) -> str | None:
     """Why a script's baseline runs vary too much over seeds to judge a candidate, or None.
 
     A training script seeds (or does not seed) its own data order and weights;
-    when its baseline's loss varies over seeds by more than MAX_SPREAD of the
-    loss's scale `on`, a band that wide would pass any change:
+    when its baseline's loss varies over seeds by more than MAX_SPREAD of `on`,
+    the loss's own size, a band that wide would pass any change:
 
     >>> c = compare("final training loss", [1.0, 1.02, 0.99], [1.0], floor=0.05)
     >>> unreproducible(c, 1.0) is None
     True
     >>> unreproducible(compare("final training loss", [1.0, 1.6, 0.7], [1.0], floor=0.05), 1.1)
-    "the script's training varies too much over seeds to judge a candidate: its baseline's final training loss has sd 0.46 over 3 seeds, 42% of its scale 1.1 (over 25%), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights from keras.utils.set_random_seed (or shuffle(seed=...)), or train longer"
+    "the script's training varies too much over seeds to judge a candidate: its baseline's final training loss has sd 0.46 over 3 seeds, 42% of its mean 1.1 (over 25%), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights from keras.utils.set_random_seed (or shuffle(seed=...)), or train longer"
     """
     if comparison.sd is None or comparison.sd <= MAX_SPREAD * on:
         return None
     return (f"the script's training varies too much over seeds to judge a candidate: its baseline's "
             f"{comparison.measure} has sd {comparison.sd:.2g} over {comparison.runs[0]} seeds, "
-            f"{100 * comparison.sd / on:.0f}% of its scale {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
+            f"{100 * comparison.sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
             "cannot tell a numerics change from the script's own noise; seed its data order and weights from "
             "keras.utils.set_random_seed (or shuffle(seed=...)), or train longer")
 

@@ -11,7 +11,8 @@ MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.workload
            "fitspeed.search.guard", "fitspeed.search.best_json",
            "fitspeed.cli.commands", "fitspeed.cli.convert", "fitspeed.search.tuner", "fitspeed.search.summary",
            "fitspeed.cli.model_check", "fitspeed.trial.train_graph", "fitspeed.trial.determinism",
-           "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables"]
+           "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables", "fitspeed.trial.faults",
+           "fitspeed.trial.validation", "fitspeed.reproduce.experiment"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -272,9 +272,10 @@ def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatc
     verdict = _guard_verdict(tmp_path, "long_train.py")
     assert verdict["ok"], verdict["reason"]
     assert len(verdict["baseline_curve"]) == 4 and verdict["baseline_curve"] != verdict["curve"]
+    assert verdict["reason"].startswith("no held-out data") and verdict["runs"] == {"baseline": 3, "candidate": 3}
 
 
 def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict["ok"]
-    assert "not reproducible from a seed" in verdict["reason"]
+    assert "varies too much over seeds" in verdict["reason"]

@@ -40,7 +40,7 @@ class TrialSpec:
 
     With `validate`, the child holds data out of training (the data set's own
     test split where it has one) and, once training is done, records the
-    accuracy on it and a digest of the weights (`fitspeed.trial.validation`).
+    loss and accuracy on it and a digest of the weights (`fitspeed.trial.validation`).
     """
 
     model: str
@@ -60,6 +60,9 @@ class TrialSpec:
     # tuner sets it where the trial could not win anyway; the record says `metrics.stopped_early`
     stop_below: float | None = None
     validate: bool = False  # accuracy on held-out data after training, and the weights' digest
+    # the seed of the data itself (synthetic draws, a loader's samples), None: `seed`. The guard's runs over
+    # seeds keep one data set and vary the weights' init and the data order (`fitspeed.search.guard`)
+    data_seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("time", "train", "input", "compute", "epochs", "model", "predict"):
@@ -107,6 +110,7 @@ class TrialSpec:
             **({"script": self.script} if self.script else {}),
             **({"stop_below": self.stop_below} if self.stop_below else {}),
             **({"validate": True} if self.validate else {}),
+            **({"data_seed": self.data_seed} if self.data_seed is not None else {}),
         }
 
     @classmethod

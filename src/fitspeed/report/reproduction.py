@@ -3,7 +3,8 @@
 The chart: one bar per configuration, its time as % of its baseline's (lower
 is faster), the article's figure hatched beside it where the article gave
 one, and the held-out accuracy written at the bar's end (red where it fell
-below the baseline's by more than the spread). The page: one section per
+below the baseline's by more than its spread over seeds allows: the numerics
+guard's check, `fitspeed.search.guard.compare`). The page: one section per
 reproduction, autoescaped like `fitspeed report`'s.
 """
 

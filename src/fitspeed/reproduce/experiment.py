@@ -10,9 +10,12 @@ falls on every row alike.
 `summarize` turns the records into plain data: per row the speed (median
 samples/s over its trials), the time as a percentage of its baseline row's,
 the held-out accuracy (mean, with the min–max spread over seeds), and a mark
-where accuracy fell below the baseline's by more than the spread over its seeds
-or runs, and never by less than `ONE_SEED_TOLERANCE` (with one run there is no
-spread: the tolerance alone decides, and the table says so).
+where accuracy fell below the baseline's by more than the baseline's spread
+over seeds allows: the numerics guard's one-sided check (`guard.compare`, a
+calibrated multiple of the seed-to-seed sd), never by less than
+`ONE_SEED_TOLERANCE`. Runs of one seed are one value (they repeat each other,
+often bit for bit): with one seed there is no spread, the floor alone decides,
+and the table says so.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any
 
 from fitspeed.core.record import TrialSpec, brief_reason
 from fitspeed.machine import environment
+from fitspeed.search import guard
 
-ONE_SEED_TOLERANCE = 0.02  # accuracy points a one-seed row may fall below its baseline before it is marked
+ONE_SEED_TOLERANCE = guard.ACCURACY_FLOOR  # accuracy a row may always fall below its baseline, unmarked
 
 Runner = Callable[[TrialSpec], dict[str, Any]]
 Extra = Callable[["Row", list[dict[str, Any]], dict[str, list[dict[str, Any]]]], dict[str, Any]]
@@ -118,40 +122,52 @@ def speed_of(records: list[dict[str, Any]]) -> float | None:
     return statistics.median(speeds) if speeds else None
 
 
+def _seed(record: dict[str, Any], index: int) -> Any:
+    """The seed a record ran from: the engine's note, the spec's, or else its own place."""
+    return (record.get("reproduce") or {}).get("seed", (record.get("spec") or {}).get("seed", f"#{index}"))
+
+
 def accuracy_of(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Held-out accuracy over a row's ok trials: mean, min, max and how many.
+    """Held-out accuracy over a row's ok trials: mean, min, max, how many, and the mean of each seed's runs.
 
     >>> accuracy_of([{"status": "ok", "metrics": {"val_accuracy": 0.8}}, {"status": "ok", "metrics": {"val_accuracy": 0.9}}])
-    {'mean': 0.85, 'min': 0.8, 'max': 0.9, 'n': 2}
+    {'mean': 0.85, 'min': 0.8, 'max': 0.9, 'n': 2, 'per_seed': [0.8, 0.9]}
+
+    Two runs of one seed are one value of the spread over seeds:
+
+    >>> one = {"status": "ok", "reproduce": {"seed": 0}, "metrics": {"val_accuracy": 0.8}}
+    >>> accuracy_of([one, one])["per_seed"]
+    [0.8]
     """
-    values = [r["metrics"]["val_accuracy"] for r in _ok(records) if r["metrics"].get("val_accuracy") is not None]
+    by_seed: dict[Any, list[float]] = {}
+    for index, record in enumerate(_ok(records)):
+        if record["metrics"].get("val_accuracy") is not None:
+            by_seed.setdefault(_seed(record, index), []).append(record["metrics"]["val_accuracy"])
+    values = [v for runs in by_seed.values() for v in runs]
     if not values:
         return None
-    return {"mean": round(statistics.fmean(values), 6), "min": min(values), "max": max(values), "n": len(values)}
+    return {"mean": round(statistics.fmean(values), 6), "min": min(values), "max": max(values), "n": len(values),
+            "per_seed": [round(statistics.fmean(runs), 6) for runs in by_seed.values()]}
 
 
 def accuracy_mark(row: dict[str, Any] | None, base: dict[str, Any] | None) -> str | None:
-    """Why a row's accuracy counts as below its baseline's, or None.
+    """Why a row's accuracy counts as below its baseline's, or None: the guard's one-sided check.
 
-    Below by more than the spread over seeds or runs (the wider of the two rows'), and by more than
-    ONE_SEED_TOLERANCE whatever the spread; with one value each, the tolerance alone decides.
+    Below by more than SPREAD_MULTIPLE of the baseline's sds over seeds, and by more than
+    ONE_SEED_TOLERANCE whatever the spread (`guard.compare`); with one seed, the tolerance alone decides.
 
-    >>> accuracy_mark({"mean": 0.70, "min": 0.69, "max": 0.71, "n": 2}, {"mean": 0.80, "min": 0.78, "max": 0.82, "n": 2})
-    '10.0 points below the baseline (more than the spread over runs, 4.0)'
-    >>> accuracy_mark({"mean": 0.79, "min": 0.79, "max": 0.79, "n": 2}, {"mean": 0.80, "min": 0.80, "max": 0.80, "n": 2}) is None
+    >>> accuracy_mark({"mean": 0.70, "per_seed": [0.69, 0.71]}, {"mean": 0.80, "per_seed": [0.78, 0.82]})
+    "held-out accuracy 70.0% is 10.0 points below the baseline's 80.0%, more than the band 8.5 points (3 x sd 2.8 points over 2 seeds)"
+    >>> accuracy_mark({"mean": 0.79, "per_seed": [0.79]}, {"mean": 0.80, "per_seed": [0.80]}) is None
     True
+    >>> accuracy_mark({"mean": 0.75, "per_seed": [0.75]}, {"mean": 0.80, "per_seed": [0.80]})
+    "held-out accuracy 75.0% is 5.0 points below the baseline's 80.0%, more than the band 2.0 points (one seed, no spread: the floor 2.0 points)"
     """
     if not row or not base:
         return None
-    drop = base["mean"] - row["mean"]
-    if row["n"] > 1 or base["n"] > 1:
-        spread = max(base["max"] - base["min"], row["max"] - row["min"])
-        if drop > max(spread, ONE_SEED_TOLERANCE):
-            return f"{100 * drop:.1f} points below the baseline (more than the spread over runs, {100 * spread:.1f})"
-        return None
-    if drop > ONE_SEED_TOLERANCE:
-        return f"{100 * drop:.1f} points below the baseline (one seed: over {100 * ONE_SEED_TOLERANCE:.0f} points)"
-    return None
+    check = guard.compare("held-out accuracy", base.get("per_seed") or [base["mean"]],
+                          row.get("per_seed") or [row["mean"]], floor=ONE_SEED_TOLERANCE, higher_is_better=True)
+    return None if check.ok else check.text()
 
 
 def _failure(records: list[dict[str, Any]]) -> dict[str, Any] | None:

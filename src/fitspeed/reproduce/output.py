@@ -25,6 +25,7 @@ from fitspeed.reproduce.experiment import (
     differences,
     summarize,
 )
+from fitspeed.search.guard import SPREAD_MULTIPLE
 
 MARK = "⚠"
 
@@ -93,10 +94,11 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
          f"{'on' if here['onednn'] else 'off' if here['onednn'] is False else 'unknown'}; {versions}."),
         "Differs from the article: " + "; ".join(differences(summary)) + ".",
         "Accuracy: on held-out data never trained on; "
-        + (f"one seed, so a configuration is marked {MARK} when it falls more than {100 * ONE_SEED_TOLERANCE:.0f} "
-           "points below its baseline (a fixed tolerance), or more than its runs' spread where it ran twice."
-           if one_seed else f"marked {MARK} when below its baseline by more than the spread over seeds "
-           f"(and at least {100 * ONE_SEED_TOLERANCE:.0f} points)."),
+        + (f"one seed, so there is no spread over seeds (runs of one seed repeat each other): a configuration is "
+           f"marked {MARK} when it falls more than {100 * ONE_SEED_TOLERANCE:.0f} points below its baseline."
+           if one_seed else f"marked {MARK} when below its baseline by more than {SPREAD_MULTIPLE:g} times the "
+           f"baseline's standard deviation over seeds (and at least {100 * ONE_SEED_TOLERANCE:.0f} points), "
+           "the numerics guard's check."),
         *summary["notes"],
         *([("Speed: one trial per configuration (the median of its later epochs or timed windows); on a shared "
             "machine a single trial scatters by 10-20%, so smaller differences are not resolved here: "

@@ -1,19 +1,42 @@
-"""The numerics guard: a speed-up that changes what the model learns is not one.
+"""The numerics guard: a speed-up that makes the model learn worse is not one.
 
 A configuration whose knobs change numerics (see `Knob.changes_numerics`) is
-trained from the same seed, on the same learnable data, for the same fixed
-number of steps as the baseline; its final loss must stay within a stated
-tolerance of the baseline's, and be finite; the model's output must be float32.
-Knobs that do not change numerics
-(steps_per_execution, threads) are reset to the baseline's values for the
-guard run, so every guard run trains exactly the same steps.
+trained, like the baseline, for GUARD_EPOCHS x GUARD_STEPS steps in a
+train-mode trial, and then measured on held-out data it did not train on
+(`TrialSpec.validate`: loss, and accuracy where the labels are classes). Knobs
+that do not change numerics (steps_per_execution, threads) are reset to the
+baseline's values, so every guard run trains exactly the same steps.
+
+The question is one-sided: does the candidate learn at least as well as the
+baseline, within the baseline's own run-to-run spread? Both run at the same
+GUARD_SEEDS seeds (spec.seed, +1, +2): each seed sets the weights' init and the
+data order, while the data itself stays that of spec.seed (`data_seed`). A
+candidate whose mean held-out loss is lower (accuracy higher) passes; one worse
+by more than SPREAD_MULTIPLE baseline seed-to-seed standard deviations, and by
+more than a small floor, fails (`compare`, which `fitspeed reproduce`'s
+accuracy mark uses too). A non-finite loss fails, and so does a model whose
+output is not float32 under a mixed policy. Where there is no held-out data (a
+training script brings none) the final training loss is compared instead, and
+the verdict says so.
+
+Budget, in trial processes: GUARD_SEEDS (3) baseline runs, once per search
+(stored); then GUARD_SEEDS per configuration that changes numerics, fewer when a
+run fails or is not finite (the verdict is known then). The candidate runs at
+the same seeds as the baseline rather than fewer: the comparison is then of two
+means over the same inits and data orders, whose difference has a smaller
+spread (at most sqrt(2/3) of one run's sd, less as the pairs correlate) than a
+single candidate run against the baseline's mean (sqrt(4/3)); with one
+candidate run the same multiple would reject about one good candidate in eight
+(t with 2 degrees of freedom past 3/sqrt(4/3) = 2.6) instead of one in thirty.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
@@ -21,8 +44,117 @@ from fitspeed.core.record import TrialSpec
 
 GUARD_STEPS = 64
 GUARD_EPOCHS = 4
-DEFAULT_TOLERANCE = 0.10
-FLOOR = 0.10  # a final loss is compared on at least this share of the baseline's first-epoch loss
+GUARD_SEEDS = 3
+# How many baseline seed-to-seed sds a candidate may be worse by. With 3 seeds each, the difference of
+# two means of good candidates, over the sd estimated from 3 baseline runs, follows at worst (no pairing)
+# Student's t with 2 degrees of freedom, scaled by sqrt(2/3): 3 sd is t = 3.67, passed by 96.7% of good
+# candidates (97.5% needs 3.5 sd, 99% needs 5.7 sd; the tail of t at 2 degrees of freedom is long, so
+# the floors below carry the cases where the 3 runs happen to agree closely).
+SPREAD_MULTIPLE = 3.0
+# The floor on the loss band: this share of the loss's scale (`scale`: its size, and at least a tenth of
+# the first epoch's loss). A change of summation order alone (oneDNN on against off, one seed, measured:
+# 0.0202 against 0.0281 from a first epoch of 1.81) moved a final loss by 4.4% of that scale.
+LOSS_FLOOR = 0.05
+# The floor on the accuracy band, in accuracy (2 points): rounding can flip a few held-out samples of
+# a few hundred; `fitspeed reproduce` marks nothing smaller either.
+ACCURACY_FLOOR = 0.02
+# A script's baseline whose held-out (or final) loss varies over seeds by more than this share of its own
+# mean cannot judge a candidate: any change would pass inside so wide a band.
+MAX_SPREAD = 0.25
+FIRST_EPOCH_SHARE = 0.10  # a loss's scale is at least this share of the first epoch's loss (`scale`)
+DEFAULT_TOLERANCE = 0.10  # `check`'s, for one run against one (`fitspeed scaling`)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One measure of a candidate against the baseline's runs over seeds, one-sided.
+
+    `band` is how much worse the candidate's mean may be than the baseline's:
+    SPREAD_MULTIPLE baseline seed-to-seed sds, never less than `floor`.
+    """
+
+    measure: str  # "held-out loss", "held-out accuracy", "final training loss"
+    baseline: float  # mean over the baseline's runs
+    candidate: float  # mean over the candidate's runs
+    sd: float | None  # the baseline's seed-to-seed sd; None from one run
+    band: float
+    floor: float
+    higher_is_better: bool
+    runs: tuple[int, int]  # (baseline, candidate) runs
+
+    @property
+    def worse_by(self) -> float:
+        """How much worse the candidate is (negative: better)."""
+        gap = self.candidate - self.baseline
+        return -gap if self.higher_is_better else gap
+
+    @property
+    def ok(self) -> bool:
+        return self.worse_by <= self.band
+
+    def _value(self, value: float) -> str:
+        return f"{100 * value:.1f}%" if self.higher_is_better else f"{value:.3g}"
+
+    def _gap(self, value: float) -> str:
+        return f"{100 * value:.1f} points" if self.higher_is_better else f"{value:.2g}"
+
+    def text(self) -> str:
+        """The comparison in a sentence.
+
+        >>> compare("held-out loss", [1.60, 1.65, 1.70], [1.50, 1.55, 1.52], floor=0.05).text()
+        "held-out loss 1.52 is below the baseline's 1.65 (sd 0.05 over 3 seeds)"
+        """
+        runs = self.runs[0]
+        where = (f"one seed, no spread: the floor {self._gap(self.floor)}" if self.sd is None
+                 else f"{SPREAD_MULTIPLE:g} x sd {self._gap(self.sd)} over {runs} seeds"
+                 if self.band > self.floor else f"sd {self._gap(self.sd)} over {runs} seeds: the floor")
+        if self.worse_by <= 0:
+            side = "above" if self.higher_is_better else "below"
+            sd = f"sd {self._gap(self.sd)} over {runs} seeds" if self.sd is not None else "one seed"
+            return f"{self.measure} {self._value(self.candidate)} is {side} the baseline's {self._value(self.baseline)} ({sd})"
+        side = "below" if self.higher_is_better else "above"
+        verdict = "within" if self.ok else "more than"
+        return (f"{self.measure} {self._value(self.candidate)} is {self._gap(self.worse_by)} {side} the baseline's "
+                f"{self._value(self.baseline)}, {verdict} the band {self._gap(self.band)} ({where})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
+                "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs)}
+
+
+def compare(measure: str, baseline: Sequence[float], candidate: Sequence[float], *, floor: float,
+            higher_is_better: bool = False, multiple: float = SPREAD_MULTIPLE) -> Comparison:
+    """Whether the candidate's runs do at least as well as the baseline's, within its spread over seeds.
+
+    Worked examples, held-out losses from three seeds each. Lower always passes:
+
+    >>> compare("held-out loss", [1.60, 1.65, 1.70], [1.50, 1.55, 1.52], floor=0.05).ok
+    True
+
+    Worse by less than 3 sd passes; by more fails:
+
+    >>> c = compare("held-out loss", [1.60, 1.65, 1.70], [1.70, 1.72, 1.74], floor=0.05)
+    >>> c.ok, round(c.band, 3)
+    (True, 0.15)
+    >>> compare("held-out loss", [1.60, 1.65, 1.70], [2.10, 2.20, 2.15], floor=0.05).text()
+    "held-out loss 2.15 is 0.5 above the baseline's 1.65, more than the band 0.15 (3 x sd 0.05 over 3 seeds)"
+
+    Identical seeds (sd 0) leave the floor, so a rounding difference passes:
+
+    >>> compare("held-out loss", [1.6, 1.6, 1.6], [1.601, 1.602, 1.6], floor=0.05).text()
+    "held-out loss 1.6 is 0.001 above the baseline's 1.6, within the band 0.05 (sd 0 over 3 seeds: the floor)"
+
+    Accuracy, higher is better, in points:
+
+    >>> compare("held-out accuracy", [0.80, 0.82, 0.78], [0.70, 0.71, 0.69], floor=0.02, higher_is_better=True).text()
+    "held-out accuracy 70.0% is 10.0 points below the baseline's 80.0%, more than the band 6.0 points (3 x sd 2.0 points over 3 seeds)"
+    """
+    if not baseline or not candidate:
+        raise ValueError("Expected at least one baseline and one candidate value to compare.")
+    sd = statistics.stdev(baseline) if len(baseline) > 1 else None
+    band = max(multiple * sd if sd is not None else 0.0, floor)
+    return Comparison(measure, statistics.fmean(baseline), statistics.fmean(candidate), sd, band, floor,
+                      higher_is_better, (len(baseline), len(candidate)))
 
 
 def scale(baseline_curve: Sequence[float | None]) -> float:
@@ -38,7 +170,7 @@ def scale(baseline_curve: Sequence[float | None]) -> float:
     """
     base = baseline_curve[-1] if baseline_curve else None
     first = baseline_curve[0] if baseline_curve else None
-    floor = FLOOR * abs(first) if first is not None and math.isfinite(first) else 0.0
+    floor = FIRST_EPOCH_SHARE * abs(first) if first is not None and math.isfinite(first) else 0.0
     return max(abs(base) if base is not None else 0.0, floor, 1e-3)
 
 
@@ -52,8 +184,20 @@ def numeric_changes(config: TrialConfig, baseline: TrialConfig) -> dict[str, obj
     }
 
 
-def guard_spec(spec: TrialSpec, baseline: TrialConfig) -> TrialSpec:
-    """The train-mode trial that checks `spec`'s numerics against `baseline`."""
+def seeds(spec: TrialSpec) -> tuple[int, ...]:
+    """The seeds the guard trains at: spec.seed and the next GUARD_SEEDS - 1.
+
+    >>> seeds(TrialSpec(model="tiny", seed=7))
+    (7, 8, 9)
+    """
+    return tuple(spec.seed + i for i in range(GUARD_SEEDS))
+
+
+def guard_spec(spec: TrialSpec, baseline: TrialConfig, seed: int | None = None) -> TrialSpec:
+    """The train-mode trial that checks `spec`'s numerics against `baseline`, at `seed` (default spec.seed).
+
+    Every seed trains on the data of spec.seed (`data_seed`) and is measured on its held-out part.
+    """
     config = baseline.replace(**numeric_changes(spec.config, baseline))
     return TrialSpec(
         model=spec.model,
@@ -61,12 +205,58 @@ def guard_spec(spec: TrialSpec, baseline: TrialConfig) -> TrialSpec:
         config=config,
         steps=GUARD_STEPS,
         repeats=GUARD_EPOCHS,
-        seed=spec.seed,
+        seed=spec.seed if seed is None else seed,
+        data_seed=spec.seed,
         timeout_s=spec.timeout_s,
         memory_limit_mb=spec.memory_limit_mb,
         mode="train",
         script=spec.script,
+        validate=True,
     )
+
+
+@dataclass(frozen=True)
+class GuardRun:
+    """What the guard reads from one train-mode trial."""
+
+    status: str
+    reason: str | None = None
+    curve: tuple[float | None, ...] = ()
+    val_loss: float | None = None
+    val_accuracy: float | None = None
+    output_dtype: str | None = None
+    seed: int | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> GuardRun:
+        metrics = record.get("metrics") or {}
+        return cls(status=record["status"], reason=record.get("reason"), curve=tuple(metrics.get("loss_curve") or ()),
+                   val_loss=metrics.get("val_loss"), val_accuracy=metrics.get("val_accuracy"),
+                   output_dtype=metrics.get("output_dtype"), seed=(record.get("spec") or {}).get("seed"))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> GuardRun:
+        return cls(**{**values, "curve": tuple(values.get("curve") or ())})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "curve": list(self.curve), "val_loss": self.val_loss,
+                "val_accuracy": self.val_accuracy, "output_dtype": self.output_dtype, "seed": self.seed}
+
+    @property
+    def final(self) -> float | None:
+        return self.curve[-1] if self.curve else None
+
+    @property
+    def finite(self) -> bool:
+        """Ran, and ended with a finite training loss (and held-out loss, where it has one)."""
+        values = [self.final, *([self.val_loss] if self.val_loss is not None else [])]
+        return self.status == "ok" and all(v is not None and math.isfinite(v) for v in values)
+
+    def trouble(self) -> str:
+        """Why this run cannot be read, in a few words."""
+        if self.status in ("ok", "nan"):
+            return "the loss is not finite" + (f" ({self.reason})" if self.reason else "")
+        return f"its guard run {self.status}" + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True)
@@ -75,10 +265,101 @@ class GuardVerdict:
     reason: str
     baseline_curve: tuple[float | None, ...]
     curve: tuple[float | None, ...]
+    runs: tuple[int, int] = (0, 0)  # trial processes: (baseline, candidate)
+    checks: tuple[Comparison, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "reason": self.reason,
-                "baseline_curve": list(self.baseline_curve), "curve": list(self.curve)}
+                "baseline_curve": list(self.baseline_curve), "curve": list(self.curve),
+                "runs": {"baseline": self.runs[0], "candidate": self.runs[1]},
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+def stop_early(candidate: Sequence[GuardRun]) -> bool:
+    """After a candidate run that failed or is not finite the verdict is known: run no more seeds."""
+    return any(not run.finite or (run.output_dtype not in (None, "float32")) for run in candidate)
+
+
+def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: bool = False) -> GuardVerdict:
+    """The verdict on a candidate from its guard runs and the baseline's, at the same seeds.
+
+    >>> runs = lambda losses, accs: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v, val_accuracy=a)
+    ...                              for v, a in zip(losses, accs)]
+    >>> base = runs([1.60, 1.65, 1.70], [0.42, 0.44, 0.43])
+    >>> judge(base, runs([1.40, 1.45, 1.42], [0.50, 0.52, 0.49])).ok
+    True
+    >>> v = judge(base, runs([2.25, 2.28, 2.30], [0.12, 0.10, 0.15]))
+    >>> v.ok, v.reason.split(";")[0]
+    (False, "held-out loss 2.28 is 0.63 above the baseline's 1.65, more than the band 0.15 (3 x sd 0.05 over 3 seeds)")
+    >>> judge(base, [GuardRun("nan", "the loss became nan at epoch 2", curve=(2.3, float("nan")))]).reason
+    'the loss is not finite (the loss became nan at epoch 2)'
+    >>> judge(base, [GuardRun("ok", curve=(2.3, 1.6), output_dtype="bfloat16")]).reason
+    "the model's output is bfloat16, not float32: the loss would read 16-bit values; give the output layer dtype='float32'"
+
+    Without held-out data (a training script's), the final training loss decides, and the reason says so:
+
+    >>> judge([GuardRun("ok", curve=(2.3, c)) for c in (1.0, 1.1, 1.05)], [GuardRun("ok", curve=(2.3, 0.9))]).reason
+    "no held-out data (a training script brings none): judged on the final training loss; final training loss 0.9 is below the baseline's 1.05 (sd 0.05 over 3 seeds)"
+    """
+    runs = (len(baseline), len(candidate))
+    keep = (baseline[0].curve if baseline else (), candidate[0].curve if candidate else ())
+
+    def verdict(ok: bool, reason: str, checks: tuple[Comparison, ...] = ()) -> GuardVerdict:
+        return GuardVerdict(ok, reason, *keep, runs=runs, checks=checks)
+
+    for run in candidate:
+        if run.output_dtype not in (None, "float32"):
+            return verdict(False, f"the model's output is {run.output_dtype}, not float32: the loss would read "
+                                  "16-bit values; give the output layer dtype='float32'")
+    bad = [run for run in candidate if not run.finite]
+    if bad or not candidate:
+        return verdict(False, bad[0].trouble() if bad else "the candidate has no guard run")
+    bad = [run for run in baseline if not run.finite]
+    if bad or not baseline:
+        return verdict(False, f"the baseline cannot judge it: {bad[0].trouble()}" if bad else "no baseline run")
+    both = [*baseline, *candidate]
+    first = statistics.fmean(run.curve[0] for run in baseline if run.curve[0] is not None)
+    checks: list[Comparison]
+    if all(run.val_loss is not None for run in both):
+        note = ""
+        losses = [[run.val_loss for run in side if run.val_loss is not None] for side in (baseline, candidate)]
+        checks = [compare("held-out loss", *losses, floor=LOSS_FLOOR * scale([first, statistics.fmean(losses[0])]))]
+        if all(run.val_accuracy is not None for run in both):
+            accuracies = [[run.val_accuracy for run in side if run.val_accuracy is not None]
+                          for side in (baseline, candidate)]
+            checks.append(compare("held-out accuracy", *accuracies, floor=ACCURACY_FLOOR, higher_is_better=True))
+    else:
+        note = "no held-out data (a training script brings none): judged on the final training loss; "
+        finals = [[run.final for run in side if run.final is not None] for side in (baseline, candidate)]
+        checks = [compare("final training loss", *finals, floor=LOSS_FLOOR * scale([first, statistics.fmean(finals[0])]))]
+    if script:
+        unsteady = unreproducible(checks[0], max(abs(checks[0].baseline), 1e-3))  # its own size, not `scale`
+        if unsteady:
+            return verdict(False, unsteady, tuple(checks))
+    failed = [c for c in checks if not c.ok]
+    return verdict(not failed, note + "; ".join(c.text() for c in (failed or checks)), tuple(checks))
+
+
+def unreproducible(comparison: Comparison, on: float) -> str | None:
+    """Why a script's baseline runs vary too much over seeds to judge a candidate, or None.
+
+    A training script seeds (or does not seed) its own data order and weights;
+    when its baseline's loss varies over seeds by more than MAX_SPREAD of `on`,
+    the loss's own size, a band that wide would pass any change:
+
+    >>> c = compare("final training loss", [1.0, 1.02, 0.99], [1.0], floor=0.05)
+    >>> unreproducible(c, 1.0) is None
+    True
+    >>> unreproducible(compare("final training loss", [1.0, 1.6, 0.7], [1.0], floor=0.05), 1.1)
+    "the script's training varies too much over seeds to judge a candidate: its baseline's final training loss has sd 0.46 over 3 seeds, 42% of its mean 1.1 (over 25%), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights from keras.utils.set_random_seed (or shuffle(seed=...)), or train longer"
+    """
+    if comparison.sd is None or comparison.sd <= MAX_SPREAD * on:
+        return None
+    return (f"the script's training varies too much over seeds to judge a candidate: its baseline's "
+            f"{comparison.measure} has sd {comparison.sd:.2g} over {comparison.runs[0]} seeds, "
+            f"{100 * comparison.sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
+            "cannot tell a numerics change from the script's own noise; seed its data order and weights from "
+            "keras.utils.set_random_seed (or shuffle(seed=...)), or train longer")
 
 
 def check(
@@ -87,7 +368,10 @@ def check(
     tolerance: float = DEFAULT_TOLERANCE,
     output_dtype: str | None = None,
 ) -> GuardVerdict:
-    """Compare final losses: within `tolerance` of the baseline's, relatively (`scale`); and the output is float32.
+    """One run against one: final losses within `tolerance`, relatively (`scale`); and the output is float32.
+
+    `fitspeed scaling` compares each device count's one guard run with this;
+    the tuner's guard compares runs over seeds (`judge`).
 
     `output_dtype` is the dtype of the candidate model's outputs as its trial
     recorded it (`metrics.output_dtype`; None in records older than the check).
@@ -130,31 +414,3 @@ def check(
             *keep,
         )
     return GuardVerdict(True, f"final loss within {100 * gap:.1f}% of the baseline{where}", *keep)
-
-
-def unreproducible(
-    first: Sequence[float | None], second: Sequence[float | None], tolerance: float = DEFAULT_TOLERANCE
-) -> str | None:
-    """Why two baseline curves from the same seed cannot judge a candidate, or None when they agree.
-
-    A training script seeds (or does not seed) its own data order and weights;
-    when two baseline runs end further apart than half the tolerance, a
-    candidate's change cannot be told from the script's own noise:
-
-    >>> unreproducible([2.3, 1.0], [2.3, 1.01]) is None
-    True
-    >>> unreproducible([2.3, 1.0], [2.3, 1.3])
-    "the script's training is not reproducible from a seed: two baseline runs ended at losses 1 and 1.3 (30% apart, over half the 10% tolerance), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights (keras.utils.set_random_seed, shuffle(seed=...)) or set deterministic=true"
-    """
-    a = first[-1] if first else None
-    b = second[-1] if second else None
-    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
-        return None  # check() says that the loss is not finite
-    gap = abs(a - b) / max(abs(a), 1e-3)  # its own size, not `scale`: two runs from one seed should agree closely
-    if gap <= tolerance / 2:
-        return None
-    return (f"the script's training is not reproducible from a seed: two baseline runs ended at losses {a:.3g} and "
-            f"{b:.3g} ({100 * gap:.0f}% apart, over half the {100 * tolerance:.0f}% tolerance), so the guard cannot "
-            "tell a numerics change from the script's own noise; seed its data order and weights "
-            "(keras.utils.set_random_seed, shuffle(seed=...)) or set deterministic=true")
-

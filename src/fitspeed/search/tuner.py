@@ -262,7 +262,11 @@ class Tuner:
             time.sleep(POLL_S)
 
     def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
-        """The guard verdict for `config` (stored), or None if it changes no numerics."""
+        """The guard verdict for `config` (stored), or None if it changes no numerics.
+
+        A dict: `ok`, `reason`, the first seed's `baseline_curve` and `curve`, `runs` (trial processes,
+        baseline and candidate) and `checks` (each measure against the baseline's spread over seeds).
+        """
         if not guard.numeric_changes(config, self.base):
             return None
         key = "guard:" + studies.config_key(config)
@@ -274,34 +278,32 @@ class Tuner:
         return dict(self._once(key, stored, lambda: self._guard(config, key)))
 
     def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
+        """Judge `config`'s guard runs against the baseline's, at the same seeds (`guard.judge`), and store it."""
         baseline = self._guard_curve(self.base)
-        run = self._guard_run(config)
-        candidate = list(run["curve"]) if run["status"] == "ok" else [None]
-        verdict = guard.check(baseline, candidate, self.settings.tolerance, run.get("output_dtype")).to_dict()
-        if self.settings.script is not None:  # a script seeds its own training: is its baseline reproducible?
-            unsteady = guard.unreproducible(baseline, self._guard_curve(self.base, again=True), self.settings.tolerance)
-            if unsteady:
-                verdict = {**verdict, "ok": False, "reason": unsteady}
+        candidate = self._guard_curve(config)
+        verdict = studies.plain(guard.judge(baseline, candidate, script=self.settings.script is not None).to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, verdict))
-        return verdict
+        return dict(verdict)
 
-    def _guard_curve(self, config: TrialConfig, again: bool = False) -> list[float | None]:
-        stored = self._guard_run(config, again)
-        return list(stored["curve"]) if stored["status"] == "ok" else [None]
+    def _guard_curve(self, config: TrialConfig) -> list[guard.GuardRun]:
+        """`config`'s guard runs at the guard's seeds, stopping at a run that already decides the verdict."""
+        runs: list[guard.GuardRun] = []
+        for seed in guard.seeds(self.settings.spec(config)):
+            runs.append(self._guard_run(config, seed))
+            if guard.stop_early(runs):
+                break
+        return runs
 
-    def _guard_run(self, config: TrialConfig, again: bool = False) -> dict[str, Any]:
-        """The guard's train-mode run of `config` (stored): status, reason, loss curve and output dtype."""
-        spec = guard.guard_spec(self.settings.spec(config), self.base)
-        key = "guard-run:" + studies.config_key(spec.config) + ("#again" if again else "")
+    def _guard_run(self, config: TrialConfig, seed: int) -> guard.GuardRun:
+        """The guard's train-mode run of `config` at `seed` (stored): status, loss curve, held-out loss and accuracy."""
+        spec = guard.guard_spec(self.settings.spec(config), self.base, seed)
+        key = f"guard-run:{studies.config_key(spec.config)}@seed{seed}"
         stored = self.study.user_attrs.get(key)
         if stored is None:
-            record = self.run_trial(spec)
-            metrics = record.get("metrics") or {}
-            stored = {"status": record["status"], "reason": record.get("reason"),
-                      "curve": metrics.get("loss_curve") or [], "output_dtype": metrics.get("output_dtype")}
-            self.study.set_user_attr(key, studies.plain(stored))
-        return dict(stored)
+            stored = studies.plain(guard.GuardRun.from_record(self.run_trial(spec)).to_dict())
+            self.study.set_user_attr(key, stored)
+        return guard.GuardRun.from_dict(stored)
 
     # -- the search ---------------------------------------------------------
 

@@ -45,7 +45,7 @@ from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, write_record
-from fitspeed.trial import apply, cutoff
+from fitspeed.trial import apply, cutoff, faults
 from fitspeed.trial.transform import Refused
 
 
@@ -78,7 +78,8 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         )
     num_classes = int(model.output_shape[-1])
     global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
-    data = sources.load(data_ref, shape or (), num_classes, global_batch, spec.seed, holdout=spec.validate)
+    data_seed = spec.seed if spec.data_seed is None else spec.data_seed
+    data = sources.load(data_ref, shape or (), num_classes, global_batch, data_seed, holdout=spec.validate)
     if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
         from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
 
@@ -248,13 +249,14 @@ def _rewritten(rewritten: Any) -> dict[str, Any]:
 
 
 def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Train from the seed for a fixed number of steps and keep the loss curve."""
+    """Train from the seed for a fixed number of steps and keep the loss curve (`spec.validate`: then held-out)."""
     from fitspeed.core.stats import describe
     from fitspeed.trial.data.fit_input import fit_input
     from fitspeed.trial.timing import StepTimer
     from fitspeed.trial.transform.rewrite import output_dtype
 
     steps = spec.steps or 0
+    fault = faults.inject(model)  # tests only: a fault that breaks learning, for the guard to catch
     timer = StepTimer(marks=())
     started, wall = time.perf_counter(), time.time()
     model.fit(
@@ -270,12 +272,13 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
                                "steps_per_repeat": steps, "batch_size": batch, "epoch_s": timer.epoch_s,
                                "fit_s": fit_s, "params": int(model.count_params()),
                                "output_dtype": output_dtype(model)}
+    notes = [f"test fault injected ({faults.ENV}): {fault}"] if fault else []
     if len(timer.epoch_s) > 1:  # the first epoch holds tracing and compilation: the later ones are the speed
         metrics["samples_per_s"] = describe([steps * batch / s for s in timer.epoch_s[1:]]).to_dict()
     if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
         reason = timer.nonfinite or "the final loss is not finite"
-        return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics)
-    return new_record(spec, "ok", environment=env, metrics=metrics, timed_wall=[wall, time.time()])
+        return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics, notes=notes)
+    return new_record(spec, "ok", environment=env, metrics=metrics, timed_wall=[wall, time.time()], notes=notes)
 
 
 def window_metrics(

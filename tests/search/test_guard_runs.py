@@ -1,0 +1,75 @@
+"""The numerics guard on real training: each run is a real train-mode trial in its own process.
+
+The baseline (tiny: two conv + BatchNormalization blocks) trains once at the
+guard's 3 seeds for the module; each candidate trains at the same seeds and is
+judged by `guard.judge`. Good numerics changes must pass, and a broken learning
+rate (the test-only FITSPEED_TEST_FAULT) must fail. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialSpec
+from fitspeed.measure.runner import run_trial
+from fitspeed.search import guard
+from fitspeed.trial import faults
+
+pytestmark = pytest.mark.slow
+SPEC = TrialSpec(model="tiny", seed=0)
+
+
+def _records(config: TrialConfig, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    spec = dataclasses.replace(SPEC, config=config)
+    specs = [guard.guard_spec(spec, TrialConfig(), seed) for seed in guard.seeds(spec)]
+    child_env = {k: v for k, v in os.environ.items() if k != faults.ENV} | (env or {})
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two trial processes at once on a 2-core machine
+        return list(pool.map(lambda s: run_trial(s, env=child_env), specs))
+
+
+def _runs(records: list[dict[str, Any]]) -> list[guard.GuardRun]:
+    for record in records:
+        assert record["status"] in ("ok", "nan"), record.get("reason")
+    return [guard.GuardRun.from_record(r) for r in records]
+
+
+@pytest.fixture(scope="module")
+def baseline() -> list[guard.GuardRun]:
+    runs = _runs(_records(TrialConfig()))
+    assert all(r.val_loss is not None and r.val_accuracy is not None for r in runs)
+    assert len({r.val_loss for r in runs}) == 3  # the seeds differ: a spread to judge against
+    return runs
+
+
+def test_bfloat16_learns_as_well(baseline: list[guard.GuardRun]) -> None:
+    verdict = guard.judge(baseline, _runs(_records(TrialConfig(precision="mixed_bfloat16"))))
+    assert verdict.ok, verdict.reason
+
+
+def test_float16_with_loss_scaling_learns_as_well(baseline: list[guard.GuardRun]) -> None:
+    verdict = guard.judge(baseline, _runs(_records(TrialConfig(precision="mixed_float16"))))
+    assert verdict.ok, verdict.reason
+
+
+def test_channels_first_learns_as_well_where_this_cpu_runs_it(baseline: list[guard.GuardRun]) -> None:
+    records = _records(TrialConfig(data_format="channels_first"))
+    refused = [r for r in records if r["status"] == "failed"]
+    if refused:  # TensorFlow runs NCHW convolutions on a CPU only with oneDNN on: the trial says so
+        onednn = (refused[0].get("environment") or {}).get("onednn")
+        if onednn is False or "oneDNN" in (refused[0].get("reason") or ""):
+            pytest.skip(f"channels_first cannot run on this CPU: {refused[0].get('reason')}")
+    verdict = guard.judge(baseline, _runs(records))
+    assert verdict.ok, verdict.reason
+
+
+def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> None:
+    records = _records(TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x100"})
+    assert all(any("test fault injected" in n for n in r["notes"]) for r in records if r["status"] == "ok")
+    verdict = guard.judge(baseline, _runs(records))
+    assert not verdict.ok, verdict.reason

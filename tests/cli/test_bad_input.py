@@ -136,7 +136,6 @@ REFUSED = [
     (["tune", "tiny", "--batch-sizes", "0,32"], ["--batch-sizes", "'0,32'"], 2),
     (["tune", "tiny", "--batch-sizes", "a,b"], ["--batch-sizes", "'a,b'"], 2),
     (["tune", "tiny", "--pairs", "1"], ["Invalid value for '--pairs'"], 2),
-    (["tune", "tiny", "--tolerance", "-1"], ["Invalid value for '--tolerance'"], 2),
     (["tune", "tiny", "--storage", "bogus://nowhere"], ["study storage 'bogus://nowhere'"], 2),
     (["tune", "mlp", "--study", "older", "--storage", "sqlite:///study.db"], ["Study 'older'", "made for model"], 2),
     # show and report

@@ -24,6 +24,7 @@ from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import TrialSpec, brief_reason, throughput
+from fitspeed.core.sequential import level
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
 from fitspeed.measure import results
 
@@ -307,7 +308,7 @@ def tune(
     data: DataOpt = None,
     augment: AugmentOpt = False,
     set_: SetOpt = None,
-    trials: Annotated[int, typer.Option("--trials", min=1, help="Trial processes in the study, the pairs of each decision included (a rerun continues to this total).")] = 30,
+    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage: sqlite:///FILE, postgresql://USER:PW@HOST/DB (many machines), or journal:PATH (a file on a shared disk). Workers started on one study share its search (docs/distributed.md).")] = "sqlite:///fitspeed.db",
@@ -317,7 +318,6 @@ def tune(
     knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="The most interleaved pairs one decision takes (each search step, and the verification against the defaults).")] = 5,
-    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
     steps: StepsOpt = None,
     repeats: RepeatsOpt = 3,
     seed: SeedOpt = 0,
@@ -358,7 +358,7 @@ def tune(
         data=data if script else _data(data, augment), base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
-        tolerance=tolerance, space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
+        space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
     )
     from fitspeed.machine import host_lock
@@ -388,16 +388,18 @@ def tune(
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):
-                    interval = (f", {100 * decision.get('confidence', 0.95):g}% CI "
+                    interval = (f", {level(decision.get('confidence', 0.95))} CI "
                                 f"{decision['low']:.2f}–{decision['high']:.2f}"
                                 if decision.get("low") is not None else "")
-                    err.print(f"{'decided':>9} {decision['b_label']} against {decision['a_label']}: "
+                    said = "raced" if decision["purpose"] == "race" else "decided"
+                    err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
                               f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
                               highlight=False)
                 case Note(text):
                     err.print(text, highlight=False)
 
         tuner = Tuner(settings, on_event=event)
+        progress.update(task, total=tuner.ledger.trials)
         tuner.run()
         summary = study_summary(study_data(tuner.study))
     best_json.write(best_path, summary)

@@ -7,9 +7,10 @@ nowhere else:
 
 | key | what it holds |
 |---|---|
-| `decision:ID` | one paired decision: its pairs, estimate, interval, design, noise and verdict |
+| `decision:ID` | one paired decision: its pairs and their order, estimate, interval, design, noise, verdict |
+| `budget` | what `--trials` buys on this space (`tuner.budget_plan`) |
 | `guard:CONFIG` | the numerics guard's verdict on a configuration |
-| `guard-run:CONFIG[#again]` | one guard training run: status, loss curve, held-out figures |
+| `guard-run:CONFIG@seedN` | one guard training run at one seed: status, loss curve, held-out figures |
 | `challenge:ID`, `claim:UNIT` | which worker holds a unit of work (`fitspeed.search.workers`) |
 | `incumbents` | the chain of configurations that became the incumbent, in order |
 | `verification` | the verified answer: the claim the user sees |
@@ -47,8 +48,8 @@ def guard_key(config: TrialConfig) -> str:
     return GUARD + studies.config_key(config)
 
 
-def guard_run_key(config: TrialConfig, again: bool = False) -> str:
-    return GUARD_RUN + studies.config_key(config) + ("#again" if again else "")
+def guard_run_key(config: TrialConfig, seed: int) -> str:
+    return f"{GUARD_RUN}{studies.config_key(config)}@seed{seed}"
 
 
 def decisions_of(attrs: dict[str, Any]) -> list[dict[str, Any]]:

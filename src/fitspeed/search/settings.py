@@ -7,7 +7,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec
-from fitspeed.search import guard, storages
+from fitspeed.search import storages
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class TuneSettings:
     model: str
     data: str | None = None
     base: TrialConfig = field(default_factory=TrialConfig)
-    trials: int = 40
+    trials: int | None = None  # None: what the search space needs (`tuner.budget_plan`)
     time_s: float | None = None
     study: str | None = None
     storage: str = "sqlite:///fitspeed.db"
@@ -26,7 +26,6 @@ class TuneSettings:
     timeout_s: float | None = 900.0
     memory_limit_mb: int | None = None
     pairs: int = 5
-    tolerance: float = guard.DEFAULT_TOLERANCE
     min_gain: float = 0.05
     space: tuple[str, ...] = ()
     knobs: tuple[str, ...] = ()  # search only these (empty: all)

@@ -227,7 +227,6 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         "environment": environment,
         "skipped": meta.get("skipped") or {},
         "skipped_groups": skipped_groups(meta.get("skipped") or {}),
-        "tolerance": meta.get("tolerance"),
         "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve,
                      "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
                                    for t in data["trials"] if throughput(t["record"]))},

@@ -65,7 +65,7 @@ from fitspeed.search.events import (
     TrialFinished,
     TrialStarted,
 )
-from fitspeed.search.ledger import VERIFICATION, Ledger
+from fitspeed.search.ledger import VERIFICATION, Ledger, guard_key, guard_run_key
 from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
@@ -84,6 +84,7 @@ Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
 SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
+DECISIONS = 5  # the default budget pays for the screen, the verification and this many decisions of 2 pairs
 RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
 VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS  # the verification's first look, kept inside --trials
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
@@ -109,7 +110,7 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
     smallest = screen + decision + VERIFY_RESERVE
     left = max(0, trials - VERIFY_RESERVE - screen)
     return {"screen": screen, "verify": VERIFY_RESERVE, "decision": decision, "smallest": smallest,
-            "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + 4 * decision}
+            "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + DECISIONS * decision}
 
 
 class Tuner:
@@ -133,7 +134,7 @@ class Tuner:
             settings.study_name,
             settings.storage,
             {"model": settings.model, "data": settings.data, "base": settings.base.to_dict(),
-             "tolerance": settings.tolerance, "min_gain": settings.min_gain,
+             "min_gain": settings.min_gain,
              "skipped": {d.knob: d.skipped for d in self.dims if d.skipped},
              "environment": host, "fitspeed_version": host["fitspeed"],
              "host_kind": {"cpu": host["cpu"], "cpu_count": host["cpu_count"],
@@ -142,10 +143,11 @@ class Tuner:
             heartbeat_s=settings.heartbeat_s,
         )
         self.workers = Workers(self.study, storage, settings.storage)
-        plan = budget_plan(self.dims, settings.trials, settings.pairs)
+        plan = budget_plan(self.dims, settings.trials or 0, settings.pairs)
+        trials = settings.trials or plan["suggested"]
         # a budget too small to screen, decide and verify goes to the search whole (its note says so)
-        reserve = VERIFY_RESERVE if settings.trials >= plan["smallest"] else 0
-        self.ledger = Ledger(self.study, self.base, settings.trials, settings.time_s, reserve)
+        reserve = VERIFY_RESERVE if trials >= plan["smallest"] else 0
+        self.ledger = Ledger(self.study, self.base, trials, settings.time_s, reserve)
         self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed)
 
     # -- budget -------------------------------------------------------------
@@ -269,7 +271,7 @@ class Tuner:
         """
         if not guard.numeric_changes(config, self.base):
             return None
-        key = "guard:" + studies.config_key(config)
+        key = guard_key(config)
 
         def stored() -> dict[str, Any] | None:
             found = self.study.user_attrs.get(key)
@@ -298,7 +300,7 @@ class Tuner:
     def _guard_run(self, config: TrialConfig, seed: int) -> guard.GuardRun:
         """The guard's train-mode run of `config` at `seed` (stored): status, loss curve, held-out loss and accuracy."""
         spec = guard.guard_spec(self.settings.spec(config), self.base, seed)
-        key = f"guard-run:{studies.config_key(spec.config)}@seed{seed}"
+        key = guard_run_key(spec.config, seed)
         stored = self.study.user_attrs.get(key)
         if stored is None:
             stored = studies.plain(guard.GuardRun.from_record(self.run_trial(spec)).to_dict())
@@ -343,14 +345,15 @@ class Tuner:
 
     def _name_budget(self) -> None:
         """Say before the first trial what --trials buys, and the smallest budget that would do."""
-        plan = budget_plan(self.dims, self.settings.trials, self.settings.pairs)
-        self.study.set_user_attr("budget", plan)
-        if self.settings.trials < plan["smallest"]:
+        trials = self.ledger.trials
+        plan = budget_plan(self.dims, trials, self.settings.pairs)
+        self.study.set_user_attr("budget", {**plan, "trials": trials})
+        if trials < plan["smallest"]:
             self.emit(Note(
-                f"--trials {self.settings.trials} does not pay for an answer on this space: the screen takes "
+                f"--trials {trials} does not pay for an answer on this space: the screen takes "
                 f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
                 f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
-                f"(--trials {plan['suggested']} pays for four decisions)"))
+                f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)"))
 
     def _learn_data_kind(self, baseline: dict[str, Any]) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""
@@ -631,7 +634,7 @@ class Tuner:
             record = dict(trial.user_attrs["record"])
             if config.batch_size != self.base.batch_size or throughput(record) is None:
                 continue
-            verdict = self.study.user_attrs.get("guard:" + studies.config_key(config))
+            verdict = self.study.user_attrs.get(guard_key(config))
             if guard.numeric_changes(config, self.base) and not (verdict and verdict["ok"]):
                 continue
             out.append((config, record))

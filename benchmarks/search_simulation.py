@@ -289,6 +289,8 @@ def load_recorded(path: Path) -> Scenario:
     missing = [values for values in itertools.product(*grid.values()) if values not in cells]
     if missing:
         raise ValueError(f"Expected every cell of the grid in {path}. Missing: {missing[:3]}.")
+    if not cells[tuple(getattr(TrialConfig(), k) for k in grid)]:
+        raise ValueError(f"Expected the defaults' cell in {path} to have a figure: every ratio is to it.")
     host = record.get("host") or {}
     return Scenario(path.stem, grid=grid, cells=cells, model=record["model"],
                     source=f"recorded on {host.get('cpu', '?')}, {record['model']}, {path.name}")

@@ -20,7 +20,9 @@ Prints the tuner's best throughput as a fraction of the grid's best.
 the grid, skipping steps 2 and 3. The file is one JSON object:
 `{"schema": 1, "kind": "fitspeed-grid", "model", "steps", "repeats",
 "knobs": {knob: [values...]}, "cells": [{"knobs": {knob: value}, "status",
-"samples_per_s"}], "host": environment.host(), "recorded": ISO time}`.
+"samples_per_s"}], "host": environment.host(), "recorded": ISO time,
+"load_average": {"before", "after"}}` (the 1-minute load average as the grid
+started and ended: a figure measured beside other work is slower).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import datetime
 import itertools
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -63,7 +66,7 @@ def parse_grid(texts: list[str]) -> dict[str, tuple[object, ...]]:
 
 
 def save_grid(path: Path, model: str, steps: int, repeats: int, grid: dict[str, tuple[object, ...]],
-              cells: list[tuple[TrialConfig, dict[str, object]]]) -> None:
+              cells: list[tuple[TrialConfig, dict[str, object]]], load_before: float) -> None:
     """Write the measured grid as a scenario file (see the module docstring)."""
     record = {
         "schema": 1,
@@ -78,6 +81,7 @@ def save_grid(path: Path, model: str, steps: int, repeats: int, grid: dict[str, 
                   for config, result in cells],
         "host": environment.host(),
         "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "load_average": {"before": load_before, "after": os.getloadavg()[0]},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
@@ -96,6 +100,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     space = parse_grid(args.grid) if args.grid else GRID
+    load_before = os.getloadavg()[0]
 
     grid = []
     for values in itertools.product(*space.values()):
@@ -106,7 +111,7 @@ def main() -> None:
         print(f"grid  {config.label():55s} {record['status']:7s} {throughput(record) or 0:10.0f}", flush=True)
     grid_best = max(grid, key=lambda item: throughput(item[1]) or 0.0)[0]
     if args.save:
-        save_grid(args.save, args.model, args.steps, args.repeats, space, grid)
+        save_grid(args.save, args.model, args.steps, args.repeats, space, grid, load_before)
         print(f"saved {len(grid)} cells to {args.save}")
     if args.grid_only:
         host = environment.host()

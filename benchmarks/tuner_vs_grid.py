@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
@@ -65,7 +66,7 @@ def parse_grid(texts: list[str]) -> dict[str, tuple[object, ...]]:
     return grid
 
 
-def save_grid(path: Path, model: str, steps: int, repeats: int, grid: dict[str, tuple[object, ...]],
+def save_grid(path: Path, model: str, steps: int, repeats: int, grid: Mapping[str, tuple[object, ...]],
               cells: list[tuple[TrialConfig, dict[str, object]]], load_before: float) -> None:
     """Write the measured grid as a scenario file (see the module docstring)."""
     record = {

@@ -77,7 +77,10 @@ def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
     assert "no measurable difference" in result.stdout
     stored, _ = results.read(workdir / "fitspeed-results.jsonl")
     assert [r["kind"] for r in stored] == ["trial"] * 10 + ["comparison"]
-    assert [r["arm"] for r in stored[:10]] == ["a", "b"] * 5  # interleaved
+    arms = [r["arm"] for r in stored[:10]]
+    assert all(sorted(arms[i:i + 2]) == ["a", "b"] for i in range(0, 10, 2))  # interleaved, each pair in its own order
+    assert [r["pair"] for r in stored[:10]] == [i // 2 for i in range(10)]
+    assert all(r["first"] == (i % 2 == 0) for i, r in enumerate(stored[:10]))
 
 
 def test_compare_until_width_adds_pairs_up_to_its_cap(workdir: Path) -> None:

@@ -405,7 +405,11 @@ class Outcome:
 
 
 def true_best(scenario: Scenario, choices: Mapping[str, Iterable[Any]]) -> tuple[TrialConfig, float]:
-    """The configuration of the searched space worth most as an answer, and its speed."""
+    """The configuration of the searched space worth most as an answer, and its speed.
+
+    Among ties (within float rounding: a product of factors in another order)
+    the one with the fewest changes.
+    """
     best, best_value = TrialConfig(), scenario.value(TrialConfig())
     names = list(choices)
     for values in itertools.product(*(tuple(choices[n]) for n in names)):
@@ -413,8 +417,10 @@ def true_best(scenario: Scenario, choices: Mapping[str, Iterable[Any]]) -> tuple
             config = TrialConfig().replace(**dict(zip(names, values)))
         except KnobError:
             continue
-        if scenario.value(config) > best_value:
-            best, best_value = config, scenario.value(config)
+        value = scenario.value(config)
+        if value > best_value * (1 + 1e-9) or (value >= best_value * (1 - 1e-9)
+                                               and len(config.changed()) < len(best.changed())):
+            best, best_value = config, max(value, best_value)
     return best, best_value
 
 

@@ -43,6 +43,7 @@ from fitspeed.search.storages import StudyLock
 
 COMBINE_ALPHA = 0.20
 VERIFY_ALPHA = 0.025
+CHOOSE_PAIRS = 3  # a head-to-head choice between two alternatives takes this many pairs
 VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estimate by under half a noise sd
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 
@@ -73,6 +74,23 @@ def verify_design(pairs: int, min_gain: float, fallbacks: int) -> Design:
     top = max(2, 2 * pairs)
     first = min(VERIFY_MIN_PAIRS, top)
     return Design(VERIFY_ALPHA / max(1, fallbacks), top, first, 2 * min_gain, futile_from=first)
+
+
+def choose_design(pairs: int) -> Design:
+    """Two alternatives head to head (two mixed precisions): a fixed number of fresh pairs, the better estimate wins.
+
+    Both already beat what they replace, so the question is which to build
+    on, not whether either helps: B is kept when its robust estimate is above
+    1 after CHOOSE_PAIRS pairs, "no gain" when below (no early stop, no
+    interval worth printing). The cost is fixed; the chance of keeping the
+    slower of two 7% apart at a 10% trial noise is about a fifth.
+
+    >>> d = choose_design(5)
+    >>> d.min_pairs, d.max_pairs
+    (3, 3)
+    """
+    n = max(1, min(CHOOSE_PAIRS, pairs))
+    return Design(0.49, n, n, 0.0, futile_from=n, futility_z=0.0)
 
 
 def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:

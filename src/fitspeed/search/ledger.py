@@ -148,12 +148,12 @@ class Ledger:
     def noise(self) -> Noise | None:
         """The noise on a paired log ratio from this study's trials so far, with its source stated.
 
-        The screen's baseline trials, scaled by sqrt(2): their spread around
-        their median is that of a paired log ratio (a cold first one is an
-        outlier, which the pooling clips). And every paired decision's pairs, around each decision's own
+        The screen's baseline trials but the first (a cold start: measured at
+        0.63x of the rest here once), scaled by sqrt(2): their spread around
+        their median is that of a paired log ratio. And every paired decision's pairs, around each decision's own
         median (the screen's one-trial verdicts are not pairs).
         """
-        speeds = self.screen_baselines()
+        speeds = self.screen_baselines()[1:]
         groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
         pairs = [[math.log(b / a) for a, b in d["pairs"] if a and b]
                  for d in self.decisions() if d["purpose"] != "screen"]

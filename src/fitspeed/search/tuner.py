@@ -57,7 +57,14 @@ from fitspeed.core.sequential import Design, Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
-from fitspeed.search.decider import STOP_SHARE, VERIFY_MIN_PAIRS, Decider, combine_design, decision_id
+from fitspeed.search.decider import (
+    STOP_SHARE,
+    VERIFY_MIN_PAIRS,
+    Decider,
+    choose_design,
+    combine_design,
+    decision_id,
+)
 from fitspeed.search.events import (
     GuardChecked,
     Note,
@@ -442,7 +449,8 @@ class Tuner:
         First the changes that gained `min_gain` or more in the screen, in the
         screen's order, each decided on top of the incumbent. A change whose
         knob the incumbent already sets to another value that also screened
-        well is compared head to head (the incumbent with this value instead).
+        well (two mixed precisions) is then compared head to head with it, in
+        a fixed number of pairs (`choose_design`): the better estimate stays.
         Then the rest, and those that showed no gain, are raced on top of the
         new incumbent (a change may help only beside another): one fresh pair
         each, which only orders them; the ones whose pair came out ahead are
@@ -458,13 +466,21 @@ class Tuner:
         weak = [c for c, ratio in promising if ratio < 1 + self.settings.min_gain and not alone & set(c.changed())]
         incumbent = self.base
         again: list[TrialConfig] = []
+        alternatives: list[TrialConfig] = []
         for single in strong:
-            config = self._on_top(incumbent, single, swap=True)
-            if config is None or config == incumbent or self._spent():
+            config = self._on_top(incumbent, single)
+            if config is None:  # its knob is set already, to another value that screened well
+                alternatives.append(single)
+                continue
+            if config == incumbent or self._spent():
                 continue
             incumbent, verdict = self._try(incumbent, config)
             if verdict in ("no gain", "not confirmed"):
                 again.append(single)
+        for single in alternatives:  # head to head, once the other strong changes are in
+            config = self._on_top(incumbent, single, swap=True)
+            if config is not None and config != incumbent and not self._spent():
+                incumbent, _ = self._try(incumbent, config, "choose")
         waiting = again + weak
         for _ in range(RACE_ROUNDS):
             if not waiting or self._spent():
@@ -481,10 +497,11 @@ class Tuner:
             waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
                 if incumbent != before else []
 
-    def _try(self, incumbent: TrialConfig, config: TrialConfig) -> tuple[TrialConfig, str | None]:
+    def _try(self, incumbent: TrialConfig, config: TrialConfig,
+             purpose: str = "combine") -> tuple[TrialConfig, str | None]:
         """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
-        after = self._challenge(incumbent, config, "combine")
-        decision = self.ledger.decision(decision_id("combine", incumbent, config))
+        after = self._challenge(incumbent, config, purpose)
+        decision = self.ledger.decision(decision_id(purpose, incumbent, config))
         return after, decision["verdict"] if decision else None
 
     def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
@@ -526,7 +543,8 @@ class Tuner:
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         earlier = self.ledger.decision(decision_id("combine", incumbent, config))
-        design = combine_design(self.settings.pairs, self.settings.min_gain)
+        design = (choose_design(self.settings.pairs) if purpose == "choose"
+                  else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
         if decision["verdict"] != "faster":

@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-venv.sh
-.venv/bin/fitspeed tune tiny --trials 24
+.venv/bin/fitspeed tune tiny
 .venv/bin/fitspeed report

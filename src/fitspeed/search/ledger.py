@@ -40,7 +40,8 @@ CHALLENGE = "challenge:"
 CLAIM = "claim:"
 INCUMBENTS = "incumbents"
 VERIFICATION = "verification"
-CONCLUSIONS = (DECISION, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before 0.8
+BUDGET = "budget"
+CONCLUSIONS = (DECISION, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before the ledger
 BUDGET_FREE = ("batch_size", "verify")  # phases outside the search's share of --trials
 
 

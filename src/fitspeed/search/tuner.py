@@ -72,7 +72,7 @@ from fitspeed.search.events import (
     TrialFinished,
     TrialStarted,
 )
-from fitspeed.search.ledger import VERIFICATION, Ledger, guard_key, guard_run_key
+from fitspeed.search.ledger import BUDGET, CHALLENGE, CLAIM, VERIFICATION, Ledger, guard_key, guard_run_key
 from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
@@ -252,7 +252,7 @@ class Tuner:
                        if t.user_attrs.get("config_key") and t.user_attrs.get("worker") != self.workers.me.id
                        and (phases is None or t.user_attrs.get("phase") in phases)]
             holders = {v for k, v in self.study.user_attrs.items()
-                       if k.startswith("claim:") and v and v != self.workers.me.id}
+                       if k.startswith(CLAIM) and v and v != self.workers.me.id}
             if not running and not (phases is None and holders & self.workers.alive()):
                 return
             time.sleep(POLL_S)
@@ -354,7 +354,7 @@ class Tuner:
         """Say before the first trial what --trials buys, and the smallest budget that would do."""
         trials = self.ledger.trials
         plan = budget_plan(self.dims, trials, self.settings.pairs)
-        self.study.set_user_attr("budget", {**plan, "trials": trials})
+        self.study.set_user_attr(BUDGET, {**plan, "trials": trials})
         if trials < plan["smallest"]:
             self.emit(Note(
                 f"--trials {trials} does not pay for an answer on this space: the screen takes "
@@ -538,7 +538,7 @@ class Tuner:
         The incumbent after it: `incumbent` if `config` lost, or another worker's
         winner if one replaced `incumbent` in the meantime.
         """
-        unit = "challenge:" + decision_id(purpose, incumbent, config)
+        unit = CHALLENGE + decision_id(purpose, incumbent, config)
         return self._once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:

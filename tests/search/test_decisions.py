@@ -12,7 +12,7 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
-from fitspeed.search.events import TuneEvent, VerificationStarted
+from fitspeed.search.events import Note, TrialStarted, TuneEvent, VerificationStarted
 from fitspeed.search.tuner import Tuner, TuneSettings
 
 JITTER = itertools.cycle((1.0, 1.03, 0.98, 1.01, 0.97))  # small, known noise
@@ -150,3 +150,85 @@ def test_both_mixed_precisions_are_measured_even_when_the_first_is_fine() -> Non
                 if t.user_attrs.get("phase") == "sweep"]
     assert "mixed_bfloat16" in screened and "mixed_float16" in screened
     assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]).precision == "mixed_float16"
+
+
+def starving(truth: Callable[[TrialConfig, int], float], who: str) -> tuple[Callable[[TrialConfig, int], float],
+                                                                          Callable[[TuneEvent], None]]:
+    """`truth`, except that the verification's first trial of `who` ("defaults" or the candidate) is starved to 0.4x."""
+    state = {"verifying": False, "starved": False}
+
+    def starved_truth(config: TrialConfig, call: int) -> float:
+        factor = truth(config, call) if not state["verifying"] else truth(config, -1)
+        is_default = config == TrialConfig()
+        if state["verifying"] and not state["starved"] and is_default == (who == "defaults"):
+            state["starved"] = True
+            return 0.4 * factor
+        return factor
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, VerificationStarted):
+            state["verifying"] = True
+
+    return starved_truth, on_event
+
+
+def test_a_starved_baseline_trial_in_the_verification_makes_no_claim() -> None:
+    # jit_compile=True looks 1.6x while the search runs, and is truly no faster once verification starts;
+    # the verification's first defaults trial is starved (0.4x, a load burst): its pair reads 2.5x
+    def truth(config: TrialConfig, call: int) -> float:
+        return 1.6 if config.jit_compile is True and call >= 0 else 1.0
+
+    starved_truth, on_event = starving(truth, "defaults")
+    tuner, verdict = tune(Fake(starved_truth), "jit_compile,intra_op_threads", on_event=on_event)
+    assert [c.label() for c in tuner.incumbents()] == ["jit_compile=True"]
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert verified and max(b / a for a, b in verified[0]["pairs"]) > 2.0  # the starved pair is in, not dropped
+    assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
+
+
+def test_a_starved_candidate_trial_does_not_hide_a_real_win() -> None:
+    # steps_per_execution=64 is a real 1.5x; the verification's first trial of it is starved (0.4x): a pair at 0.6x
+    def truth(config: TrialConfig, call: int) -> float:
+        return 1.5 if config.steps_per_execution == 64 else 1.0
+
+    starved_truth, on_event = starving(truth, "candidate")
+    tuner, verdict = tune(Fake(starved_truth), "steps_per_execution,intra_op_threads", on_event=on_event)
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert verified and min(b / a for a, b in verified[0]["pairs"]) < 0.7  # the starved pair counts
+    assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
+    assert verdict["estimate"]["ci_low"] < 1.5 < verdict["estimate"]["ci_high"]
+    assert len(verdict["estimate"]["orders"]) == len(verified[0]["pairs"]) >= 3
+
+
+def test_every_decision_runs_on_fresh_trials_in_alternating_order() -> None:
+    # no trial is evidence in two decisions, and no screen trial is evidence in any
+    fake = Fake(effects({("steps_per_execution", 64): 1.8, ("jit_compile", True): 1.3}))
+    tuner, verdict = tune(fake, "steps_per_execution,jit_compile,intra_op_threads")
+    trials = [t for t in tuner.study.get_trials() if "record" in t.user_attrs]
+    used: dict[str, str] = {}
+    for decision in tuner.decisions():
+        if decision["purpose"] == "screen":
+            continue
+        keys = [t.user_attrs["config_key"] for t in trials if "#" + decision["id"] + ":" in t.user_attrs["config_key"]]
+        assert len(keys) >= 2 * len(decision["pairs"])
+        for key in keys:
+            assert used.setdefault(key, decision["id"]) == decision["id"]
+        orders = decision["orders"]
+        assert all(orders[i] != orders[i + 1] for i in range(len(orders) - 1)), orders
+    assert verdict["claimed"] is True
+
+
+def test_a_budget_too_small_is_named_before_the_first_trial() -> None:
+    notes: list[str] = []
+    first_trial: list[int] = []
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, Note):
+            notes.append(event.text)
+        if isinstance(event, TrialStarted) and not first_trial:
+            first_trial.append(len(notes))
+
+    tune(Fake(effects({})), "steps_per_execution,jit_compile,intra_op_threads", trials=6, on_event=on_event)
+    assert first_trial and first_trial[0] >= 1
+    assert notes[0].startswith("--trials 6 does not pay for an answer on this space")
+    assert "the smallest budget that screens, decides and verifies is --trials 15" in notes[0]

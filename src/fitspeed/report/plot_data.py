@@ -15,6 +15,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
+from fitspeed.core.sequential import level
 from fitspeed.search.studies import config_key
 
 SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples
@@ -150,7 +151,7 @@ def resolution(summary: dict[str, Any]) -> str | None:
         return None
     width, pairs, confidence = widths[len(widths) // 2]  # the median interval
     many = f"the median of {len(widths)} " if len(widths) > 1 else ""
-    return (f"{many}intervals here are {width:.3f} wide ({100 * confidence:g}%, {pairs} pairs): "
+    return (f"{many}intervals here are {width:.3f} wide ({level(confidence)}, {pairs} pairs): "
             f"differences under about ±{50 * width:.0f}% are not told from noise")
 
 
@@ -185,7 +186,7 @@ def time_bars(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for row in summary["trials"]:
         speed = row["samples_per_s"]
         baseline = row["outcome"] == "baseline"
-        if baseline:  # the reference: the faster of the baseline's runs, as in every ratio
+        if baseline:  # the reference: the median of the baseline's trials, as in every ratio
             speed = base_speed
         if not speed:
             continue

@@ -228,17 +228,18 @@ def analyse(records: Sequence[dict]) -> list[Row]:
         wall = statistics.fmean(r["bench"]["wall_s"] for r in group)
         default = [r for r in groups.get((workload, DEFAULT_VARIANT), [])]
         for statistic in STATISTICS:
-            pairs = [(figure(r, "median"), figure(r, statistic)) for r in ok]
-            pairs = [(m, f) for m, f in pairs if m and f]
-            if len(pairs) < 3:
+            trials: list[tuple[float, float, int]] = []  # (median, this statistic, round) of each trial
+            for r in ok:
+                m, f = figure(r, "median"), figure(r, statistic)
+                if m and f:
+                    trials.append((m, f, r["bench"]["round"]))
+            if len(trials) < 3:
                 continue
-            values = [f for _, f in pairs]
+            values = [f for _, f, _ in trials]
             cv = log_cv(values)
             low, high = chi2_interval(cv, len(values))
-            net = [math.log(figure(r, statistic) or math.nan) - levels[(workload, r["bench"]["round"])] for r in ok
-                   if figure(r, "median") and figure(r, statistic)]
-            net_cv = statistics.stdev(net)
-            vs_median = (bootstrap_ratio([m for m, _ in pairs], values, paired=True)
+            net_cv = statistics.stdev(math.log(f) - levels[(workload, k)] for _, f, k in trials)
+            vs_median = (bootstrap_ratio([m for m, _, _ in trials], values, paired=True)
                          if statistic != "median" else None)
             base = [f for f in (figure(r, statistic) for r in default) if f]
             vs_default = (bootstrap_ratio(base, values, paired=False)

@@ -238,7 +238,9 @@ def analyse(records: Sequence[dict]) -> list[Row]:
             values = [f for _, f, _ in trials]
             cv = log_cv(values)
             low, high = chi2_interval(cv, len(values))
-            net_cv = statistics.stdev(math.log(f) - levels[(workload, k)] for _, f, k in trials)
+            shared = len({k for _, _, k in trials}) < len(trials) or len(groups) > 1
+            net_cv = (statistics.stdev(math.log(f) - levels[(workload, k)] for _, f, k in trials)
+                      if shared else math.nan)  # one trial per round and nothing else run: no round level to take out
             vs_median = (bootstrap_ratio([m for m, _, _ in trials], values, paired=True)
                          if statistic != "median" else None)
             base = [f for f in (figure(r, statistic) for r in default) if f]

@@ -1,0 +1,76 @@
+"""The numerics guard on real training: a numerics change, and a fault that breaks learning.
+
+    PYTHONPATH=examples python benchmarks/guard_check.py --model bn_cnn:model --batch-size 256 \
+        --candidate precision=mixed_bfloat16 --fault lr_x100
+
+Trains the baseline at the guard's seeds (`fitspeed.search.guard.seeds`), then
+each candidate at the same seeds, each run a real train-mode trial in its own
+process, exactly as `fitspeed tune` does for a configuration that changes
+numerics; then judges each with `guard.judge` and prints every run's held-out
+loss and accuracy, the verdict and its reason. `--fault lr_x100` adds a
+candidate that is the baseline's configuration with its learning rate
+multiplied by 100 (the test-only FITSPEED_TEST_FAULT), which the guard must
+reject. Nothing here is timed; it takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.knobs import get_knob
+from fitspeed.core.record import TrialSpec
+from fitspeed.measure.runner import run_trial
+from fitspeed.search import guard
+from fitspeed.trial import faults
+
+
+def runs(spec: TrialSpec, config: TrialConfig, fault: str | None) -> list[guard.GuardRun]:
+    env = {k: v for k, v in os.environ.items() if k != faults.ENV} | ({faults.ENV: fault} if fault else {})
+    out = []
+    for seed in guard.seeds(spec):
+        record = run_trial(guard.guard_spec(dataclasses.replace(spec, config=config), spec.config, seed), env=env)
+        out.append(guard.GuardRun.from_record(record))
+    return out
+
+
+def show(label: str, found: list[guard.GuardRun]) -> None:
+    for seed, run in enumerate(found):
+        accuracy = "–" if run.val_accuracy is None else f"{run.val_accuracy:.3f}"
+        print(f"  {label:32s} seed +{seed}: {run.status:6s} held-out loss {run.val_loss}, accuracy {accuracy}, "
+              f"final training loss {run.final}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--candidate", action="append", default=[], help="knob=value; repeat for more candidates")
+    parser.add_argument("--fault", default=None, help="a learning-rate fault for a baseline candidate, as lr_x100")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    base = TrialConfig() if args.batch_size is None else TrialConfig(batch_size=args.batch_size)
+    spec = TrialSpec(model=args.model, config=base, seed=args.seed)
+    baseline = runs(spec, base, None)
+    print(f"baseline {base.label()} at seeds {guard.seeds(spec)}:")
+    show("baseline", baseline)
+    candidates = []
+    for text in args.candidate:
+        name, _, value = text.partition("=")
+        candidates.append((text, base.replace(**{name: get_knob(name).parse(value)}), None))
+    if args.fault:
+        candidates.append((f"{base.label()} with {faults.ENV}={args.fault}", base, args.fault))
+    for label, config, fault in candidates:
+        found = runs(spec, config, fault)
+        show(label, found)
+        verdict = guard.judge(baseline, found)
+        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'}: {verdict.reason}")
+    print(f"{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

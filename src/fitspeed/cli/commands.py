@@ -391,6 +391,10 @@ def tune(
                     interval = (f", {level(decision.get('confidence', 0.95))} CI "
                                 f"{decision['low']:.2f}–{decision['high']:.2f}"
                                 if decision.get("low") is not None else "")
+                    if decision["purpose"] == "screen":  # one trial against the baseline's median: no pairs
+                        err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, {decision['why']}",
+                                  highlight=False)
+                        return
                     said = "raced" if decision["purpose"] == "race" else "decided"
                     err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
                               f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",

@@ -395,7 +395,12 @@ def tune(
                         err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, {decision['why']}",
                                   highlight=False)
                         return
-                    said = "raced" if decision["purpose"] == "race" else "decided"
+                    if decision["purpose"] == "race":  # one pair that only orders the candidates
+                        ratio = f"{decision['ratio']:.2f}× in one pair" if decision.get("ratio") else "no pair"
+                        err.print(f"{'raced':>9} {decision['b_label']} against {decision['a_label']}: {ratio}",
+                                  highlight=False)
+                        return
+                    said = "decided"
                     err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
                               f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
                               highlight=False)

@@ -297,7 +297,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         head.add_row("resolution", resolution)
     console.print(head)
 
-    effects = Table(title="each knob alone (the screen: one trial each, against the baseline's median)",
+    effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "
+                          "own trials, against the baseline's)",
                     header_style="bold")
     for column in ("knob", "samples/s", "vs baseline", "outcome"):
         effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")

@@ -60,16 +60,29 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     ...                     "verdict": "faster", "why": None})
     >>> row["change"], row["pairs"], row["interval"]
     ('jit_compile=True', 2, '1.20–1.80 (95%)')
+
+    A race pair only orders the candidates, and a head-to-head choice keeps
+    the better estimate: neither has an interval or a verdict of its own.
+
+    >>> decision_row({"purpose": "race", "a_label": "defaults", "b_label": "jit_compile=True",
+    ...               "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
+    ...               "verdict": "not confirmed", "why": None})["verdict"]
+    'raced'
     """
     a, b = decision["a_label"], decision["b_label"]
     change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
     low, high = decision.get("low"), decision.get("high")
-    return {"purpose": decision["purpose"], "incumbent": a, "candidate": b, "change": change or b,
+    purpose = decision["purpose"]
+    verdict = decision["verdict"]
+    if purpose in ("race", "choose"):
+        low = high = None
+        verdict = "raced" if purpose == "race" else ("kept" if verdict == "faster" else "not kept")
+    return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,
             "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
             "ratio": decision.get("ratio"), "low": low, "high": high,
             "interval": (f"{low:.2f}–{high:.2f} ({level(decision.get('confidence', 0.95))})"
                          if low is not None and high is not None else "–"),
-            "verdict": decision["verdict"], "why": decision.get("why")}
+            "verdict": verdict, "why": decision.get("why")}
 
 
 def held(check: dict[str, Any]) -> str:
@@ -144,9 +157,13 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     guards = data["guards"]
 
     decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
+    raced: dict[str, dict[str, Any]] = {}  # a race pair that no decision followed
     for decision in data.get("decisions") or []:
-        if decision["purpose"] != "verify":
-            decided[config_key(TrialConfig.from_dict(decision["b"]))] = decision
+        key = config_key(TrialConfig.from_dict(decision["b"]))
+        if decision["purpose"] == "race":
+            raced[key] = decision
+        elif decision["purpose"] != "verify":
+            decided[key] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
     determinism: dict[str, Any] | None = None
     baseline_row: dict[str, Any] | None = None
@@ -167,6 +184,10 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 outcome = f"numerics: {record.get('reason')}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
+        elif key in raced and key not in decided and trial["phase"] == "race":
+            race = raced[key]
+            outcome = (f"raced on top of {race['a_label']} ({race['ratio']:.2f}× in one pair), not decided"
+                       if race.get("ratio") else f"raced on top of {race['a_label']}, not decided")
         elif key in decided and trial["phase"] not in ("sweep", "baseline"):
             decision = decided[key]
             outcome = (f"{decision['verdict']} on top of {decision['a_label']} "

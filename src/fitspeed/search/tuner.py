@@ -427,8 +427,7 @@ class Tuner:
             ratio = speed / reference
             if ratio <= CLEARLY_SLOWER:
                 self.decider.store("screen", self.base, config, [(reference, speed)],
-                                   Step("slower", 1, ratio, None, None, 0.0), None,
-                                   why=f"its screen trial ran at {ratio:.2f}x the baseline's median")
+                                   Step("slower", 1, ratio, None, None, 0.0), None)
                 continue
             promising.append((config, ratio))
         return sorted(promising, key=lambda item: item[1], reverse=True)

@@ -160,8 +160,9 @@ class Ledger:
                  for d in self.decisions() if d["purpose"] != "screen"]
         groups += pairs
         used = sum(len(p) for p in pairs if len(p) > 1)
-        source = (f"{len(speeds)} screen baseline trials and {used} pairs of "
-                  f"{sum(len(p) > 1 for p in pairs)} decisions before this one")
+        decisions = sum(len(p) > 1 for p in pairs)
+        source = (f"{len(speeds)} screen baseline trials and {used} pairs of {decisions} "
+                  f"decision{'' if decisions == 1 else 's'} before this one")
         return pooled_noise(groups, source=source)
 
     # -- the chain of incumbents ---------------------------------------------

@@ -102,8 +102,9 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
 
     The screen measures one value of each knob (every value of a knob whose
     values are alternatives), and the baseline again after every
-    SCREEN_GROUP of them; a decision reaches its first look in 2 pairs; the
-    verification in VERIFY_MIN_PAIRS.
+    SCREEN_GROUP of them; a knob measured for its cost alone (deterministic)
+    takes one trial; a decision is counted at 2 pairs; the verification at
+    its first look, VERIFY_MIN_PAIRS.
 
     >>> from fitspeed.search.space import Dimension
     >>> plan = budget_plan([Dimension("a", (1,)), Dimension("b", (1, 2), each=True)], 12, 5)
@@ -112,7 +113,8 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
     """
     screened = sum(len(d.values) if d.each else 1 for d in dims if d.searched and not d.cost_only
                    and d.knob != "batch_size")
-    screen = screened + 1 + -(-screened // SCREEN_GROUP)  # the baseline first, then after each group
+    costs = sum(1 for d in dims if d.searched and d.cost_only)  # measured once for their cost, in the budget
+    screen = screened + costs + 1 + -(-screened // SCREEN_GROUP)  # the baseline first, then after each group
     decision = 2 * 2
     smallest = screen + decision + VERIFY_RESERVE
     left = max(0, trials - VERIFY_RESERVE - screen)

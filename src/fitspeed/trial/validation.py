@@ -22,6 +22,7 @@ import numpy as np
 
 from fitspeed.trial.data.sources import Data
 
+REPLICA_MULTIPLE = 8  # held-out samples are evaluated in a multiple of this
 PREDICT_BATCH = 256
 
 
@@ -79,7 +80,11 @@ def held_out_metrics(model: keras.Model, data: Data) -> tuple[dict[str, Any], li
         note = ("no held-out data: validation needs arrays, an images: folder or pyloader (a tf.data.Dataset "
                 "or PyDataset of your own brings no test split)")
         return metrics, [note]
-    metrics["val_loss"] = held_out_loss(model, data.x_val, data.y_val)
-    metrics["val_accuracy"] = accuracy(model, data.x_val, data.y_val)
-    metrics["val_samples"] = len(data.x_val)
+    # a multiple of 8 samples: every batch then splits evenly over 1, 2, 4 or 8 data-parallel replicas
+    # (an odd last batch over 2 replicas fails in TensorFlow's AddN: [114,...] != [113,...])
+    count = len(data.x_val) // REPLICA_MULTIPLE * REPLICA_MULTIPLE or len(data.x_val)
+    x, y = data.x_val[:count], data.y_val[:count]
+    metrics["val_loss"] = held_out_loss(model, x, y)
+    metrics["val_accuracy"] = accuracy(model, x, y)
+    metrics["val_samples"] = count
     return metrics, []

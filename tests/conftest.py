@@ -14,12 +14,23 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
+
+
+def load_script(path: Path) -> ModuleType:
+    """A script outside the package (benchmarks/, scripts/) imported as a module named after its file."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
 
 
 def sigint_default() -> None:

@@ -7,29 +7,19 @@ is planted in the copy.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "import_graph.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-graph = _load()
+graph = load_script(SCRIPT)
 
 
 def test_the_package_obeys_every_rule() -> None:

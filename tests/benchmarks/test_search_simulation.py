@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import load_script
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, throughput
@@ -24,12 +23,7 @@ TINY_SPACE = {"steps_per_execution": (1, 64, 16, 4), "jit_compile": ("auto", Tru
 
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("search_simulation", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["search_simulation"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_true_bests_are_the_documented_ones(sim: ModuleType) -> None:

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import load_script
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "trial_noise.py"
 
 
 @pytest.fixture(scope="module")
 def noise() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("trial_noise", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["trial_noise"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def record(workload: str, variant: str, windows: list[float], status: str = "ok") -> dict:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import optuna
@@ -122,10 +121,8 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
         except KeyError:
             continue
         done = optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.COMPLETE,))
-        # a trial that started within the last second: it is still running when the kill lands a moment later
         victim = next((t for t in running if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs
-                       and len(done) >= 2 and t.datetime_start is not None
-                       and (datetime.now() - t.datetime_start).total_seconds() < 1.0), None)
+                       and len(done) >= 2), None)
     assert victim is not None, "worker node0 never ran a trial"
     os.killpg(workers[0].pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
     workers[0].wait()

@@ -129,7 +129,11 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
     # the trial seen running may have finished between the look and the kill: the victim is what node0 left running
     left = [t for t in optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
             if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs]
-    assert len(left) == 1, f"node0 left {len(left)} trials running at the kill"
+    assert len(left) <= 1, f"node0 left {len(left)} trials running at the kill"
+    if not left:  # its trial finished between the look and the kill: the study must still complete unharmed
+        finish(workers[1:])
+        check_study(optuna.load_study(study_name="killed", storage=postgres))
+        pytest.skip("node0's trial finished between the look and the kill: nothing was left to measure again")
     victim = left[0]
     finish(workers[1:])
     study = optuna.load_study(study_name="killed", storage=postgres)

@@ -30,6 +30,7 @@ the decision.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -95,8 +96,6 @@ def choose_design(pairs: int) -> Design:
 
 def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:
     """A short name for the comparison of `b` with `a`, the same on a resumed run."""
-    import hashlib
-
     text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
@@ -132,7 +131,6 @@ class Decider:
     def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
                 budgeted: bool) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
-        phase = purpose
         prior = self.ledger.noise()
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
@@ -148,11 +146,11 @@ class Decider:
             ahead = 2 * design.min_pairs - 1 if index == 0 else 1
 
             def run_b(ahead: int) -> dict[str, Any] | None:
-                return self.measure(b, phase, f"#{ident}:{index}b", budgeted=budgeted, stop_below=stop_below,
+                return self.measure(b, purpose, f"#{ident}:{index}b", budgeted=budgeted, stop_below=stop_below,
                                     ahead=ahead)
 
             def run_a(ahead: int) -> dict[str, Any] | None:
-                return self.measure(a, phase, f"#{ident}:{index}a", budgeted=budgeted, ahead=ahead)
+                return self.measure(a, purpose, f"#{ident}:{index}a", budgeted=budgeted, ahead=ahead)
 
             if b_first:
                 record_b = run_b(ahead)

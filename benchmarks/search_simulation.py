@@ -366,8 +366,15 @@ class FakeMachine:
             self.seconds += STARTUP_S + WORK_S
             if true == 0.0:
                 return new_record(spec, "failed", reason="InvalidArgumentError: the simulated knob fails")
-            curve = [2.3, 1.6, 1.2, 1.0] if self.scenario.learns(spec.config) else [2.3, 5.1, float("nan")]
-            return new_record(spec, "ok", metrics={"loss_curve": curve})
+            if not self.scenario.learns(spec.config):
+                return new_record(spec, "ok", metrics={"loss_curve": [2.3, 5.1, float("nan")]})
+            # held-out figures: a seed's init and data order move them (sd 0.03); a numerics change that
+            # learns as well moves them a little more at that seed (sd 0.01), either way
+            held_out = 1.0 + random.Random(f"guard/{spec.seed}").gauss(0.0, 0.03)
+            if spec.config != TrialConfig():
+                held_out += self.rng.gauss(0.0, 0.01)
+            return new_record(spec, "ok", metrics={"loss_curve": [2.3, 1.6, 1.2, 1.0], "val_loss": held_out,
+                                                   "val_accuracy": 0.6 - 0.5 * (held_out - 1.0)})
         if true == 0.0:
             self.seconds += STARTUP_S
             return new_record(spec, "failed", reason="InvalidArgumentError: the simulated knob fails")

@@ -232,3 +232,58 @@ def test_a_budget_too_small_is_named_before_the_first_trial() -> None:
     assert first_trial and first_trial[0] >= 1
     assert notes[0].startswith("--trials 6 does not pay for an answer on this space")
     assert "the smallest budget that screens, decides and verifies is --trials 15" in notes[0]
+
+
+def test_small_wins_that_stack_are_kept_together_as_a_bundle() -> None:
+    # four 6% wins: each too small to decide alone in three pairs, together a 1.26x step
+    small = {("steps_per_execution", 16): 1.06, ("jit_compile", True): 1.06,
+             ("inter_op_threads", 1): 1.06, ("data_autotune", False): 1.06, ("intra_op_threads", 1): 0.6}
+    tuner, verdict = tune(Fake(effects(small)),
+                          "steps_per_execution,jit_compile,inter_op_threads,data_autotune,intra_op_threads",
+                          trials=40)
+    bundles = [d for d in tuner.decisions() if d["purpose"] == "bundle"]
+    assert bundles and bundles[0]["verdict"] == "faster", [(d["purpose"], d["b_label"], d["verdict"])
+                                                          for d in tuner.decisions()]
+    assert verdict["claimed"] is True
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert answer.jit_compile is True and answer.inter_op_threads == 1 and answer.data_autotune is False
+    assert answer.intra_op_threads != 1  # the slow change screened out, never bundled
+
+
+class HeldOut(Fake):
+    """Guard runs with held-out figures: `val_loss(config, seed)`."""
+
+    def __init__(self, truth: Callable[[TrialConfig, int], float],
+                 val_loss: Callable[[TrialConfig, int], float]) -> None:
+        super().__init__(truth)
+        self.val_loss = val_loss
+
+    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+        if spec.mode != "train":
+            return super().__call__(spec)
+        self.calls.append(spec)
+        loss = self.val_loss(spec.config, spec.seed)
+        return new_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "val_loss": loss,
+                                               "val_accuracy": 1.0 - loss / 2})
+
+
+def test_a_precision_that_learns_as_well_at_the_first_seed_needs_no_more_guard_runs() -> None:
+    truth = effects({("precision", "mixed_bfloat16"): 2.0})
+    by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
+    fake = HeldOut(truth, lambda config, seed: by_seed[seed] - (0.02 if config.precision != "float32" else 0.0))
+    tuner, verdict = tune(fake, "precision")
+    assert TrialConfig.from_dict(verdict["config"]).precision == "mixed_bfloat16"
+    guarded = [s for s in fake.calls if s.mode == "train"]
+    assert [(s.config.precision, s.seed) for s in guarded] == [("float32", 0), ("mixed_bfloat16", 0)]
+    check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert check is not None and check["ok"] and check["runs"] == {"baseline": 1, "candidate": 1}
+
+
+def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_is_rejected() -> None:
+    truth = effects({("precision", "mixed_bfloat16"): 2.0})
+    by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
+    fake = HeldOut(truth, lambda config, seed: by_seed[seed] + (0.8 if config.precision != "float32" else 0.0))
+    tuner, verdict = tune(fake, "precision")
+    assert verdict["claimed"] is False or TrialConfig.from_dict(verdict["config"]).precision == "float32"
+    check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert check is not None and not check["ok"] and check["runs"] == {"baseline": 3, "candidate": 3}

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 HUBER_K = 1.345  # Huber's constant: 95% efficiency under Gaussian noise
 HUBER_VARIANCE = 1.0 / 0.95  # the M-estimate's variance relative to the mean's, at that constant
+CLIP_FROM = 8  # residuals needed before the pooled noise clips any of them
 WINSOR = 4.0  # a residual counts towards the scale clipped at this many robust sds (2.5 made A/A claims 3.0%, 4: 2.1%)
 CALIBRATION_PATHS = 200_000
 CALIBRATION_SEED = 20261123
@@ -203,12 +204,16 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = (),
     for group in groups:
         if len(group) > 1:
             middle = statistics.median(group)
-            residuals += [abs(x - middle) for x in group]
+            found = sorted(abs(x - middle) for x in group)
+            # an odd group's median is one of its values: that residual is 0 by construction, not noise
+            residuals += found[1:] if len(group) % 2 else found
             df += len(group) - 1
     if not df:
         return None
     robust = 1.4826 * statistics.median(residuals)
-    clip = WINSOR * robust if robust > 0 else math.inf
+    # a scale from a handful of residuals is too rough to clip by (three baselines, two of them equal,
+    # made it 0.006 where the noise was 0.13): only clip from CLIP_FROM residuals on
+    clip = WINSOR * robust if robust > 0 and len(residuals) >= CLIP_FROM else math.inf
     return Noise(math.sqrt(sum(min(r, clip) ** 2 for r in residuals) / df), df, source)
 
 

@@ -43,6 +43,7 @@ from fitspeed.search.ledger import DECISION, Ledger
 from fitspeed.search.storages import StudyLock
 
 COMBINE_ALPHA = 0.20
+COMBINE_MAX_PAIRS = 3  # a combination step that has not decided in 3 pairs is a gain too small to chase one at a time
 VERIFY_ALPHA = 0.025
 CHOOSE_PAIRS = 3  # a head-to-head choice between two alternatives takes this many pairs
 VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estimate by under half a noise sd
@@ -56,9 +57,9 @@ def combine_design(pairs: int, min_gain: float) -> Design:
     """A combination step's design for `--pairs` and `--min-gain`.
 
     >>> combine_design(5, 0.05).max_pairs, combine_design(5, 0.05).confidence
-    (10, 0.6)
+    (3, 0.6)
     """
-    top = max(2, 2 * pairs)
+    top = min(max(2, 2 * pairs), COMBINE_MAX_PAIRS)
     return Design(COMBINE_ALPHA, top, 1, 2 * min_gain, futile_from=1)
 
 

@@ -19,9 +19,12 @@ output is not float32 under a mixed policy. Where there is no held-out data (a
 training script brings none) the final training loss is compared instead, and
 the verdict says so.
 
-Budget, in trial processes: GUARD_SEEDS (3) baseline runs, once per search
-(stored); then GUARD_SEEDS per configuration that changes numerics, fewer when a
-run fails or is not finite (the verdict is known then). The candidate runs at
+Budget, in trial processes: the baseline and the candidate at the first seed;
+when the candidate's run there learns at least as well as the baseline's on
+every held-out measure (`passes_at_first_seed`), that is the verdict, 2 runs
+(1 once the baseline's is stored). Otherwise GUARD_SEEDS (3) baseline runs,
+once per search (stored), and GUARD_SEEDS per configuration, fewer when a run
+fails or is not finite (the verdict is known then). The candidate runs at
 the same seeds as the baseline rather than fewer: the comparison is then of two
 means over the same inits and data orders, whose difference has a smaller
 spread (at most sqrt(2/3) of one run's sd, less as the pairs correlate) than a
@@ -273,6 +276,30 @@ class GuardVerdict:
                 "baseline_curve": list(self.baseline_curve), "curve": list(self.curve),
                 "runs": {"baseline": self.runs[0], "candidate": self.runs[1]},
                 "checks": [c.to_dict() for c in self.checks]}
+
+
+def passes_at_first_seed(baseline: GuardRun, candidate: GuardRun) -> bool:
+    """The candidate's run learns at least as well as the baseline's at the same seed: no more seeds are needed.
+
+    At one seed both start from the same weights and see the same data in the
+    same order, so the two runs differ only by the change. A candidate whose
+    held-out loss is no higher, and accuracy (where there is one) no lower,
+    answers the guard's one-sided question there; a candidate worse by the
+    band (3 seed-to-seed sds) would come out at least as good at the first
+    seed under 2% of the time. Anything else, and a run with no held-out data
+    (a training script's, whose seed-to-seed spread is checked too), takes
+    every seed.
+
+    >>> run = lambda loss, acc: GuardRun("ok", curve=(2.3, 1.7), val_loss=loss, val_accuracy=acc)
+    >>> passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.52)), passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.48))
+    (True, False)
+    """
+    if not (baseline.finite and candidate.finite) or candidate.output_dtype not in (None, "float32"):
+        return False
+    if baseline.val_loss is None or candidate.val_loss is None or candidate.val_loss > baseline.val_loss:
+        return False
+    return baseline.val_accuracy is None or (candidate.val_accuracy is not None
+                                             and candidate.val_accuracy >= baseline.val_accuracy)
 
 
 def stop_early(candidate: Sequence[GuardRun]) -> bool:

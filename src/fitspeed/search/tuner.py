@@ -6,13 +6,15 @@ The search, in order (every trial is one Optuna trial, one child process):
    a change that fails, or is at 0.7x of the baseline or less, is dropped there.
    A screen trial selects; it is never evidence in a decision;
 2. combination by evidence: starting from the defaults, each change the
-   screen found promising (most promising first) is compared with the
+   screen found big (BIG or more, most promising first) is compared with the
    incumbent on top of it, in fresh pairs (`fitspeed.search.decider`), and
    kept only if the pairs say it helps (and it passes the numerics guard).
-   Then the other changes, on top of the new incumbent: small wins stack on a
-   big one. Two values of one knob that both screened well (two mixed
-   precisions) are compared head to head. A change that showed no gain is
-   tried once more on top of a later incumbent;
+   Two values of one knob that both screened well (two mixed precisions) are
+   compared head to head. Then every other change that did not screen slower
+   goes on top of the new incumbent as one bundle, decided the same way:
+   small wins stack on a big one, and four 5% wins together are a step that
+   three pairs can see. What the bundle left out is raced and decided one
+   at a time, on top of a later incumbent;
 3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
    budget: a configuration it finds faster than the incumbent's figure is
    compared with the incumbent in fresh pairs before it replaces it;
@@ -93,6 +95,9 @@ SCREEN_GROUP = 3  # the screen measures the baseline again after this many candi
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
 DECISIONS = 5  # the default budget pays for the screen, the verification and this many decisions of 2 pairs
 RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
+BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle
+MAX_ALONE = 2  # at most this many (a low screen baseline makes every change look big): the rest go in the bundle
+BUNDLE_FLOOR = 0.9  # a waiting change joins the bundle when its screen trial came in at this ratio or better
 VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS  # the verification's first look, kept inside --trials
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
@@ -289,10 +294,17 @@ class Tuner:
         return dict(self._once(key, stored, lambda: self._guard(config, key)))
 
     def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
-        """Judge `config`'s guard runs against the baseline's, at the same seeds (`guard.judge`), and store it."""
-        baseline = self._guard_curve(self.base)
-        candidate = self._guard_curve(config)
-        verdict = studies.plain(guard.judge(baseline, candidate, script=self.settings.script is not None).to_dict())
+        """Judge `config`'s guard runs against the baseline's, at the same seeds (`guard.judge`), and store it.
+
+        The first seed first: a candidate at least as good as the baseline
+        there (`guard.passes_at_first_seed`) needs no more seeds.
+        """
+        first = guard.seeds(self.settings.spec(config))[0]
+        baseline, candidate = [self._guard_run(self.base, first)], [self._guard_run(config, first)]
+        script = self.settings.script is not None
+        if script or not guard.passes_at_first_seed(baseline[0], candidate[0]):
+            baseline, candidate = self._guard_curve(self.base), self._guard_curve(config)
+        verdict = studies.plain(guard.judge(baseline, candidate, script=script).to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, verdict))
         return dict(verdict)
@@ -447,12 +459,15 @@ class Tuner:
     def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """Add each promising change on top of the incumbent; keep it only if fresh pairs say it helps.
 
-        First the changes that gained `min_gain` or more in the screen, in the
-        screen's order, each decided on top of the incumbent. A change whose
+        First the (at most MAX_ALONE) changes that screened at BIG or more, in
+        the screen's order, each decided on top of the incumbent (one at a time, so that two big
+        changes that clash are told apart). A change whose
         knob the incumbent already sets to another value that also screened
         well (two mixed precisions) is then compared head to head with it, in
         a fixed number of pairs (`choose_design`): the better estimate stays.
-        Then the rest, and those that showed no gain, are raced on top of the
+        Then the rest, and the big ones that showed no gain, go on top of the
+        new incumbent together, as one bundle (`_bundle`). What is still
+        waiting after it is raced on top of the
         new incumbent (a change may help only beside another): one fresh pair
         each, which only orders them; the ones whose pair came out ahead are
         then decided in that order, on pairs of their own. A round that
@@ -462,9 +477,14 @@ class Tuner:
         TensorFlow turned it on) is combined only if its screen trial gained.
         One that was slower, failed or failed the guard is not tried again.
         """
-        strong = [c for c, ratio in promising if ratio >= 1 + self.settings.min_gain]
         alone = {d.knob for d in self.dims if d.alone}
-        weak = [c for c, ratio in promising if ratio < 1 + self.settings.min_gain and not alone & set(c.changed())]
+
+        def is_alone(config: TrialConfig) -> bool:
+            return bool(alone & set(config.changed()))
+
+        gained = 1 + self.settings.min_gain
+        strong = [c for c, ratio in promising if ratio >= BIG or (is_alone(c) and ratio >= gained)][:MAX_ALONE]
+        weak = [c for c, ratio in promising if c not in strong and not is_alone(c)]
         incumbent = self.base
         again: list[TrialConfig] = []
         alternatives: list[TrialConfig] = []
@@ -483,6 +503,7 @@ class Tuner:
             if config is not None and config != incumbent and not self._spent():
                 incumbent, _ = self._try(incumbent, config, "choose")
         waiting = again + weak
+        incumbent, waiting = self._bundle(incumbent, waiting, dict(promising))
         for _ in range(RACE_ROUNDS):
             if not waiting or self._spent():
                 return
@@ -497,6 +518,47 @@ class Tuner:
                     left.append(single)
             waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
                 if incumbent != before else []
+
+    def _bundle(self, incumbent: TrialConfig, waiting: list[TrialConfig],
+                screened: dict[TrialConfig, float]) -> tuple[TrialConfig, list[TrialConfig]]:
+        """Every waiting change that screened at BUNDLE_FLOOR or better, together on top of `incumbent`.
+
+        Small wins (4-10%) are below what three pairs resolve one at a time at
+        a 10% trial noise, but four of them together are a 1.2x step that
+        two or three pairs decide. One value per knob, the best screened. The
+        bundle is decided like any other change (and passes the guard if it
+        changes numerics). A bundle that lost (one member may clash with the
+        incumbent) is tried once more with the better-screened half of it.
+        Returns the incumbent after it, and the changes still waiting (all of
+        them if no bundle was kept): they are raced next.
+
+        A change that rides in a kept bundle was not decided alone: the bundle
+        was, and the verification decides the whole answer.
+        """
+        chosen: dict[str, TrialConfig] = {}
+        for single in waiting:
+            knob = next((k for k, v in single.to_dict().items() if v != getattr(self.base, k)), None)
+            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
+                continue
+            if knob not in chosen or screened[single] > screened[chosen[knob]]:
+                chosen[knob] = single
+        members = sorted(chosen.values(), key=lambda c: -screened[c])
+        halves = 1  # a bundle that lost is tried once more with its better-screened half
+        while len(members) >= 2 and not self._spent():
+            changes: dict[str, Any] = {}
+            for single in members:
+                changes.update({k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)})
+            config = self._config(knob_values={**incumbent.to_dict(), **changes})
+            if config is None or config == incumbent:
+                return incumbent, waiting
+            after, _ = self._try(incumbent, config, "bundle")
+            if after == config:
+                return after, [s for s in waiting if self._on_top(after, s) is not None]
+            if after != incumbent or not halves:
+                return after, waiting
+            halves -= 1
+            members = members[: len(members) // 2]
+        return incumbent, waiting
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: str = "combine") -> tuple[TrialConfig, str | None]:

@@ -1,0 +1,33 @@
+"""The study's pooled noise: what a decision's first looks stand on."""
+
+from __future__ import annotations
+
+import random
+
+from fitspeed.core.sequential import pooled_noise
+
+
+def test_three_baselines_two_of_them_equal_keep_the_third_s_spread() -> None:
+    # log figures of three screen baselines (1004, 1037, 1003 samples/s): the median is one of them,
+    # so one residual is 0 by construction; the spread is the 3% of the odd one out, not clipped away
+    noise = pooled_noise([[0.0, 0.0324, -0.001]])
+    assert noise is not None and noise.df == 2
+    assert noise.sd > 0.02, noise
+
+
+def test_a_handful_of_gaussian_residuals_is_rarely_taken_for_no_noise() -> None:
+    # a sample sd with 2 degrees of freedom is below a quarter of the truth 6% of the time;
+    # a clip by the median residual of three values made it 13%
+    rng = random.Random(20261123)
+    runs = 4000
+    low = sum(pooled_noise([[rng.gauss(0, 0.13) for _ in range(3)]]).sd < 0.25 * 0.13  # type: ignore[union-attr]
+              for _ in range(runs))
+    assert low / runs < 0.09
+
+
+def test_many_residuals_still_clip_a_starved_trial() -> None:
+    rng = random.Random(7)
+    calm = [rng.gauss(0, 0.1) for _ in range(20)]
+    starved = pooled_noise([calm + [-0.7]])
+    unclipped = (sum((x - sorted(calm + [-0.7])[10]) ** 2 for x in calm + [-0.7]) / 20) ** 0.5
+    assert starved is not None and starved.sd < unclipped

@@ -110,32 +110,41 @@ def test_three_workers_share_a_journal_file(workdir: Path) -> None:
 
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, postgres: str) -> None:
-    """SIGKILL one worker mid-trial: after its heartbeat lapses (2 s here) another measures that trial again."""
+    """SIGKILL one worker mid-trial: after its heartbeat lapses (2 s here) another measures that trial again.
+
+    The victim is whichever worker is seen running a trial once two are done: which of the three
+    takes which trial is a race (a decision's pairs are all one worker's), so waiting for one
+    named worker could outlast the study.
+    """
     workers = [start(workdir, postgres, i, "killed", "--heartbeat", "1") for i in range(3)]
     deadline = time.time() + 300
     victim: FrozenTrial | None = None
-    while victim is None and time.time() < deadline:
-        time.sleep(0.5)
+    while victim is None and time.time() < deadline and any(w.poll() is None for w in workers):
+        time.sleep(0.2)
         try:
-            running = optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
+            study = optuna.load_study(study_name="killed", storage=postgres)
         except KeyError:
             continue
-        done = optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.COMPLETE,))
-        victim = next((t for t in running if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs
-                       and len(done) >= 2), None)
-    assert victim is not None, "worker node0 never ran a trial"
-    os.killpg(workers[0].pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
-    workers[0].wait()
-    # the trial seen running may have finished between the look and the kill: the victim is what node0 left running
+        running = study.get_trials(states=(TrialState.RUNNING,))
+        done = study.get_trials(states=(TrialState.COMPLETE,))
+        victim = next((t for t in running if str(t.user_attrs.get("host", "")).startswith("node")
+                       and "config_key" in t.user_attrs and len(done) >= 2), None)
+    assert victim is not None, "no worker was seen running a trial after the first two were done"
+    host = victim.user_attrs["host"]
+    killed = workers[int(host[len("node"):])]
+    os.killpg(killed.pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
+    killed.wait()
+    others = [w for w in workers if w is not killed]
+    # the trial seen running may have finished between the look and the kill: the victim is what it left running
     left = [t for t in optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
-            if t.user_attrs.get("host") == "node0" and "config_key" in t.user_attrs]
-    assert len(left) <= 1, f"node0 left {len(left)} trials running at the kill"
+            if t.user_attrs.get("host") == host and "config_key" in t.user_attrs]
+    assert len(left) <= 1, f"{host} left {len(left)} trials running at the kill"
     if not left:  # its trial finished between the look and the kill: the study must still complete unharmed
-        finish(workers[1:])
+        finish(others)
         check_study(optuna.load_study(study_name="killed", storage=postgres))
-        pytest.skip("node0's trial finished between the look and the kill: nothing was left to measure again")
+        pytest.skip(f"{host}'s trial finished between the look and the kill: nothing was left to measure again")
     victim = left[0]
-    finish(workers[1:])
+    finish(others)
     study = optuna.load_study(study_name="killed", storage=postgres)
     check_study(study)
     lost = study.trials[victim.number]
@@ -143,7 +152,7 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
     again = [t for t in study.get_trials() if t.user_attrs.get("retry_of") == victim.number]
     assert len(again) == 1 and "record" in again[0].user_attrs  # retried once, and measured
     assert again[0].user_attrs["config_key"] == victim.user_attrs["config_key"]
-    assert again[0].user_attrs["host"] != "node0"
+    assert again[0].user_attrs["host"] != host
     # only the killed worker's trial failed without a record
     assert [t.number for t in study.get_trials() if t.state == TrialState.FAIL and "record" not in t.user_attrs] \
         == [victim.number]

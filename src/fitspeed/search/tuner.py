@@ -535,29 +535,26 @@ class Tuner:
         A change that rides in a kept bundle was not decided alone: the bundle
         was, and the verification decides the whole answer.
         """
-        chosen: dict[str, TrialConfig] = {}
+        chosen: dict[str, TrialConfig] = {}  # a knob's best-screened value
         for single in waiting:
-            knob = next((k for k, v in single.to_dict().items() if v != getattr(self.base, k)), None)
+            knob = next(iter(self._changes(single)), None)
             if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
-        members = sorted(chosen.values(), key=lambda c: -screened[c])
-        halves = 1  # a bundle that lost is tried once more with its better-screened half
-        while len(members) >= 2 and not self._spent():
-            changes: dict[str, Any] = {}
-            for single in members:
-                changes.update({k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)})
+        ranked = sorted(chosen.values(), key=lambda c: -screened[c])
+        for members in (ranked, ranked[: len(ranked) // 2]):  # the whole bundle, then its better-screened half
+            if len(members) < 2 or self._spent():
+                break
+            changes = {k: v for single in members for k, v in self._changes(single).items()}
             config = self._config(knob_values={**incumbent.to_dict(), **changes})
             if config is None or config == incumbent:
-                return incumbent, waiting
+                break
             after, _ = self._try(incumbent, config, "bundle")
             if after == config:
                 return after, [s for s in waiting if self._on_top(after, s) is not None]
-            if after != incumbent or not halves:
+            if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
                 return after, waiting
-            halves -= 1
-            members = members[: len(members) // 2]
         return incumbent, waiting
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
@@ -584,13 +581,17 @@ class Tuner:
                 ahead.append((raced["ratio"], index, single))
         return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
 
+    def _changes(self, config: TrialConfig) -> dict[str, Any]:
+        """The knobs `config` sets differently from the baseline, with their values."""
+        return {k: v for k, v in config.to_dict().items() if v != getattr(self.base, k)}
+
     def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
         """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
 
         With `swap`, a knob the incumbent sets to another value takes this
         value instead: two alternatives compared head to head.
         """
-        changes = {k: v for k, v in single.to_dict().items() if v != getattr(self.base, k)}
+        changes = self._changes(single)
         if not swap and any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
             return None  # that knob is set already, to a value that ranked higher
         return self._config(knob_values={**incumbent.to_dict(), **changes})

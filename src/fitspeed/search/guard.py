@@ -293,6 +293,8 @@ def passes_at_first_seed(baseline: GuardRun, candidate: GuardRun) -> bool:
     >>> run = lambda loss, acc: GuardRun("ok", curve=(2.3, 1.7), val_loss=loss, val_accuracy=acc)
     >>> passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.52)), passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.48))
     (True, False)
+    >>> passes_at_first_seed(run(1.60, 0.50), run(1.70, 0.55))  # a higher held-out loss takes every seed
+    False
     """
     if not (baseline.finite and candidate.finite) or candidate.output_dtype not in (None, "float32"):
         return False

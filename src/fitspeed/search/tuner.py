@@ -25,7 +25,7 @@ The search, in order (every trial is one Optuna trial, one child process):
 
 Budget: `--trials` trial processes in the study, the verification's included:
 the search stops VERIFY_RESERVE trials short of it, what a verification
-usually takes (the guard runs and a verification that needs more pairs come
+takes on average (the guard runs and a verification that needs more pairs come
 on top), and/or `time_s` seconds of this run's search. A budget too small to
 screen, decide once and verify goes to the search whole. `budget_plan` names,
 before the first trial, what a budget buys and the smallest that would do.
@@ -98,7 +98,7 @@ RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most 
 BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle
 MAX_ALONE = 2  # at most this many (a low screen baseline makes every change look big): the rest go in the bundle
 BUNDLE_FLOOR = 0.9  # a waiting change joins the bundle when its screen trial came in at this ratio or better
-VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS  # the verification's first look, kept inside --trials
+VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS + 1  # kept inside --trials: a verification's first look is 6 trials, 7.0 on average in the simulator
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
 
@@ -114,7 +114,7 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
     >>> from fitspeed.search.space import Dimension
     >>> plan = budget_plan([Dimension("a", (1,)), Dimension("b", (1, 2), each=True)], 12, 5)
     >>> plan["screen"], plan["smallest"], plan["decisions"]
-    (5, 15, 0)
+    (5, 16, 0)
     """
     screened = sum(len(d.values) if d.each else 1 for d in dims if d.searched and not d.cost_only
                    and d.knob != "batch_size")

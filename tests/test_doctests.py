@@ -12,7 +12,7 @@ MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.workload
            "fitspeed.cli.commands", "fitspeed.cli.convert", "fitspeed.search.tuner", "fitspeed.search.summary",
            "fitspeed.cli.model_check", "fitspeed.trial.train_graph", "fitspeed.trial.determinism",
            "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables", "fitspeed.trial.faults",
-           "fitspeed.trial.validation", "fitspeed.reproduce.experiment", "fitspeed.core.sequential",
+           "fitspeed.trial.validation", "fitspeed.trial.measurement", "fitspeed.reproduce.experiment", "fitspeed.core.sequential",
            "fitspeed.search.decider"]
 
 

@@ -252,6 +252,31 @@ def test_tune_on_a_script_writes_best_json_and_may_search_data_format(tmp_path: 
     assert not (tmp_path / "m.keras").exists()
 
 
+def test_tune_cuts_a_scripts_far_slower_trial_short_as_it_does_a_built_in_models(tmp_path: Path) -> None:
+    # The script's own callback sleeps 50 ms a step under a mixed precision: far below half the baseline's
+    # figure, so the screen's trial of each precision stops after its warm-up or its first timed window.
+    import optuna
+
+    storage = f"sqlite:///{tmp_path}/s.db"
+    result = cli("tune", "--steps", "16", "--repeats", "3", "--trials", "5", "--knobs", "precision", "--json",
+                 "--storage", storage, "--best", str(tmp_path / "best.json"),
+                 "--", PY, str(SCRIPTS / "slow_when_mixed.py"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    records = {}
+    for name in optuna.get_all_study_names(storage):
+        for trial in optuna.load_study(study_name=name, storage=storage).trials:
+            if "record" in trial.user_attrs:
+                record = trial.user_attrs["record"]
+                records.setdefault(trial.user_attrs["config"].get("precision", "float32"), []).append(record)
+    mixed = records.get("mixed_float16", []) + records.get("mixed_bfloat16", [])
+    assert mixed, sorted(records)
+    for record in mixed:
+        stopped = record["metrics"].get("stopped_early")
+        assert record["status"] == "ok" and stopped, record["metrics"]
+        assert stopped["stop_below"] > 0 and "stopped after" in " ".join(record["notes"])
+    assert not any(r["metrics"].get("stopped_early") for r in records["float32"])
+
+
 def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
     """The tuner's numerics guard on mixed_bfloat16, with real trial processes of a script."""
     from fitspeed.core.config import TrialConfig

@@ -31,13 +31,20 @@ def deadline_s(samples: float, stop_below: float) -> float:
     return GRACE_S + samples / stop_below
 
 
+def _print_and_exit(record: dict[str, Any]) -> None:
+    write_record(record)
+    os._exit(0)  # the execution under way cannot be stopped from here
+
+
 def watch(samples: float, stop_below: float | None, step_samples: float, done: Callable[[], int],
-          began: Callable[[], float | None], finish: Callable[[float, float], dict[str, Any]]) -> threading.Timer | None:
+          began: Callable[[], float | None], finish: Callable[[float, float], dict[str, Any]],
+          end: Callable[[dict[str, Any]], None] = _print_and_exit) -> threading.Timer | None:
     """Start the timer for a warm-up of `samples` samples; cancel it when the warm-up ends.
 
     `done()` is the executions finished so far, `began()` when training began,
     `step_samples` the samples of one execution; `finish(reached, elapsed)`
-    makes the record that is written.
+    makes the record, and `end(record)` writes it and ends the process (a
+    built-in model's child prints it; a user's script writes its record file).
     """
     if not stop_below:
         return None
@@ -48,8 +55,7 @@ def watch(samples: float, stop_below: float | None, step_samples: float, done: C
         elapsed = time.perf_counter() - start
         # No execution finished yet: the first one's samples over the time so far is the most it can reach.
         reached = max(done(), 1) * step_samples / elapsed
-        write_record(finish(reached, elapsed))
-        os._exit(0)  # the execution under way cannot be stopped from here
+        end(finish(reached, elapsed))
 
     timer = threading.Timer(deadline_s(samples, stop_below), fire)
     timer.daemon = True

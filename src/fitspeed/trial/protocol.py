@@ -5,7 +5,8 @@ the model and data, measures, and prints one record after `record.MARKER`.
 Any failure becomes a record too: a user's mistake as `failed` with
 `user_error`, running out of memory as `oom`, a non-finite loss as `nan`.
 
-The measurement protocol:
+The measurement protocol (steps 1, 2 and 4 are `fitspeed.trial.measurement`,
+the one loop a user's script is timed by too):
 1. Warm-up: one `fit()` of two executions. Tracing and compilation happen
    here; `compile_s` is the first execution's time less a steady one.
 2. Timed: one `fit()` of `repeats` epochs, each of one lead-in execution and
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 import sys
 import time
 import traceback
@@ -45,7 +45,7 @@ from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, write_record
-from fitspeed.trial import apply, cutoff, faults
+from fitspeed.trial import apply, faults, measurement
 from fitspeed.trial.transform import Refused
 
 
@@ -59,7 +59,6 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     from fitspeed.trial import input_probe, models
     from fitspeed.trial.data import layout, sources
     from fitspeed.trial.data.fit_input import fit_input, max_steps
-    from fitspeed.trial.timing import StepTimer
     from fitspeed.trial.transform import rewrite
 
     placement = apply.after_import(config, spec.seed)
@@ -101,69 +100,27 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         if spec.mode == "epochs":
             return input_probe.epochs(spec, model, data, batch, env)
         data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
-    warm = StepTimer(marks=(n - 1, 2 * n - 1))
-    watchdog = cutoff.watch(
-        2 * n * batch, spec.stop_below, n * batch, done=lambda: sum(warm.calls_per_epoch.values()),
-        began=lambda: warm.train_begin,
-        finish=lambda reached, elapsed: _stopped_early(spec, f"{elapsed:.0f} s of the warm-up", [reached], n, batch,
-                                                       elapsed, build_s, warm.epoch_losses, env))
-    model.fit(
-        **fit_input(data, 2 * n, batch),
-        epochs=1,
-        steps_per_epoch=2 * n,
-        verbose=0,
-        callbacks=[warm],
-    )
-    if watchdog:
-        watchdog.cancel()
-    first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
-    steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
-    if warm.nonfinite:
-        return new_record(spec, "nan", reason=warm.nonfinite, environment=env)
 
-    if spec.stop_below and steady_s > 0 and n * batch / steady_s < spec.stop_below:
-        return _stopped_early(spec, "the warm-up", [n * batch / steady_s], n, batch, first_s, build_s,
-                              warm.epoch_losses, env)
+    def run_fit(steps: int, epochs: int, timer: Any) -> None:
+        model.fit(**fit_input(data, steps, batch), epochs=epochs, steps_per_epoch=steps, verbose=0, callbacks=[timer])
 
-    steps = spec.steps or n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
     cap = (max_steps(data, batch) - n) // n * n
-    steps = max(n, min(steps, cap)) if spec.steps is None else steps
-    timer = StepTimer(marks=(n - 1, n + steps - 1), stop_below=spec.stop_below, samples=steps * batch)
-    timed_wall = time.time()  # wall clock: the parent's monitor keeps the samples inside this span
-    model.fit(
-        **fit_input(data, n + steps, batch),
-        epochs=spec.repeats,
-        steps_per_epoch=n + steps,
-        verbose=0,
-        callbacks=[timer],
-    )
-    extra: dict[str, Any] = {"timed_wall": [timed_wall, time.time()], **_rewritten(rewritten)}
-    losses = [*warm.epoch_losses, *timer.epoch_losses]
+    timed = measurement.timed_windows(spec, run_fit, n, batch, cap, build_s, env)
+    if not isinstance(timed, measurement.Timed):
+        return timed  # cut short, or the loss went to NaN
+    steps, losses = timed.steps, timed.losses
+    extra: dict[str, Any] = {"timed_wall": timed.wall, **_rewritten(rewritten)}
     notes = [placement.note()] if placement.note() else []
     if config.jit_compile is True and not getattr(model, "jit_compile", False):
         notes.append(
             "Keras ran without XLA although jit_compile=true was asked for: the model has a "
             "layer that does not support it, or op determinism is on (Keras turns XLA off then)."
         )
-    if timer.nonfinite:
-        return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
-                          metrics={"loss_curve": losses})
-    if timer.stopped:
-        window = timer.span(0, n - 1, n + steps - 1) or 0.0
-        return _stopped_early(spec, "its first timed window", [steps * batch / window], n, batch, first_s,
-                              build_s, losses, env)
-    windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
-    if any(w is None for w in windows):
-        raise RuntimeError(f"timed windows incomplete: {windows}")
-    metrics = window_metrics(
-        windows=[w for w in windows if w is not None],
-        steps=steps,
+    metrics = measurement.window_metrics(
+        timed=timed,
         steps_per_execution=n,
         batch=batch,
-        first_s=first_s,
         build_s=build_s,
-        losses=losses,
-        calls=timer.calls_per_epoch,
         jit_compile=bool(getattr(model, "jit_compile", False)),
         device_mb=environment.peak_device_memory_mb(config.backend),
         params=int(model.count_params()),
@@ -228,21 +185,6 @@ def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int,
     return extra
 
 
-def _stopped_early(spec: TrialSpec, after: str, speeds: list[float], n: int, batch: int, first_s: float,
-                   build_s: float, losses: list[float], env: dict[str, Any]) -> dict[str, Any]:
-    """An ok record for a trial cut short: the figure it reached, and where it stopped."""
-    from fitspeed.core.stats import describe
-
-    figure = describe(speeds)
-    metrics = {"samples_per_s": figure.to_dict(), "ms_per_step": 1000 * batch / figure.median,
-               "batch_size": batch, "first_execution_s": first_s, "build_s": build_s,
-               "loss_curve": losses, "final_loss": losses[-1] if losses else None,
-               "stopped_early": {"after": after, "stop_below": spec.stop_below}}
-    note = (f"stopped after {after}: {figure.median:,.0f} samples/s, below the {spec.stop_below:,.0f} "
-            "where it could not win")
-    return new_record(spec, "ok", environment=env, metrics=metrics, notes=[note])
-
-
 def _rewritten(rewritten: Any) -> dict[str, Any]:
     """The record's `rewrite`: what the model knobs changed in the model, and the check that it computes the same."""
     return {"rewrite": rewritten.to_dict()} if rewritten is not None else {}
@@ -279,47 +221,6 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
         reason = timer.nonfinite or "the final loss is not finite"
         return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics, notes=notes)
     return new_record(spec, "ok", environment=env, metrics=metrics, timed_wall=[wall, time.time()], notes=notes)
-
-
-def window_metrics(
-    *,
-    windows: list[float],
-    steps: int,
-    steps_per_execution: int,
-    batch: int,
-    first_s: float,
-    build_s: float,
-    losses: list[float],
-    calls: dict[int, int],
-    jit_compile: bool,
-    device_mb: float | None,
-    params: int,
-    data_kind: str | None = None,
-    output_dtype: str | None = None,
-) -> dict[str, Any]:
-    from fitspeed.core.stats import describe
-
-    throughput = describe([steps * batch / w for w in windows])
-    seconds_per_step = batch / throughput.median
-    return {
-        "samples_per_s": throughput.to_dict(),
-        "ms_per_step": 1000 * seconds_per_step,
-        "steps_per_repeat": steps,
-        "batch_size": batch,
-        "window_s": windows,
-        "compile_s": max(0.0, first_s - seconds_per_step * steps_per_execution),
-        "first_execution_s": first_s,
-        "build_s": build_s,
-        "peak_host_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "peak_device_mb": device_mb,
-        "final_loss": losses[-1] if losses else None,
-        "loss_curve": losses,
-        "batch_callbacks_per_epoch": sorted(set(calls.values())),
-        "jit_compile_resolved": jit_compile,
-        "params": params,
-        "data_kind": data_kind,
-        "output_dtype": output_dtype,  # the loss reads it: float32 under a mixed policy (the guard checks)
-    }
 
 
 def is_oom(error: BaseException) -> bool:

@@ -64,7 +64,7 @@ from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
-from fitspeed.trial.protocol import after_timing, is_oom, window_metrics
+from fitspeed.trial.protocol import after_timing, is_oom
 from fitspeed.trial.transform import Refused
 
 ENV = "FITSPEED_SCRIPT"
@@ -317,42 +317,27 @@ class Hook:
         if spec.mode == "compute":
             data = input_probe.in_memory(data, batch)
 
-        warm = StepTimer(marks=(n - 1, 2 * n - 1))
-        run_fit(2 * n, 1, warm)
-        first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
-        steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
-        if warm.nonfinite:
-            return new_record(spec, "nan", reason=warm.nonfinite, environment=env, script=self._script_info())
-        if spec.steps:
-            steps = -(-spec.steps // n) * n
-        else:
-            steps = n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
-            cap = (max_steps(data, batch) - n) // n * n
-            steps = max(n, min(steps, cap))
-        timer = StepTimer(marks=(n - 1, n + steps - 1))
-        timed_wall = time.time()
-        run_fit(n + steps, spec.repeats, timer)
-        losses = [*warm.epoch_losses, *timer.epoch_losses]
-        if timer.nonfinite:
-            return new_record(spec, "nan", reason=timer.nonfinite, environment=env,
-                              metrics={"loss_curve": losses}, script=self._script_info())
-        windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
-        if any(w is None for w in windows):
-            raise RuntimeError(f"timed windows incomplete: {windows}")
+        from fitspeed.trial import measurement
+
+        cap = (max_steps(data, batch) - n) // n * n
+        script = self._script_info()
+        timed = measurement.timed_windows(spec, run_fit, n, batch, cap, build_s, env, end=self._finish,
+                                          script=script, **fields)
+        if not isinstance(timed, measurement.Timed):
+            return timed  # cut short, or the loss went to NaN
+        losses = timed.losses
         finite = bool(losses) and math.isfinite(losses[-1])
-        metrics = window_metrics(
-            windows=[w for w in windows if w is not None], steps=steps, steps_per_execution=n, batch=batch,
-            first_s=first_s, build_s=build_s, losses=losses, calls=timer.calls_per_epoch,
+        metrics = measurement.window_metrics(
+            timed=timed, steps_per_execution=n, batch=batch, build_s=build_s,
             jit_compile=bool(getattr(model, "jit_compile", False)),
             device_mb=environment.peak_device_memory_mb(config.backend), params=int(model.count_params()),
             data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
         metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits)
-        wall = [timed_wall, time.time()]
-        checks = after_timing(spec, model, data, batch, steps, n, metrics, env) if finite else {}
+        checks = after_timing(spec, model, data, batch, timed.steps, n, metrics, env) if finite else {}
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
-                          environment=env, metrics=metrics, notes=notes, script=self._script_info(),
-                          timed_wall=wall, **fields, **checks)
+                          environment=env, metrics=metrics, notes=notes, script=script,
+                          timed_wall=timed.wall, **fields, **checks)
 
     # -- the end ----------------------------------------------------------------
 

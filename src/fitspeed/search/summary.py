@@ -7,6 +7,7 @@ every rejected configuration with its reason. Nothing here runs a trial.
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -155,6 +156,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     base_speed = figures.get(config_key(base))  # the median of the baseline's own trials
     min_gain = float(meta.get("min_gain", 0.05))
     guards = data["guards"]
+    # configurations whose numerics passed the guard: a single change kept inside one of them was checked there
+    passed = [TrialConfig.from_dict(json.loads(key)) for key, verdict in guards.items() if verdict.get("ok")]
 
     decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
     raced: dict[str, dict[str, Any]] = {}  # a race pair that no decision followed
@@ -210,7 +213,9 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             outcome = f"sampled at {ratio:.2f}× the baseline, not ahead of the incumbent: not decided" \
                 if ratio is not None else "sampled, not decided"
         elif numeric and not verdict:
-            outcome = "faster, numerics not checked"
+            carrier = next((c for c in passed if all(getattr(c, k) == v for k, v in changes.items())), None)
+            outcome = (f"faster; its numerics passed the guard inside {carrier.label()}" if carrier
+                       else "faster, numerics not checked")
         else:
             outcome = "faster"
         row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
@@ -227,7 +232,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             batch_sizes.append(row)
         elif trial["phase"] in ("sweep", "measure", "compare") and len(changes) == 1:
             effects.append(row)
-        if outcome not in ("baseline", "faster") and not outcome.startswith("cost only") \
+        if outcome not in ("baseline", "faster") and not outcome.startswith(("cost only", "faster; ")) \
                 and trial["phase"] != "batch_size":
             rejected.append(row)
 

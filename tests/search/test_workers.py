@@ -38,8 +38,9 @@ def postgres() -> Iterator[str]:
         yield url
 
 
-def start(workdir: Path, storage: str, index: int, study: str = "shared", *extra: str) -> subprocess.Popen[str]:
-    env = {**child_env(), "FITSPEED_HOST": f"node{index}"}
+def start(workdir: Path, storage: str, index: int, study: str = "shared", *extra: str,
+          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**child_env(), "FITSPEED_HOST": f"node{index}", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "fitspeed", *ARGS, "--storage", storage, "--study", study,
                              "--best", f"best{index}.json", *extra], cwd=workdir, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -110,39 +111,41 @@ def test_three_workers_share_a_journal_file(workdir: Path) -> None:
 
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, postgres: str) -> None:
-    """SIGKILL one worker mid-trial: after its heartbeat lapses (2 s here) another measures that trial again.
+    """SIGKILL one worker mid-trial: after its heartbeat lapses (1 s here) another measures that trial again.
 
-    The victim is whichever worker is seen running a trial once two are done: which of the three
-    takes which trial is a race (a decision's pairs are all one worker's), so waiting for one
-    named worker could outlast the study.
+    No poll can miss the moment: once two trials are done the test arms a hold
+    (`fitspeed.trial.faults.hold`), the next timed trial to start takes it and
+    waits, and its file names its worker. That worker is killed while it surely
+    holds a trial open. Counting done trials is a poll too, but that count
+    only grows.
     """
-    workers = [start(workdir, postgres, i, "killed", "--heartbeat", "1") for i in range(3)]
+    hold = workdir / "hold"
+    hold.mkdir()
+    workers = [start(workdir, postgres, i, "killed", "--heartbeat", "1", env={"FITSPEED_TEST_HOLD": str(hold)})
+               for i in range(3)]
     deadline = time.time() + 300
-    victim: FrozenTrial | None = None
-    while victim is None and time.time() < deadline and any(w.poll() is None for w in workers):
-        time.sleep(0.2)
+    while time.time() < deadline and any(w.poll() is None for w in workers):
         try:
-            study = optuna.load_study(study_name="killed", storage=postgres)
-        except KeyError:
-            continue
-        running = study.get_trials(states=(TrialState.RUNNING,))
-        done = study.get_trials(states=(TrialState.COMPLETE,))
-        victim = next((t for t in running if str(t.user_attrs.get("host", "")).startswith("node")
-                       and "config_key" in t.user_attrs and len(done) >= 2), None)
-    assert victim is not None, "no worker was seen running a trial after the first two were done"
-    host = victim.user_attrs["host"]
+            if len(optuna.load_study(study_name="killed", storage=postgres).get_trials(
+                    states=(TrialState.COMPLETE,))) >= 2:
+                break
+        except KeyError:  # the study is not made yet
+            pass
+        time.sleep(0.2)
+    (hold / "armed").touch()
+    while time.time() < deadline and not list(hold.glob("host-*")) and any(w.poll() is None for w in workers):
+        time.sleep(0.2)
+    taken = list(hold.glob("host-*"))
+    assert len(taken) == 1, f"no trial took the hold within 300 s: {sorted(p.name for p in hold.iterdir())}"
+    host = taken[0].read_text()
     killed = workers[int(host[len("node"):])]
-    os.killpg(killed.pid, signal.SIGKILL)  # the worker and its trial, as when a node dies
+    os.killpg(killed.pid, signal.SIGKILL)  # the worker and its held trial, as when a node dies
     killed.wait()
+    (hold / "release").touch()  # nothing else is held (the hold was taken once); no later trial waits
     others = [w for w in workers if w is not killed]
-    # the trial seen running may have finished between the look and the kill: the victim is what it left running
     left = [t for t in optuna.load_study(study_name="killed", storage=postgres).get_trials(states=(TrialState.RUNNING,))
             if t.user_attrs.get("host") == host and "config_key" in t.user_attrs]
-    assert len(left) <= 1, f"{host} left {len(left)} trials running at the kill"
-    if not left:  # its trial finished between the look and the kill: the study must still complete unharmed
-        finish(others)
-        check_study(optuna.load_study(study_name="killed", storage=postgres))
-        pytest.skip(f"{host}'s trial finished between the look and the kill: nothing was left to measure again")
+    assert len(left) == 1, f"{host} left {len(left)} trials running at the kill"
     victim = left[0]
     finish(others)
     study = optuna.load_study(study_name="killed", storage=postgres)

@@ -101,6 +101,8 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             return input_probe.epochs(spec, model, data, batch, env)
         data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
 
+    faults.hold()  # tests only: a worker test holds one timed trial open to kill its worker mid-trial
+
     def run_fit(steps: int, epochs: int, timer: Any) -> None:
         model.fit(**fit_input(data, steps, batch), epochs=epochs, steps_per_epoch=steps, verbose=0, callbacks=[timer])
 

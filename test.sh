@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/ensure-venv.sh
 .venv/bin/mypy
-.venv/bin/python -m pytest -q -n 2 --durations=20 "$@"
+.venv/bin/python -m pytest -q -rs -n 2 --durations=20 "$@"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import child_env
+from conftest import child_env, missing
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.search import best_json
@@ -138,7 +138,7 @@ def test_apply_refuses_a_onednn_setting_that_comes_after_tensorflow() -> None:
 
 def test_devices_snippet_distributes_in_plain_keras() -> None:
     if importlib.util.find_spec("jax") is None:
-        pytest.skip("jax is not installed")
+        missing("jax is not installed")
     code = best_json.snippet(TrialConfig(backend="jax", devices=2))
     assert "model.fit(x_train, y_train, batch_size=64)" in code  # the global batch: 32 per device × 2
     script = code.split("\n\n# The global batch")[0] + "\nprint(keras.distribution.distribution().device_mesh.shape)\n"

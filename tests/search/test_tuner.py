@@ -115,11 +115,16 @@ def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir, env=child_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               preexec_fn=sigint_default)
-    deadline = time.time() + 300
-    while time.time() < deadline and not any(t.state == TrialState.COMPLETE for t in trials(storage, "c")):
-        time.sleep(0.3)
-    parent.send_signal(signal.SIGINT)
-    _, stderr = parent.communicate(timeout=60)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not any(t.state == TrialState.COMPLETE for t in trials(storage, "c")):
+            time.sleep(0.3)
+        parent.send_signal(signal.SIGINT)
+        _, stderr = parent.communicate(timeout=120)
+    finally:  # a test that fails here must not leave the tune running for the rest of the session
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
     assert parent.returncode == 130, stderr
     assert "run the same command again to resume" in " ".join(stderr.split()) and "Traceback" not in stderr
     time.sleep(0.5)

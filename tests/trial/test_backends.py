@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import child_env
+from conftest import child_env, missing
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
@@ -19,7 +19,7 @@ from fitspeed.measure.runner import run_trial
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_trial_on_backend(backend: str, tmp_path: Path) -> None:
     if importlib.util.find_spec(backend) is None:
-        pytest.skip(f"{backend} is not installed (pip install 'fitspeed[{backend}]')")
+        missing(f"{backend} is not installed (pip install 'fitspeed[{backend}]')")
     n = 2 if backend == "jax" else 1
     spec = TrialSpec(model="tiny", steps=8, repeats=2,
                      config=TrialConfig(backend=backend, steps_per_execution=n, data_format="channels_first"))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, QUICK, child_env
+from conftest import FIXTURES, QUICK, child_env, missing
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
@@ -24,7 +24,7 @@ STRATEGY = {"tensorflow": "tf.distribute.MirroredStrategy", "jax": "keras.distri
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_two_devices_train_for_real_on_a_global_batch(backend: str, tmp_path: Path) -> None:
     if importlib.util.find_spec(backend) is None:
-        pytest.skip(f"{backend} is not installed")
+        missing(f"{backend} is not installed")
     config = TrialConfig(backend=backend, devices=2, batch_size=16)
     record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
     assert record["status"] == "ok", (record["reason"], record["stderr_tail"])

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import child_env, fitspeed
+from conftest import child_env, fitspeed, missing
 
 from fitspeed.trial import profiling, trace_ops
 from fitspeed.trial.trace_ops import TraceEvent
@@ -62,7 +62,7 @@ def test_measure_tiny_profile_traces_a_window_and_names_its_ops(workdir: Path) -
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_profile_on_the_other_backends(workdir: Path, backend: str) -> None:
     if importlib.util.find_spec(backend) is None:
-        pytest.skip(f"{backend} is not installed")
+        missing(f"{backend} is not installed")
     result = fitspeed("measure", "tiny", "--steps", "8", "--repeats", "1", "--profile",
                       "--set", f"backend={backend}", cwd=workdir)
     assert result.returncode == 0, result.stderr

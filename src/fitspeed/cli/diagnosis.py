@@ -20,8 +20,13 @@ def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:
         table.add_row(name, f"{value:.1f}" if value else "failed")
     console.print(table)
     if "wait_share" in summary:
-        console.print(f"waiting for input: {summary['wait_share']:.0%} of each step "
-                      f"(1 - compute/together) -> {summary['verdict']}", highlight=False)
+        console.print(f"waiting for input: {summary['wait_share']:.0%} of each step → {summary['verdict']}",
+                      highlight=False)
+        gap = ms["together"] - ms["compute"] if ms["together"] and ms["compute"] else 0.0
+        if ms["input"] and gap > ms["input"] * 1.5 and gap > 0.05 * ms["together"]:
+            console.print(f"  the steps together are {gap:.1f} ms slower than training alone, but the input alone "
+                          f"takes {ms['input']:.1f} ms a batch, so the rest of that gap is not waiting for input "
+                          "(the two trials' own noise, or work fit() does around the step)", highlight=False)
     lost = summary.get("epochs")
     if lost:
         gaps = ", ".join(f"{g:.2f}" for g in lost["boundary_s"])
@@ -47,10 +52,14 @@ def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:
             measured = fix["measured"] or ""
             confirmed = fix.get("confirmed")
             if confirmed and confirmed.get("low") is not None:
-                measured += (f"; confirmed in {confirmed['pairs']} pair(s): {confirmed['ratio']:.2f}x "
-                             f"(95% CI {confirmed['low']:.2f}-{confirmed['high']:.2f})")
-            rec.add_row(str(index), _sets(fix["change"]), f"{fix['gain']:.2f}x", measured, fix["why"])
+                measured += (f"; confirmed in {confirmed['pairs']} pair(s): {confirmed['ratio']:.2f}× "
+                             f"(95% CI {confirmed['low']:.2f}–{confirmed['high']:.2f})")
+            rec.add_row(str(index), _sets(fix["change"]), f"{fix['gain']:.2f}×", measured, fix["why"])
         console.print(rec)
+    for fix in summary.get("unconfirmed", []):
+        console.print(f"not confirmed: {_sets(fix['change'])} came in at {fix['gain']:.2f}× in its one trial "
+                      f"({fix['measured']}), but only the top fix is confirmed in pairs; try it with "
+                      f"`fitspeed compare` before using it", highlight=False)
     for fix in summary["no_gain"]:
         detail = fix["measured"] or f"{fix['status']}: {fix['reason']}"
         if fix.get("confirmed") and fix["confirmed"]["verdict"] != "faster":

@@ -278,18 +278,18 @@ def diagnose(
         record = trial(stall.label(), "epochs", base.replace(**stall.changes), epochs, fixed=same)
         after = record["metrics"] if record["status"] == "ok" else None
         gain = lost["fit_s"] / after["fit_s"] if after else None
-        fix = {
+        found: dict[str, Any] = {
             "change": stall.changes, "why": stall.why, "status": record["status"], "reason": record.get("reason"),
             "gain": gain,
             "measured": (f"time lost at epoch edges and fit() end {lost['lost_s']:.2f} s → {after['lost_s']:.2f} s; "
                          f"fit() {lost['fit_s']:.2f} s → {after['fit_s']:.2f} s") if after else None,
         }
-        diagnosis.fixes.append(fix)
+        diagnosis.fixes.append(found)
         if gain and gain >= MIN_GAIN:  # one trial chose it; fresh pairs of fit()'s whole time decide it
 
             def fit_speed(name: str, config: TrialConfig) -> float | None:
                 done = trial(name, "epochs", config, epochs, fixed=same)
                 return 1.0 / done["metrics"]["fit_s"] if done["status"] == "ok" and done["metrics"]["fit_s"] else None
 
-            _confirm(fix, base, pairs, fit_speed)
+            _confirm(found, base, pairs, fit_speed)
     return diagnosis

@@ -88,6 +88,24 @@ def _watch(proc: subprocess.Popen[bytes], spec: TrialSpec, started: float) -> tu
     return None
 
 
+HOOK_FAILED = 70  # the status `trial/script_site/sitecustomize.py` exits with when fitspeed cannot start in the script's Python
+HOOK_FAILED_WORDS = "fitspeed: the script hook could not start"
+
+
+def _hook_failure(log_tail: str | None) -> str | None:
+    """The hook's own sentence, from a script's log, when fitspeed could not start in the script's Python.
+
+    >>> _hook_failure("noise\\nfitspeed: the script hook could not start in /usr/bin/python3: "
+    ...               "ModuleNotFoundError: No module named 'psutil'. Run the command with a Python that has "
+    ...               "fitspeed and its dependencies installed.\\n")
+    "the script hook could not start in /usr/bin/python3: ModuleNotFoundError: No module named 'psutil'. Run the command with a Python that has fitspeed and its dependencies installed."
+    """
+    for line in reversed((log_tail or "").splitlines()):
+        if line.startswith(HOOK_FAILED_WORDS):
+            return line.removeprefix("fitspeed: ").strip()
+    return None
+
+
 def run_trial(
     spec: TrialSpec,
     *,
@@ -140,7 +158,11 @@ def run_trial(
         record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout) if spec.script is None else scripted
-        if decoded is None:
+        hook_failed = _hook_failure(stderr_tail) if spec.script is not None and proc.returncode == HOOK_FAILED else None
+        if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
+            record = new_record(spec, "failed", reason=hook_failed, user_error=True,
+                                environment=environment.host(spec.config.backend))
+        elif decoded is None:
             code = proc.returncode
             how = (
                 f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"

@@ -351,7 +351,7 @@ class Tuner:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
         self._name_budget()
         self.ledger.started = time.perf_counter()  # --time counts the search, not opening the study
-        baseline = self.measure(self.base, "baseline", budgeted=False)  # nothing can be decided without it
+        baseline = self._baseline()  # nothing can be decided without it
         if baseline is None or throughput(baseline) is None:
             return self.finish()
         self._learn_data_kind(baseline)
@@ -363,6 +363,28 @@ class Tuner:
         self._batch_sizes()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
+
+    def _baseline(self) -> dict[str, Any] | None:
+        """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.
+
+        A baseline that crashed (the wrong Python, a full disk, a killed
+        process) would otherwise answer every later run of the same study with
+        "no baseline" in seconds. A failed measurement is kept as a result;
+        the new one is a trial of its own (`#again<n>`), and the answer the
+        study stored without a baseline is dropped.
+        """
+        done = studies.measured(self.study)
+        key, tag = studies.config_key(self.base), ""
+        while key + tag in done and throughput(done[key + tag].user_attrs["record"]) is None:
+            failed = done[key + tag].user_attrs["record"]
+            tag = f"#again{int(tag.removeprefix('#again') or 0) + 1}"
+            if key + tag not in done:
+                self.emit(Note(f"the baseline failed in an earlier run of this study "
+                               f"({failed['status']}: {failed.get('reason') or 'no reason recorded'}); "
+                               "measuring it again"))
+                if self.ledger.verification():
+                    self.ledger.put_verification({})
+        return self.measure(self.base, "baseline", tag, budgeted=False)
 
     def _name_budget(self) -> None:
         """Say before the first trial what --trials buys, and the smallest budget that would do."""

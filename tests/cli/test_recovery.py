@@ -1,0 +1,45 @@
+"""A failure outside fitspeed's control names its cause, and leaves nothing that poisons the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import FIXTURES, QUICK, child_env
+
+SCRIPT = FIXTURES / "scripts" / "long_train.py"
+
+
+def _fitspeed(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fitspeed", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured_again(tmp_path: Path) -> None:
+    # A user's venv is not active: `python` on PATH has no fitspeed (issue 25, items 4 and 5).
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    env = child_env()
+    env["PATH"] = os.pathsep.join([str(bare / "bin"), env["PATH"]])
+    command = ["--", "python", str(SCRIPT), "--epochs", "2", "--out", str(tmp_path / "m.keras")]
+
+    measured = _fitspeed(env, tmp_path, "measure", *QUICK, *command)
+    assert measured.returncode == 2, (measured.stdout, measured.stderr)
+    assert "the script hook could not start" in measured.stderr and "No module named" in measured.stderr
+    assert "Traceback" not in measured.stderr + measured.stdout
+
+    tune = ["tune", *QUICK, "--trials", "4", "--knobs", "steps_per_execution", "--json",
+            "--storage", f"sqlite:///{tmp_path}/s.db", "--best", str(tmp_path / "best.json"), *command]
+    first = _fitspeed(env, tmp_path, *tune)
+    assert first.returncode == 2 and "No module named" in first.stderr, (first.stdout, first.stderr)
+
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])  # the venv, activated
+    second = _fitspeed(env, tmp_path, *tune)
+    assert second.returncode == 0, (second.stdout, second.stderr)
+    assert "the baseline failed in an earlier run of this study (failed: the script hook could not start" \
+        in " ".join(second.stderr.split()), second.stderr
+    summary = json.loads(second.stdout)
+    assert summary["baseline"]["samples_per_s"] > 0, summary["baseline"]

@@ -33,6 +33,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help: it wraps at word boundaries and never crops an example, shows no `<bool>` beside a
+    # flag, and prints '[default: …]' in a help text as written (rich's markup read it as a tag)
+    rich_markup_mode=None,
 )
 # markup off: a user's text ('[/]' in a name, pip install 'fitspeed[jax]') prints as it is
 out = Console(markup=False)

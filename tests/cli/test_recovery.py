@@ -43,3 +43,25 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
         in " ".join(second.stderr.split()), second.stderr
     summary = json.loads(second.stdout)
     assert summary["baseline"]["samples_per_s"] > 0, summary["baseline"]
+
+
+def test_show_opens_the_study_used_last_and_no_tune_overwrites_anothers_best_json(tmp_path: Path) -> None:
+    # issue 25, item 13: `show` took the study created last; each tune replaced best.json; a lock file was left.
+    env = child_env()
+
+    def tune(study: str) -> subprocess.CompletedProcess[str]:
+        done = _fitspeed(env, tmp_path, "tune", "tiny", *QUICK, "--trials", "2", "--knobs", "steps_per_execution",
+                         "--study", study, "--json")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        return done
+
+    tune("first")
+    second = tune("second")
+    assert json.loads((tmp_path / "best.json").read_text())["study"] == "second"
+    assert json.loads((tmp_path / "best.first.json").read_text())["study"] == "first"
+    assert "best.json held another study's answer: it is kept as best.first.json" in second.stderr
+    tune("first")  # resumed: its budget is spent, so it only reads its answer again
+    assert json.loads((tmp_path / "best.second.json").read_text())["study"] == "second"
+    shown = _fitspeed(env, tmp_path, "show", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["study"] == "first", shown.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if "lock" in p.name) == []

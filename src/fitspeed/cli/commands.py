@@ -414,7 +414,10 @@ def tune(
         progress.update(task, total=tuner.ledger.trials)
         tuner.run()
         summary = study_summary(study_data(tuner.study))
+    kept = best_json.set_aside(best_path, summary["study"])
     best_json.write(best_path, summary)
+    if kept is not None:
+        err.print(f"{best_path} held another study's answer: it is kept as {kept}", highlight=False)
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:

@@ -12,6 +12,8 @@ model is built), then the compile arguments, then the model rewrite.
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +191,35 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
             "the study itself is saved."
         ) from None
     return target
+
+
+def set_aside(path: str | Path, study: str) -> Path | None:
+    """Move a best.json that another study wrote out of the way; where it went, or None.
+
+    Re-running the same study updates its own best.json; a different study's
+    answer is kept beside it, named after that study, never overwritten:
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "best.json").write_text('{"kind": "best", "study": "tiny-synthetic"}')
+    >>> set_aside(folder / "best.json", "tiny-synthetic") is None
+    True
+    >>> set_aside(folder / "best.json", "script:train.py-script").name
+    'best.tiny-synthetic.json'
+    """
+    target = Path(path)
+    try:
+        old = json.loads(target.read_text())
+    except (OSError, ValueError):
+        return None  # nothing there, or not a best.json this module wrote: write_atomically replaces it as before
+    previous = old.get("study") if isinstance(old, dict) and old.get("kind") == "best" else None
+    if not previous or previous == study:
+        return None
+    stem = f"{target.stem}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', str(previous))}"
+    kept = target.with_name(f"{stem}{target.suffix}")
+    number = 1
+    while kept.exists():
+        number += 1
+        kept = target.with_name(f"{stem}.{number}{target.suffix}")
+    os.replace(target, kept)
+    return kept

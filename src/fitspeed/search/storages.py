@@ -15,8 +15,11 @@
 of work (a configuration to measure, a decision to make), so that two workers
 never claim the same one and the trial budget is never overrun. It is the
 database's own: a PostgreSQL advisory lock, a MySQL named lock, or a POSIX
-lock on a file beside a SQLite database or journal. Each is released by the
-server or the kernel when its worker dies.
+lock on a file: beside a journal (the machines sharing it must see the same
+file), in the temporary folder for a SQLite database (named after the
+database's real path, so that nothing is left beside the user's files; SQLite
+is for one machine). Each is released by the server or the kernel when its
+worker dies.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import tempfile
 import threading
 import time
 import warnings
@@ -148,6 +152,19 @@ def schema_race(error: BaseException) -> bool:
     return "duplicate key" in text or "already exists" in text
 
 
+def sqlite_lock_path(database: str) -> str:
+    """The lock file of a SQLite database: in the temporary folder, one per database file.
+
+    >>> sqlite_lock_path("fitspeed.db") == sqlite_lock_path(os.path.abspath("fitspeed.db"))
+    True
+    >>> os.path.dirname(sqlite_lock_path("fitspeed.db")) == tempfile.gettempdir()
+    True
+    """
+    real = os.path.realpath(database)
+    digest = hashlib.sha256(real.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"fitspeed-study-{os.path.basename(real)}-{digest}.lock")
+
+
 class StudyLock:
     """The storage-wide lock for one study, re-entrant within a process (see the module docstring)."""
 
@@ -163,7 +180,7 @@ class StudyLock:
             dialect = storage.engine.dialect.name
             if dialect == "sqlite":
                 database = storage.engine.url.database
-                self._path = f"{database}.fitspeed-lock" if database and database != ":memory:" else None
+                self._path = sqlite_lock_path(database) if database and database != ":memory:" else None
             elif dialect in ("postgresql", "mysql"):
                 self._engine = storage.engine
         elif isinstance(storage, JournalStorage) and isinstance(url, str):

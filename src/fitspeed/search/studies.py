@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +152,17 @@ def check_exists(storage: str) -> None:
                         "`fitspeed tune` wrote (--storage sqlite:///fitspeed.db by default); check the path.")
 
 
+LAST_USED = "last_used"  # a study attribute: when a tune last ran on it, in seconds since the epoch
+
+
+def last_used(summary: optuna.study.StudySummary) -> float:
+    """When a study was last used: its LAST_USED stamp, else its first trial's start, else never (0)."""
+    stamp = summary.user_attrs.get(LAST_USED)
+    if isinstance(stamp, (int, float)):
+        return float(stamp)
+    return summary.datetime_start.timestamp() if summary.datetime_start is not None else 0.0
+
+
 def load_study(name: str | None, storage: str) -> optuna.Study:
     """An existing study, or the newest one in `storage` when `name` is None. Creates nothing."""
     check_exists(storage)
@@ -163,8 +173,9 @@ def load_study(name: str | None, storage: str) -> optuna.Study:
     except Exception as error:
         raise UserError(storage_problem(error, storage)) from None
     summaries = [s for s in summaries if s.user_attrs.get("fitspeed")]  # the database may hold others' studies
-    # a study with no trial has no start time: it sorts first, so it is never taken for the newest
-    started = sorted(summaries, key=lambda s: (s.datetime_start is not None, s.datetime_start or datetime.min))
+    # the newest is the one a tune ran on last (LAST_USED), else the one whose first trial started last;
+    # a study with neither sorts first, so it is never taken for the newest
+    started = sorted(summaries, key=last_used)
     names = [s.study_name for s in started]
     if not names:
         raise UserError(f"No study in {storages.shown(storage)}. Run `fitspeed tune WORKLOAD` first.")

@@ -350,6 +350,7 @@ class Tuner:
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
         self._name_budget()
+        self.study.set_user_attr(studies.LAST_USED, time.time())  # `fitspeed show` opens the study used last
         self.ledger.started = time.perf_counter()  # --time counts the search, not opening the study
         baseline = self._baseline()  # nothing can be decided without it
         if baseline is None or throughput(baseline) is None:

@@ -138,4 +138,11 @@ def for_trial(model: keras.Model, config: TrialConfig, seed: int = 0) -> Rewrite
     precision = config.precision if config.precision != "float32" else None
     if data_format is None and precision is None:
         return None
+    if data_format is not None and not source_layers(model, data_format):
+        formats = [layer for layer in functional_view(model).layers if isinstance(layer, FORMAT_LAYERS)]
+        raise Refused(
+            f"data_format={data_format} changes nothing in this model: "
+            + (f"its {len(formats)} layer(s) with a data_format are {data_format} already"
+               if formats else "none of its layers takes a data_format (convolutions, pooling, upsampling)")
+            + ", so the knob is skipped rather than timed as a change")
     return rewrite(model, data_format=data_format, precision=precision, scope="outputs", seed=seed)

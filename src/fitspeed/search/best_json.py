@@ -122,6 +122,7 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
         lines += ["", "# Build and compile your model as before, adding these arguments:",
                   "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",
                   *compile_args, ")"]
+    lines += input_lines(config)
     rewritten = {k: v for k, v in changed.items() if k == "data_format" or (k == "precision" and _output_fixes(rewrite))}
     if rewritten:
         lines += ["", "# Rewrite the built model as fitspeed's trials did (same weights, outputs checked equal):"]
@@ -140,6 +141,63 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
     if lines == ["import keras"]:
         lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
     return "\n".join(lines)
+
+
+def input_lines(config: TrialConfig) -> list[str]:
+    """The input knobs as the lines a user adds to their own input pipeline (`trial/data/pipeline.py` applies them).
+
+    >>> print("\\n".join(input_lines(TrialConfig(prefetch="autotune", map_parallelism="autotune", cache="memory"))))
+    <BLANKLINE>
+    # Your tf.data input pipeline, as fitspeed's trials built it:
+    import tensorflow as tf
+    ds = ds.map(decode_and_augment, num_parallel_calls=tf.data.AUTOTUNE)  # your own map
+    ds = ds.cache()  # after decoding, before random augmentation
+    ds = ds.prefetch(tf.data.AUTOTUNE)  # last
+    >>> print("\\n".join(input_lines(TrialConfig(workers=4, use_multiprocessing=True))))
+    <BLANKLINE>
+    # Your keras.utils.PyDataset, as fitspeed's trials set it:
+    class MyDataset(keras.utils.PyDataset):  # your own
+        def __init__(self, **kwargs):
+            super().__init__(workers=4, use_multiprocessing=True, **kwargs)
+    """
+    changed = config.changed()
+    data: list[str] = []
+    if "interleave" in changed:
+        data.append(f"ds = files.interleave(read_file, cycle_length={config.interleave}, "
+                    f"num_parallel_calls={config.interleave})  # your own reader")
+    if "map_parallelism" in changed:
+        calls = "tf.data.AUTOTUNE" if config.map_parallelism == "autotune" else str(config.map_parallelism)
+        data.append(f"ds = ds.map(decode_and_augment, num_parallel_calls={calls})  # your own map")
+    if "cache" in changed:
+        where = '"/tmp/my-cache"' if config.cache == "file" else ""
+        data.append(f"ds = ds.cache({where})  # after decoding, before random augmentation")
+    if "shuffle_buffer" in changed:
+        data.append(f"ds = ds.shuffle({config.shuffle_buffer})  # before repeat; it changes the data order")
+    if "vectorize" in changed and config.vectorize:
+        data.append("ds = ds.batch(batch_size).map(augment)  # batch first: augment once per batch")
+    if "prefetch" in changed and config.prefetch != "off":
+        depth = "tf.data.AUTOTUNE" if config.prefetch == "autotune" else str(config.prefetch)
+        data.append(f"ds = ds.prefetch({depth})  # last")
+    options = []
+    if "data_deterministic" in changed:
+        options.append(f"options.deterministic = {bool(config.data_deterministic)}")
+    if "data_autotune" in changed:
+        options.append(f"options.autotune.enabled = {bool(config.data_autotune)}")
+    if options:
+        data += ["options = tf.data.Options()", *options, "ds = ds.with_options(options)"]
+        if "data_autotune" in changed and len(options) == 1:
+            data.append("# For fit(x, y) on numpy arrays, hand fit() a tf.data.Dataset of them with these options "
+                        "(the trials did so to Keras's own array pipeline).")
+    lines = []
+    if data:
+        lines += ["", "# Your tf.data input pipeline, as fitspeed's trials built it:", "import tensorflow as tf", *data]
+    loader = [f"{name}={getattr(config, name)!r}" for name in ("workers", "use_multiprocessing", "max_queue_size")
+              if name in changed]
+    if loader:
+        lines += ["", "# Your keras.utils.PyDataset, as fitspeed's trials set it:",
+                  "class MyDataset(keras.utils.PyDataset):  # your own", "    def __init__(self, **kwargs):",
+                  f"        super().__init__({', '.join(loader)}, **kwargs)"]
+    return lines
 
 
 def _mirrored(devices: int, imported: bool) -> list[str]:

@@ -121,9 +121,31 @@ def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(tmp_path:
                  "--out", str(saved), "--report", str(report), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     seen = json.loads(report.read_text())
-    assert seen == {"epochs_run": 3, "policy": "mixed_bfloat16", "steps_per_execution": 4,
+    assert seen == {"epochs_run": 3, "policy": "mixed_bfloat16", "output_dtype": "float32", "steps_per_execution": 4,
                     "intra_op_threads": 1, "inter_op_threads": 2}
     assert saved.exists() and "saved" in result.stdout
+
+
+def test_run_trains_the_model_its_trial_timed(tmp_path: Path) -> None:
+    # issue 25, item 1: the trial timed a model with float32 outputs; `run` trained the unchanged one (bf16 outputs)
+    from fitspeed.search import best_json
+
+    knobs = {"steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1}
+    command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras")]
+    result = cli("measure", *QUICK, "--json", *[a for k, v in knobs.items() for a in ("--set", f"{k}={v}")],
+                 *command, cwd=tmp_path)
+    record = json.loads(result.stdout[result.stdout.index("{"):])
+    assert record["status"] == "ok", record.get("reason")
+    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": knobs}})
+    report = tmp_path / "report.json"
+    ran = cli("run", "best.json", *command, "--report", str(report), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(report.read_text())
+    metrics = record["metrics"]
+    assert (seen["output_dtype"], seen["policy"], seen["steps_per_execution"]) == \
+        (metrics["output_dtype"], metrics["dtype_policy"], metrics["steps_per_execution_resolved"]) == \
+        ("float32", "mixed_bfloat16", 4)
+    assert seen["intra_op_threads"] == record["spec"]["knobs"]["intra_op_threads"] == 1
 
 
 def test_run_exits_with_the_scripts_status(tmp_path: Path) -> None:

@@ -201,6 +201,7 @@ class Hook:
         def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
             hook.fits += 1
             if hook.action != "trial":
+                hook._applied(model)
                 return real_fit(model, **hook._run_inputs(real_fit, model, args, kwargs))
             if hook.fits != hook.fit_index or hook.done:
                 return real_fit(model, *args, **kwargs)
@@ -212,6 +213,16 @@ class Hook:
         fit.__wrapped__ = real_fit  # type: ignore[attr-defined]
         model_class.compile = compile
         model_class.fit = fit
+
+    def _applied(self, model: Any) -> None:
+        """`fitspeed run`: the script's model changed as its trials changed it (float32 outputs under a mixed policy)."""
+        from fitspeed.trial.transform import rewrite
+
+        try:
+            rewrite.float32_outputs(model, self.config.precision)
+        except Refused as error:
+            sys.stderr.write(f"fitspeed: the model's outputs stay as they are ({error}); its trials were refused "
+                             "the same way.\n")
 
     def _run_inputs(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """`fitspeed run`: the same fit() arguments, with the input knobs applied to what it was given."""
@@ -264,10 +275,12 @@ class Hook:
         if self.placement is not None:
             env["devices"] = self.placement.to_dict()
             _check_replicas(model, self.placement)
-        rewritten = rewrite.for_trial(model, config, spec.seed)  # the same rewrite as a builder's model gets
+        # The outputs in float32 in place, as `fitspeed run` does (`_applied`); the layout as a builder's model gets it.
+        outputs = rewrite.float32_outputs(model, config.precision)
+        rewritten = rewrite.for_trial(model, config.replace(precision="float32"), spec.seed)
         if rewritten is not None:
             model = rewritten.model  # compiled as the script compiled its own
-        fields = {"rewrite": rewritten.to_dict()} if rewritten is not None else {}
+        fields = {"rewrite": _rewrites(outputs, rewritten, model)} if outputs or rewritten else {}
         if "batch_size" in config.changed():
             raise UserError(
                 f"Expected knobs that apply to a training script. Received: batch_size={config.batch_size}, but a "
@@ -530,3 +543,13 @@ def _is_data_fetch(error: BaseException, text: str) -> bool:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1].rstrip(".") if lines else "an unknown error"
+
+
+def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
+    """One record of what a trial changed in the script's model: float32 outputs (in place), then the layout."""
+    from fitspeed.trial.transform import rewrite
+
+    parts = [part.to_dict() for part in (outputs, layout) if part is not None]
+    return {"changes": [c for part in parts for c in part["changes"]],
+            "checks": [c for part in parts for c in part["checks"]],
+            "params": parts[-1]["params"], "output_dtype": rewrite.output_dtype(model)}

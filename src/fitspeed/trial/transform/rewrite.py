@@ -146,3 +146,25 @@ def for_trial(model: keras.Model, config: TrialConfig, seed: int = 0) -> Rewrite
                if formats else "none of its layers takes a data_format (convolutions, pooling, upsampling)")
             + ", so the knob is skipped rather than timed as a change")
     return rewrite(model, data_format=data_format, precision=precision, scope="outputs", seed=seed)
+
+
+def float32_outputs(model: keras.Model, precision: str | None) -> Rewrite | None:
+    """Under a mixed policy, the layers that make the model's outputs compute in float32, in place.
+
+    A user's script holds its own model, so a trial of it and `fitspeed run`
+    both change that model object (one code path, `trial/script_hook.py`), and
+    the model `run` trains is the one the trial timed and the guard checked.
+    None under float32; Refused for a subclassed model, as `for_trial` is.
+    """
+    if precision in (None, "float32"):
+        return None
+    functional_view(model)  # Refused where the graph is Python code: the trial's rewrite refuses it the same way
+    changes = []
+    for layer in output_layers(model):
+        before = layer.dtype_policy.name
+        if before in FLOAT_POLICIES and layer.dtype_policy.compute_dtype != "float32" \
+                and not isinstance(layer, keras.Model):
+            layer.dtype_policy = "float32"
+            changes.append(Change(layer.name, type(layer).__name__, f"dtype policy {before} → float32"))
+    params = int(model.count_params())
+    return Rewrite(model, tuple(changes), (), (params, params))

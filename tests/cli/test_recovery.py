@@ -43,6 +43,8 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
         in " ".join(second.stderr.split()), second.stderr
     summary = json.loads(second.stdout)
     assert summary["baseline"]["samples_per_s"] > 0, summary["baseline"]
+    best = json.loads((tmp_path / "best.json").read_text())  # what `fitspeed run` checks a command against
+    assert best["script"]["file"] == "long_train.py" and len(best["script"]["sha256"]) == 64
 
 
 def test_show_opens_the_study_used_last_and_no_tune_overwrites_anothers_best_json(tmp_path: Path) -> None:

@@ -326,3 +326,20 @@ def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict["ok"]
     assert "varies too much over seeds" in verdict["reason"]
+
+
+def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_path: Path) -> None:
+    # issue 25, item 3: a best.json from `tune tiny` ran against a script with no word
+    from fitspeed.search import best_json
+
+    best_json.write(tmp_path / "best.json", {"study": "tiny-synthetic", "model": "tiny", "script": None,
+                                              "baseline": {"config": {}},
+                                              "best": {"claimed": True, "config": {"steps_per_execution": 2}}})
+    command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "1", "--out", str(tmp_path / "m.keras")]
+    warned = cli("run", "best.json", *command, cwd=tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    lines = [line for line in warned.stderr.splitlines() if "was tuned on" in line]
+    assert lines == ["fitspeed: best.json was tuned on the built-in workload tiny, not on long_train.py: its "
+                     "steps_per_execution, batch and input knobs may not fit this script (--force quiets this)."]
+    quiet = cli("run", "--force", "best.json", *command, cwd=tmp_path)
+    assert quiet.returncode == 0 and "was tuned on" not in quiet.stderr, quiet.stderr

@@ -53,7 +53,7 @@ _ONEDNN_BY_DEFAULT = {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx
 def cpu_flags(text: str | None = None) -> frozenset[str]:
     """Every flag of the first CPU in /proc/cpuinfo (`flags` on x86, `Features` on ARM); empty if unreadable.
 
-    >>> sorted(cpu_flags("processor : 0\nflags : fpu avx2 avx512f\n"))
+    >>> sorted(cpu_flags("processor : 0\\nflags : fpu avx2 avx512f\\n"))
     ['avx2', 'avx512f', 'fpu']
     """
     if text is None:

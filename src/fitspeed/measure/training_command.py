@@ -150,6 +150,15 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def load_best(path: str | Path) -> dict[str, Any] | None:
+    """best.json as written by `fitspeed tune` (for its provenance), or None for a bare configuration."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("kind") == "best" else None
+
+
 def load_config(path: str | Path) -> TrialConfig:
     """The configuration in a best.json from `fitspeed tune` (or a JSON object of knob values)."""
     try:
@@ -163,11 +172,42 @@ def load_config(path: str | Path) -> TrialConfig:
         ) from None
 
 
-def run(config: TrialConfig, command: list[str], seed: int = 0) -> int:
+def provenance(best: dict[str, Any], script: dict[str, Any]) -> str | None:
+    """Why a best.json may not fit this command: tuned on another workload, another script, or another version of it.
+
+    >>> mine = {"file": "/work/train.py", "sha256": "ab" * 32}
+    >>> provenance({"model": "tiny", "script": None}, mine)
+    'best.json was tuned on the built-in workload tiny, not on train.py: its steps_per_execution, batch and input knobs may not fit this script'
+    >>> provenance({"model": "script:train.py", "script": {"file": "train.py", "sha256": "ab" * 32}}, mine) is None
+    True
+    >>> provenance({"model": "script:train.py", "script": {"file": "train.py", "sha256": "cd" * 32}}, mine)
+    'best.json was tuned on another version of train.py (SHA-256 cdcdcdcdcdcd…, this one ababababab…): the script changed since'
+    """
+    here = Path(script["file"]).name if script.get("file") else " ".join(script["command"][:3])
+    tuned = best.get("script")
+    if not tuned:
+        model = best.get("model")
+        if not model:
+            return None  # a hand-written configuration: nothing to check it against
+        return (f"best.json was tuned on the built-in workload {model}, not on {here}: its steps_per_execution, "
+                "batch and input knobs may not fit this script")
+    if tuned.get("file") != here:
+        return f"best.json was tuned on {tuned.get('file') or best.get('model')}, not on {here}"
+    if tuned.get("sha256") and script.get("sha256") and tuned["sha256"] != script["sha256"]:
+        return (f"best.json was tuned on another version of {here} (SHA-256 {tuned['sha256'][:12]}…, this one "
+                f"{script['sha256'][:10]}…): the script changed since")
+    return None
+
+
+def run(config: TrialConfig, command: list[str], seed: int = 0, best: dict[str, Any] | None = None,
+        force: bool = False) -> int:
     """`fitspeed run`: the command to its end with `config` applied; its exit status."""
     import tempfile
 
     script = describe(command)
+    warning = provenance(best, script) if best is not None and not force else None
+    if warning:
+        sys.stderr.write(f"fitspeed: {warning} (--force quiets this).\n")
     if config.data_format != "channels_last":  # the script holds its own model: fitspeed cannot swap it here
         sys.stderr.write(
             f"fitspeed: data_format={config.data_format} is a rewrite of the script's model, which `fitspeed run` "

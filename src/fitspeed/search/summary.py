@@ -253,6 +253,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         "study": data["study"],
         "model": meta.get("model"),
         "data": meta.get("data"),
+        "script": meta.get("script"),  # the script tuned, by file name and SHA-256 (`fitspeed run` checks it)
         "environment": environment,
         "skipped": meta.get("skipped") or {},
         "skipped_groups": skipped_groups(meta.get("skipped") or {}),

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -148,6 +149,8 @@ class Tuner:
             settings.study_name,
             settings.storage,
             {"model": settings.model, "data": settings.data, "base": settings.base.to_dict(),
+             "script": {"file": Path(settings.script["file"]).name if settings.script.get("file") else None,
+                        "sha256": settings.script.get("sha256")} if settings.script else None,
              "min_gain": settings.min_gain,
              "skipped": {d.knob: d.skipped for d in self.dims if d.skipped},
              "environment": host, "fitspeed_version": host["fitspeed"],

@@ -25,7 +25,7 @@ GRACE_S = 30.0  # tracing and compiling, on top of the warm-up's time at stop_be
 def deadline_s(samples: float, stop_below: float) -> float:
     """Seconds after which a warm-up of `samples` samples ran below `stop_below` whatever the compile took.
 
-    >>> deadline_s(4096, 200.0)
+    >>> round(deadline_s(4096, 200.0), 2)
     50.48
     """
     return GRACE_S + samples / stop_below

@@ -129,3 +129,29 @@ def test_the_changes_print_layer_by_layer() -> None:
     assert "1 change(s), layer by layer" in text and "conv2d" in text and "Conv2D" in text
     assert "outputs differ by at most 3e-08 (allowed 0.0001 in float32, probe batch 4×12×12×3)" in text
     assert "parameters 1,234 → 1,234; output dtype float32; checked on tensorflow, oneDNN on" in text
+
+
+def test_a_lambda_layer_is_named_with_the_way_to_convert_a_trusted_file(tmp_path: Path) -> None:
+    # issue 25, item 6: Keras's safe-mode error (exit 1) ended in "Save it with Keras 3's model.save", which was done
+    make = (
+        "import keras\n"
+        "inputs = keras.Input((4,))\n"
+        "x = keras.layers.Dense(8, name='dense_in')(inputs)\n"
+        "x = keras.layers.Lambda(lambda t: t * 2.0, name='doubler')(x)\n"
+        "keras.Model(inputs, keras.layers.Dense(2, name='head')(x)).save('lambda.keras')\n"
+    )
+    subprocess.run([sys.executable, "-c", make], cwd=tmp_path, env=child_env(), check=True, capture_output=True)
+    refused = fitspeed("convert", "lambda.keras", "-o", "fast.keras", "--set", "precision=mixed_bfloat16",
+                       cwd=tmp_path)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    text = " ".join(refused.stderr.split())
+    assert "Lambda layer(s) 'doubler'" in text and "convert it with --unsafe" in text and "Traceback" not in text
+    assert "model.save('model.keras')" not in text and not (tmp_path / "fast.keras").exists()
+
+    trusted = fitspeed("convert", "lambda.keras", "-o", "fast.keras", "--set", "precision=mixed_bfloat16",
+                       "--unsafe", "--json", cwd=tmp_path)
+    record = json.loads(trusted.stdout)
+    # converted: the Lambda follows the policy like any layer, the output layer computes in float32
+    assert record["status"] == "ok" and trusted.returncode == 0 and (tmp_path / "fast.keras").exists(), record
+    changed = {c["layer"]: c["change"] for c in record["changes"]}
+    assert "mixed_bfloat16" in changed["doubler"] and "float32" in changed["head"], changed

@@ -634,12 +634,13 @@ def convert(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to save the converted model (.keras).", show_default=False)],
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="data_format=... or precision=... (backend=, onednn= say where the check runs); repeat for more.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite -o if it exists.")] = False,
+    unsafe: Annotated[bool, typer.Option("--unsafe", help="Load Python code the file holds (a Lambda layer's function): only for a file you trust, such as one you saved yourself.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Rewrite a saved model for data_format and precision: same weights, outputs checked equal, then saved."""
     from fitspeed.cli import convert as conversion
 
-    conversion.run(out, err, model, output, set_ or [], force, as_json)
+    conversion.run(out, err, model, output, set_ or [], force, as_json, unsafe=unsafe)
 
 
 @app.command("reproduce")

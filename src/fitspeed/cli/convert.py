@@ -17,13 +17,16 @@ from rich.table import Table
 
 
 def run(out: Console, err: Console, source: Path, output: Path, assignments: list[str], force: bool,
-        as_json: bool) -> None:
+        as_json: bool, unsafe: bool = False) -> None:
+    from fitspeed.core.errors import UserError
     from fitspeed.measure.conversion import order, run_conversion
 
-    request = order(source, output, assignments, force)
+    request = order(source, output, assignments, force, unsafe=unsafe)
     label = " ".join(f"{k}={v}" for k, v in request["knobs"].items())
     with err.status(f"converting {source} ({label})…"):
         record = run_conversion(request)
+    if record.get("user_error"):  # the file itself, not the conversion: one sentence and exit 2
+        raise UserError(record["reason"])
     if as_json:
         print(json.dumps(record, indent=2))
     else:

@@ -26,7 +26,8 @@ WHERE = ("backend", "onednn")  # where its check runs
 STDERR_TAIL = 2000
 
 
-def order(source: Path, output: Path, assignments: list[str], force: bool, seed: int = 0) -> dict[str, Any]:
+def order(source: Path, output: Path, assignments: list[str], force: bool, seed: int = 0,
+          unsafe: bool = False) -> dict[str, Any]:
     """The child's order, checked: a UserError for a bad path or knob."""
     given: dict[str, Any] = {}
     for text in assignments:
@@ -52,7 +53,7 @@ def order(source: Path, output: Path, assignments: list[str], force: bool, seed:
     if output.exists() and not force:
         raise UserError(f"Expected -o to name a new file. Received: {str(output)!r}, which exists and would be "
                         "overwritten. Choose another path, or pass --force to overwrite it.")
-    return {"source": str(source), "output": str(output), "knobs": given, "seed": seed}
+    return {"source": str(source), "output": str(output), "knobs": given, "seed": seed, "unsafe": unsafe}
 
 
 def run_conversion(request: dict[str, Any], *, python: str = sys.executable) -> dict[str, Any]:

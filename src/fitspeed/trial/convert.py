@@ -25,6 +25,31 @@ from fitspeed.core.record import SCHEMA_VERSION, clip_reason, write_record
 from fitspeed.trial import apply
 
 
+def lambda_layers(path: str) -> list[str]:
+    """The names of the Lambda layers in a `.keras` file's config, read without loading any of them."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return []
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("class_name") == "Lambda":
+                found.append(str((node.get("config") or {}).get("name")))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(config)
+    return found
+
+
 def convert(order: dict[str, Any]) -> dict[str, Any]:
     """Load, rewrite, check, save, reload and check again; the conversion record."""
     knobs = dict(order["knobs"])
@@ -47,11 +72,21 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
     }
     if keras.backend.backend() == "tensorflow":
         record["environment"]["onednn"] = environment.onednn_enabled()
+    unsafe = bool(order.get("unsafe"))
+    if unsafe:  # the user trusts the file: its Lambda functions load, and load again when layers are cloned
+        keras.config.enable_unsafe_deserialization()
     try:
-        model = keras.saving.load_model(order["source"])
+        model = keras.saving.load_model(order["source"], safe_mode=not unsafe)
     except Exception as error:
+        lambdas = [] if unsafe else lambda_layers(order["source"])
+        if lambdas:
+            record.update(status="refused", user_error=True, reason=(
+                f"{order['source']} holds Python code: its Lambda layer(s) {', '.join(map(repr, lambdas))} keep their "
+                "function as bytecode, which Keras will not load in safe mode, since loading it runs that code. "
+                "If you trust the file (you saved it yourself), convert it with --unsafe."))
+            return record
         record["reason"] = (f"Could not load {order['source']!r} as a Keras model: {type(error).__name__}: "
-                            f"{error}. Save it with Keras 3's model.save('model.keras').")
+                            f"{error}")
         return record
     record["model"] = {"name": model.name, "class": type(model).__name__}
     try:
@@ -60,7 +95,7 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
     except Refused as error:
         return {**record, "status": "refused", "reason": str(error)}
     done.model.save(order["output"])
-    saved = keras.saving.load_model(order["output"])
+    saved = keras.saving.load_model(order["output"], safe_mode=not unsafe)
     try:
         reloaded = compare(done.model, saved, "the saved file", order.get("seed", 0))
     except Refused as error:

@@ -58,3 +58,19 @@ def test_a_python_op_blocks_xla_and_determinism_fails_to_hold(workdir: Path) -> 
     determinism = record["determinism"]
     assert determinism["identical"] is False and determinism["hashes"][0] != determinism["hashes"][1]
     assert "dense/kernel" in determinism["differing"]
+
+
+def test_doctor_model_counts_the_flops_of_a_batchnorm_dropout_and_custom_layer_model(workdir: Path) -> None:
+    # issue 25, item 7: freezing the step failed on BatchNormalization's moving-statistics updates
+    result = fitspeed("doctor", "--model", "userwork:bn_convnet", *QUICK, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "not counted" not in text and "FLOPs per sample: " in text, text
+    assert "% of the measured matmul rate" in text
+    record = json.loads((workdir / "fitspeed-results.jsonl").read_text().splitlines()[-1])
+    flops = record["model_check"]["flops"]
+    conv, dense = 2 * 26 * 26 * 9 * 16, 2 * 13 * 13 * 16 * 10  # multiply-adds of the two layers with weights
+    # and the element-wise work of BatchNormalization, the scale, pooling and dropout on top
+    assert conv + dense <= flops["forward_per_sample"] <= 2 * (conv + dense), flops
+    assert flops["per_sample"] > 2 * flops["forward_per_sample"]  # gradients of the kernels too
+    assert {"batch_normalization", "scale"} <= set(flops["by_layer"]), flops["by_layer"]

@@ -11,7 +11,7 @@ Runs in the trial child, TensorFlow backend only (`fitspeed doctor --model`).
   sees) gets the same scopes; `layer_of` maps an op name back to its layer.
 - **FLOPs.** `tf.compat.v1.profiler` with `float_operation()` counts the
   floating-point operations of every op that registers a count (MatMul,
-  Conv2D and its two gradients, BiasAdd, pooling, ...) in the frozen graph of
+  Conv2D and its two gradients, BiasAdd, pooling, ...) in the traced graph of
   one step on a 2-sample batch: forward, loss and gradients, without the
   optimizer's update. Forward FLOPs are the ops outside `gradient_tape/`.
   Ops without a registered count (Einsum, a while loop's body run N times)
@@ -154,22 +154,22 @@ def trace(model: Any, x: Any, y: Any) -> TracedStep:
 def _flops(concrete: Any, scopes: Scopes) -> dict[str, Any]:
     """FLOPs per sample of the traced step, in all, forward only, and by layer."""
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import (  # type: ignore[import-not-found]
-        convert_variables_to_constants_v2,
-    )
 
-    frozen = convert_variables_to_constants_v2(concrete)
+    # The traced graph itself, not a frozen copy: freezing turns variables into constants, which fails on a
+    # BatchNormalization's moving-statistics updates (an AssignVariableOp on a constant); the variables' reads
+    # carry their shapes, so every op counts the same as in a frozen graph of a model without them.
     options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     options["output"] = "none"
-    tree = tf.compat.v1.profiler.profile(graph=frozen.graph, run_meta=tf.compat.v1.RunMetadata(), cmd="scope",
+    tree = tf.compat.v1.profiler.profile(graph=concrete.graph, run_meta=tf.compat.v1.RunMetadata(), cmd="scope",
                                          options=options)
+    live = _live_ops(concrete)
     total = forward = 0
     by_layer: dict[str, int] = {}
     pending = list(tree.children)
     while pending:
         node = pending.pop()
         pending.extend(node.children)
-        if not node.float_ops:
+        if not node.float_ops or node.name not in live:
             continue
         total += node.float_ops
         if not node.name.startswith("gradient_tape/"):
@@ -183,6 +183,27 @@ def _flops(concrete: Any, scopes: Scopes) -> dict[str, Any]:
         "method": "tf.compat.v1.profiler float_operation() over one traced training step "
                   "(forward, loss and gradients; the optimizer's update is not counted)",
     }
+
+
+def _live_ops(concrete: Any) -> set[str]:
+    """The ops a step runs: those its outputs and its variable updates need.
+
+    A gradient op TensorFlow adds but nothing reads (the first convolution's
+    gradient with respect to the input images) is traced, never run, and not
+    counted; freezing the graph used to prune it.
+    """
+    graph = concrete.graph
+    stack = [tensor.op for tensor in concrete.outputs]
+    stack += [op for op in graph.get_operations() if op.type.startswith(("Assign", "ResourceApply"))]
+    seen: set[str] = set()
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack.extend(tensor.op for tensor in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
 
 
 def try_xla(model: Any, x: Any, y: Any, scopes: Scopes) -> dict[str, Any]:

@@ -77,3 +77,35 @@ def test_show_states_the_resolution_from_the_studys_intervals() -> None:
     assert "resolution" in text and "0.120 wide (95%, 6 pairs)" in text and "±6%" in text
     data["verification"] = None
     assert "resolution" not in render(lambda c: tables.print_tune(c, study_summary(data)))
+
+
+def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
+    # issue 25, item 11: `jit_compil e=True` at 80 columns
+    from fitspeed.search.summary import study_summary
+
+    base = TrialConfig()
+    configs = [TrialConfig(jit_compile=True), TrialConfig(steps_per_execution=64, precision="mixed_bfloat16"),
+               TrialConfig(steps_per_execution=64, precision="mixed_bfloat16", jit_compile=True,
+                           intra_op_threads=1, data_autotune=False)]
+
+    def row(config: TrialConfig, phase: str, speed: float) -> dict:
+        return {"number": 0, "phase": phase, "config": config.to_dict(),
+                "record": ok_record(TrialSpec(model="tiny", config=config), speed)}
+
+    data = {"study": "s", "meta": {"model": "tiny", "data": None, "base": base.to_dict(), "min_gain": 0.05},
+            "trials": [row(base, "baseline", 100.0), *(row(c, "sweep", 90.0 + 30 * i) for i, c in enumerate(configs))],
+            "guards": {}, "verification": None,
+            "decisions": [{"purpose": "combine", "a_label": configs[1].label(), "b_label": configs[2].label(),
+                           "a": configs[1].to_dict(), "b": configs[2].to_dict(),
+                           "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
+                           "confidence": 0.7, "verdict": "faster", "why": None}]}
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    tables.print_tune(console, study_summary(data))
+    tables.print_trials(console, [r["record"] for r in data["trials"]])
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    import re
+
+    # a knob=value cut by the table's wrap leaves a piece with an underscore and no '=', or one starting with '='
+    broken = [w for w in re.split(r"[\s│┃|]+", text) if ("_" in w and "=" not in w) or w.startswith("=")]
+    assert not broken, text
+    assert "steps_per_execution=64" in text.split() and "data_autotune=False" in text.split()

@@ -396,7 +396,7 @@ def tune(
                                 if decision.get("low") is not None else "")
                     if decision["purpose"] == "screen":  # one trial against the baseline's median: no pairs
                         err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, its trial at "
-                                  f"{decision['ratio']:.2f}× the baseline's median", highlight=False)
+                                  f"{decision['ratio']:.2f}× the median of the screen's baseline trials", highlight=False)
                         return
                     if decision["purpose"] == "race":  # one pair that only orders the candidates
                         ratio = f"{decision['ratio']:.2f}× in one pair" if decision.get("ratio") else "no pair"

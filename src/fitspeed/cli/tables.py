@@ -51,10 +51,19 @@ LOSS_NOTE = ("* the trial repeats the data's first batches for its timing: this 
              "reaches")
 
 
+def whole_words(values: Sequence[Any], cap: int = 40) -> int:
+    """A column's min_width that keeps its longest word (`jit_compile=True`) whole, up to `cap`.
+
+    >>> whole_words(["steps_per_execution=64 jit_compile=True", "defaults"])
+    22
+    """
+    return min(cap, max((len(word) for value in values for word in str(value).split()), default=0))
+
+
 def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """One row per trial: speed with its spread, step time, compile time, loss at the last timed step."""
     table = Table(title=title, header_style="bold", caption=LOSS_NOTE if records else None)
-    table.add_column("config")
+    table.add_column("config", min_width=whole_words([_config_label(r) for r in records]))
     table.add_column("status")
     table.add_column("samples/s (min–max)", justify="right")
     table.add_column("ms/step", justify="right")
@@ -306,10 +315,14 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     console.print(head)
 
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "
-                          "own trials, against the baseline's)",
+                          "own trials, against the median of all the baseline's; the screen's line during the run "
+                          "compared one trial with the screen's baselines, so the two can differ)",
                     header_style="bold")
+    knobs = whole_words([row["config"] for row in summary["effects"]]
+                        + [k for knobs, _ in summary["skipped_groups"] for k in knobs])
     for column in ("knob", "samples/s", "vs baseline", "outcome"):
-        effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left")
+        effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left",
+                           min_width=knobs if column == "knob" else None)
     for row in summary["effects"]:
         effects.add_row(row["config"], number(row["samples_per_s"], 0), ratio(row["ratio"]), row["outcome"])
     for knobs, reason in summary["skipped_groups"]:
@@ -318,9 +331,11 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     if summary.get("decisions"):
         decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
+        labels = whole_words([row[k] for row in summary["decisions"] for k in ("change", "incumbent")], cap=24)
         for column in ("step", "change", "on top of", "pairs", "ratio", "CI", "verdict"):
             decided.add_column(column, justify="right" if column in ("pairs", "ratio", "CI") else "left",
-                               overflow="fold")
+                               min_width=labels if column in ("change", "on top of") else None,
+                               no_wrap=column in ("step", "pairs", "ratio", "CI"))
         for row in summary["decisions"]:
             decided.add_row(row["purpose"], row["change"], row["incumbent"], str(row["pairs"]), ratio(row["ratio"]),
                             row["interval"], row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
@@ -328,8 +343,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     if summary["rejected"]:
         rejected = Table(title="rejected", header_style="bold")
-        rejected.add_column("config")
-        rejected.add_column("phase")
+        rejected.add_column("config", min_width=whole_words([row["config"] for row in summary["rejected"]]))
+        rejected.add_column("phase", no_wrap=True)
         rejected.add_column("reason", overflow="fold")
         for row in summary["rejected"]:
             rejected.add_row(row["config"], row["phase"] or "–", row["outcome"])

@@ -4,6 +4,7 @@
 # the HTML report with its plots to ./fitspeed-report/.
 set -euo pipefail
 cd "$(dirname "$0")"
+FITSPEED_EXTRAS=${FITSPEED_EXTRAS-}  # the tool alone: the test extras are test.sh's
 source scripts/ensure-venv.sh
 .venv/bin/fitspeed tune tiny
 .venv/bin/fitspeed report

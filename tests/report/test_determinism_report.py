@@ -18,7 +18,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for knobs in ([], ["--set", "deterministic=true"]):
         result = fitspeed("measure", "tiny", *knobs, *QUICK, cwd=folder)
         assert result.returncode == 0, result.stderr
-    result = fitspeed("report", "fitspeed-results.jsonl", "--out", "report", cwd=folder)
+    result = fitspeed("report", "fitspeed-results.jsonl", "--out", "report", "--tables", cwd=folder)
     assert result.returncode == 0, result.stderr
     (folder / "report.stdout").write_text(result.stdout)
     return folder

@@ -482,6 +482,7 @@ def report(
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL.")] = "sqlite:///fitspeed.db",
     workload: Annotated[Optional[str], typer.Option("--workload", help="For a results file with several workloads: which one, as 'MODEL · DATA' [default: the newest].")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for index.html, the PNG plots and report.json.")] = Path("fitspeed-report"),
+    show_tables: Annotated[bool, typer.Option("--tables", help="Also print the terminal tables (`fitspeed show` prints them alone).")] = False,
 ) -> None:
     """Write an offline HTML report with plots, from a study or a results file."""
     from fitspeed.report.html import load_summary, write
@@ -489,7 +490,11 @@ def report(
     summary = load_summary(source, study, storage, workload)
     for note in summary["read_notes"]:
         err.print(note, highlight=False)
-    tables.print_tune(out, summary)
+    if show_tables:
+        tables.print_tune(out, summary)
+    else:  # the tables were tune's output already (run.sh printed each twice): the verdict, once
+        best = summary["best"]
+        out.print(f"verdict: {best['verdict']}" + (f" — {best['why']}" if best.get("why") else ""), highlight=False)
     written = write(summary, out_dir)
     drawn = sum(path is not None for path in written.plots.values())
     err.print(f"report written to {written.index} ({drawn} of {len(written.plots)} plots)", highlight=False)

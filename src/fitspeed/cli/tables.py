@@ -283,11 +283,23 @@ def _of_trials(figure: dict[str, Any]) -> str:
     return f" (median of {n} trials)" if n and n > 1 else ""
 
 
+def head_title(summary: dict[str, Any]) -> str:
+    """What the tables are about: the study, and its workload where the study is not named after it.
+
+    >>> head_title({"study": "tiny · synthetic", "model": "tiny", "data": None})
+    'tiny · synthetic'
+    >>> head_title({"study": "tiny-synthetic", "model": "tiny", "data": None})
+    'study tiny-synthetic · tiny · synthetic'
+    """
+    workload = f"{summary['model']} · {summary['data'] or 'synthetic'}"
+    return workload if summary["study"] == workload else f"study {summary['study']} · {workload}"
+
+
 def print_tune(console: Console, summary: dict[str, Any]) -> None:
     """The tuner's answer: baseline, verified best, each knob alone, rejections."""
     base, best = summary["baseline"], summary["best"]
-    head = Table(title=f"study {summary['study']} · {summary['model']} · {summary['data'] or 'synthetic'}",
-                 show_header=False)
+    console.print(Text(head_title(summary), style="bold"))  # the console wraps it at words, not a narrow table
+    head = Table(show_header=False)
     head.add_column("", style="bold")
     head.add_column("")
     head.add_row("baseline", f"{TrialConfig.from_dict(base['config']).label()}: "

@@ -222,7 +222,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                "status": record["status"], "samples_per_s": speed, "ratio": ratio,
                "outcome": outcome, "guard": verdict,
                "compile_s": metrics.get("compile_s"), "ms_per_step": metrics.get("ms_per_step"),
-               "jit_compile_resolved": metrics.get("jit_compile_resolved")}
+               "jit_compile_resolved": metrics.get("jit_compile_resolved"),
+               "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == key for t in data["trials"])}
         rows.append(row)
         if config == base:
             baseline_row = row

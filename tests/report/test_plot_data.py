@@ -107,6 +107,7 @@ def test_compile_points_only_vary_steps_per_execution_and_xla() -> None:
     points = plot_data.compile_points(study_summary(study(VERIFIED)))
     assert [(p["steps_per_execution"], p["jit_compile"], p["compile_s"]) for p in points] == [
         (1, False, 1.0), (16, False, 2.0), (16, True, 5.0)]
+    assert [p["label"] for p in points] == ["jit_compile=auto (Keras chose no XLA here)"] * 2 + ["jit_compile=True"]
 
 
 def test_loss_curves_from_the_guard_else_the_baseline() -> None:
@@ -117,7 +118,10 @@ def test_loss_curves_from_the_guard_else_the_baseline() -> None:
     unchecked = study(VERIFIED)
     unchecked["guards"] = {}
     curves = plot_data.loss_curves(study_summary(unchecked))
-    assert curves == {"baseline": [2.3, 1.9, 1.4], "checked": []}
+    assert (curves["baseline"], curves["checked"]) == ([2.3, 1.9, 1.4], [])
+    # issue 25, item 12: mixed precision was tried, only never checked: the title must not say it was not tried
+    assert "precision=mixed_bfloat16" in curves["numeric_tried"]
+    assert curves["title"] == "Baseline loss (no configuration that changes numerics reached the guard)"
 
 
 def _record(config: TrialConfig, speed: float, model: str = "tiny", **extra: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import level
 from fitspeed.search.studies import config_key
@@ -299,9 +300,14 @@ def compile_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
         if row["compile_s"] is None or not set(row["changes"]) <= {"steps_per_execution", "jit_compile"}:
             continue
         resolved = row.get("jit_compile_resolved")
+        asked = row["changes"].get("jit_compile", base["jit_compile"])
+        label = f"jit_compile={asked}"
+        if asked == "auto" and resolved is not None:  # Keras decides: say what it decided here
+            label += f" (Keras chose {'XLA' if resolved else 'no XLA'} here)"
         points.append({
             "steps_per_execution": row["changes"].get("steps_per_execution", base["steps_per_execution"]),
-            "jit_compile": resolved if resolved is not None else row["changes"].get("jit_compile", base["jit_compile"]),
+            "jit_compile": resolved if resolved is not None else asked,
+            "label": label,
             "compile_s": row["compile_s"],
         })
     return sorted(points, key=lambda p: (str(p["jit_compile"]), p["steps_per_execution"]))
@@ -324,7 +330,15 @@ def loss_curves(summary: dict[str, Any]) -> dict[str, Any]:
                         "ok": bool(verdict["ok"]), "reason": verdict["reason"]})
     if not checked:
         baseline_curve = list(summary["baseline"].get("loss_curve") or [])
-    return {"baseline": baseline_curve, "checked": checked}
+    numeric = {name for name, knob in KNOBS_BY_NAME.items() if knob.changes_numerics}
+    tried = [row["config"] for row in summary["trials"] if set(row["changes"]) & numeric]
+    if checked:
+        title = "Numerics guard: loss curves"
+    elif tried:  # tried, but none was kept far enough to be checked
+        title = "Baseline loss (no configuration that changes numerics reached the guard)"
+    else:
+        title = "Baseline loss (no configuration tried changes numerics)"
+    return {"baseline": baseline_curve, "checked": checked, "numeric_tried": tried, "title": title}
 
 
 def all_series(summary: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,9 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
     assert summary["baseline"]["samples_per_s"] > 0, summary["baseline"]
     # issue 25, item 8: a budget too small for an answer is named before the first trial, with the one that would do
     assert "--trials 4 does not pay for an answer on this space" in " ".join(second.stderr.split())
+    # and the answer says the budget was why
+    assert not summary["best"]["claimed"], summary["best"]
+    assert summary["best"]["why"].startswith("no change was decided: --trials 4 paid for the screen"), summary["best"]
     best = json.loads((tmp_path / "best.json").read_text())  # what `fitspeed run` checks a command against
     assert best["script"]["file"] == "long_train.py" and len(best["script"]["sha256"]) == 64
 

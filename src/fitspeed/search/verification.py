@@ -20,7 +20,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.search.decider import Decider, verify_design
 from fitspeed.search.events import OnEvent, VerificationStarted
-from fitspeed.search.ledger import Ledger
+from fitspeed.search.ledger import BUDGET, Ledger
 
 MAX_FALLBACKS = 3  # verification tries at most this many incumbents, newest first
 
@@ -42,7 +42,7 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
             verification = claim(config, decision, tried)
             break
     if verification is None:
-        why = ("no change was confirmed faster than the baseline in pairs" if not chain
+        why = (short_budget(ledger) or "no change was confirmed faster than the baseline in pairs" if not chain
                else "the speed-up was not confirmed: " + "; ".join(
                    f"{d['b_label']}: {d['verdict']}" for d in tried))
         verification = {"config": base.to_dict(), "verdict": "keep the defaults", "claimed": False,
@@ -50,6 +50,16 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
                         "tried": [d["id"] for d in tried], "design": design.to_dict()}
     verification["chain"] = [c.to_dict() for c in chain]
     return verification
+
+
+def short_budget(ledger: Ledger) -> str | None:
+    """Why no change was decided, when the budget was the reason: --trials paid for the screen and no more."""
+    plan = ledger.study.user_attrs.get(BUDGET) or {}
+    if not plan or plan.get("trials", 0) >= plan.get("smallest", 0):
+        return None
+    return (f"no change was decided: --trials {plan['trials']} paid for the screen and little more; "
+            f"--trials {plan['smallest']} screens, decides and verifies on this space, and the default, "
+            f"--trials {plan['suggested']}, pays for several")
 
 
 def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]]) -> dict[str, Any]:

@@ -109,3 +109,5 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     broken = [w for w in re.split(r"[\s│┃|]+", text) if ("_" in w and "=" not in w) or w.startswith("=")]
     assert not broken, text
     assert "steps_per_execution=64" in text.split() and "data_autotune=False" in text.split()
+    # the knob table names the median it divides by (the screen's line used the screen's baselines)
+    assert "against the median of all the baseline's" in " ".join(text.split())

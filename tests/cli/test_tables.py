@@ -84,7 +84,8 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     from fitspeed.search.summary import study_summary
 
     base = TrialConfig()
-    configs = [TrialConfig(jit_compile=True), TrialConfig(steps_per_execution=64, precision="mixed_bfloat16"),
+    configs = [TrialConfig(jit_compile=True), TrialConfig(data_format="channels_first"),
+               TrialConfig(steps_per_execution=64, precision="mixed_bfloat16"),
                TrialConfig(steps_per_execution=64, precision="mixed_bfloat16", jit_compile=True,
                            intra_op_threads=1, data_autotune=False)]
 
@@ -95,19 +96,32 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     data = {"study": "s", "meta": {"model": "tiny", "data": None, "base": base.to_dict(), "min_gain": 0.05},
             "trials": [row(base, "baseline", 100.0), *(row(c, "sweep", 90.0 + 30 * i) for i, c in enumerate(configs))],
             "guards": {}, "verification": None,
-            "decisions": [{"purpose": "combine", "a_label": configs[1].label(), "b_label": configs[2].label(),
-                           "a": configs[1].to_dict(), "b": configs[2].to_dict(),
+            "decisions": [{"purpose": "combine", "a_label": configs[2].label(), "b_label": configs[3].label(),
+                           "a": configs[2].to_dict(), "b": configs[3].to_dict(),
                            "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
                            "confidence": 0.7, "verdict": "faster", "why": None}]}
+    data["decisions"].append({"purpose": "screen", "a_label": "defaults", "b_label": configs[1].label(),
+                              "a": base.to_dict(), "b": configs[1].to_dict(), "pairs": [[100.0, 30.0]],
+                              "ratio": 0.3, "low": None, "high": None, "verdict": "slower", "why": None})
+    summary = study_summary(data)
+    summary["skipped_groups"] = [(["workers", "use_multiprocessing", "max_queue_size"],
+                                  "applies to a keras.utils.PyDataset; the data here is numpy arrays")]
     console = Console(file=io.StringIO(), width=80, color_system=None)
-    tables.print_tune(console, study_summary(data))
+    tables.print_tune(console, summary)
     tables.print_trials(console, [r["record"] for r in data["trials"]])
     text = console.file.getvalue()  # type: ignore[attr-defined]
     import re
 
     # a knob=value cut by the table's wrap leaves a piece with an underscore and no '=', or one starting with '='
-    broken = [w for w in re.split(r"[\s│┃|]+", text) if ("_" in w and "=" not in w) or w.startswith("=")]
+    from fitspeed.core.knobs import KNOBS_BY_NAME
+
+    broken = [w for w in re.split(r"[\s│┃|]+", text)
+              if ("_" in w and "=" not in w and w.rstrip(",") not in KNOBS_BY_NAME) or w.startswith("=")]
     assert not broken, text
+    # nothing cropped: every line fits, and every table row ends in its border
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), text
+    assert all(line.rstrip()[-1] in "│┃┓┩┐┘┛┤╇╉╋┫" for line in lines if line.startswith(("│", "┃", "┏", "┡", "└"))), text
     assert "steps_per_execution=64" in text.split() and "data_autotune=False" in text.split()
     # the knob table names the median it divides by (the screen's line used the screen's baselines)
     assert "against the median of all the baseline's" in " ".join(text.split())

@@ -62,10 +62,13 @@ def whole_words(values: Sequence[Any], cap: int = 40) -> int:
 
 def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) -> Table:
     """One row per trial: speed with its spread, step time, compile time, loss at the last timed step."""
-    table = Table(title=title, header_style="bold", caption=LOSS_NOTE if records else None)
-    table.add_column("config", min_width=whole_words([_config_label(r) for r in records]))
+    # collapse_padding and no edge padding: at 80 columns the widest knob=value (data_format=channels_first)
+    # still fits whole beside the figures
+    table = Table(title=title, header_style="bold", caption=LOSS_NOTE if records else None, collapse_padding=True,
+                  pad_edge=False)
+    table.add_column("config", min_width=whole_words([_config_label(r) for r in records], cap=26))
     table.add_column("status")
-    table.add_column("samples/s (min–max)", justify="right")
+    table.add_column("samples/s\n(min–max)", justify="right")
     table.add_column("ms/step", justify="right")
     table.add_column("compile s", justify="right")
     table.add_column("loss*", justify="right")
@@ -75,6 +78,7 @@ def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) ->
     for record in records:
         metrics = record.get("metrics") or {}
         speed, _ = _speed(metrics) if record["status"] == "ok" else ("–", "–")
+        speed = speed.replace(" (", "\n(")  # the median, its range under it: narrow enough for 80 columns
         table.add_row(
             _config_label(record),
             _status(record["status"]),
@@ -329,12 +333,14 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "
                           "own trials, against the median of all the baseline's; the screen's line during the run "
                           "compared one trial with the screen's baselines, so the two can differ)",
-                    header_style="bold")
+                    header_style="bold", pad_edge=False)
     knobs = whole_words([row["config"] for row in summary["effects"]]
-                        + [k for knobs, _ in summary["skipped_groups"] for k in knobs])
-    for column in ("knob", "samples/s", "vs baseline", "outcome"):
-        effects.add_column(column, justify="right" if column in ("samples/s", "vs baseline") else "left",
-                           min_width=knobs if column == "knob" else None)
+                        + [k for knobs, _ in summary["skipped_groups"] for k in knobs], cap=28)
+    for column in ("knob", "samples/s", "ratio", "outcome"):
+        # the outcome is prose: a word longer than what is left of 80 columns folds, rather than the table crop
+        effects.add_column(column, justify="right" if column in ("samples/s", "ratio") else "left",
+                           min_width=knobs if column == "knob" else None,
+                           overflow="fold" if column == "outcome" else "ellipsis")
     for row in summary["effects"]:
         effects.add_row(row["config"], number(row["samples_per_s"], 0), ratio(row["ratio"]), row["outcome"])
     for knobs, reason in summary["skipped_groups"]:
@@ -343,14 +349,16 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     if summary.get("decisions"):
         decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
-        labels = whole_words([row[k] for row in summary["decisions"] for k in ("change", "incumbent")], cap=24)
-        for column in ("step", "change", "on top of", "pairs", "ratio", "CI", "verdict"):
-            decided.add_column(column, justify="right" if column in ("pairs", "ratio", "CI") else "left",
-                               min_width=labels if column in ("change", "on top of") else None,
-                               no_wrap=column in ("step", "pairs", "ratio", "CI"))
+        # the change and what it went on top of share a column, so that at 80 columns each knob=value stays whole
+        labels = whole_words([row[k] for row in summary["decisions"] for k in ("change", "incumbent")], cap=30)
+        for column in ("step", "change, on top of", "pairs", "ratio, CI", "verdict"):
+            decided.add_column(column, justify="right" if column in ("pairs", "ratio, CI") else "left",
+                               min_width=labels if column == "change, on top of" else None,
+                               no_wrap=column in ("step", "pairs"), overflow="fold")
         for row in summary["decisions"]:
-            decided.add_row(row["purpose"], row["change"], row["incumbent"], str(row["pairs"]), ratio(row["ratio"]),
-                            row["interval"], row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
+            decided.add_row(row["purpose"], f"{row['change']}\non top of {row['incumbent']}", str(row["pairs"]),
+                            ratio(row["ratio"]) + (f"\n{row['interval']}" if row["interval"] != "–" else ""),
+                            row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
         console.print(decided)
 
     if summary["rejected"]:

@@ -343,3 +343,18 @@ def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_p
                      "steps_per_execution, batch and input knobs may not fit this script (--force quiets this)."]
     quiet = cli("run", "--force", "best.json", *command, cwd=tmp_path)
     assert quiet.returncode == 0 and "was tuned on" not in quiet.stderr, quiet.stderr
+
+
+def test_tune_tries_no_steps_per_execution_beyond_the_scripts_epoch(tmp_path: Path) -> None:
+    # an answer of steps_per_execution=64 for a 43-step epoch: the trial timed what the run never does (64/43)
+    import optuna
+
+    storage = f"sqlite:///{tmp_path}/s.db"
+    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+                 "--storage", storage, "--best", str(tmp_path / "best.json"),
+                 "--", PY, str(SCRIPTS / "short_epoch.py"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "the script's epoch has 5 steps: steps_per_execution=" in " ".join(result.stderr.split())
+    tried = {t.user_attrs["config"]["steps_per_execution"] for name in optuna.get_all_study_names(storage)
+             for t in optuna.load_study(study_name=name, storage=storage).trials if "config" in t.user_attrs}
+    assert tried and max(tried) <= 5, tried

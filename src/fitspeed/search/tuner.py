@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -144,6 +145,7 @@ class Tuner:
             settings.knobs,
         )
         self.choices = choices(self.dims, self.base)
+        self.epoch_steps: int | None = None  # a script's steps per epoch, once its baseline said (`_fit_epoch`)
         host = environment.host(settings.base.backend)
         self.study, storage = studies.open_study(
             settings.study_name,
@@ -359,6 +361,7 @@ class Tuner:
         if baseline is None or throughput(baseline) is None:
             return self.finish()
         self._learn_data_kind(baseline)
+        self._fit_epoch(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
         promising = self._screen(sweep)
         self._combine(promising)
@@ -414,6 +417,26 @@ class Tuner:
         self.choices = choices(self.dims, self.base)
         self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))
+
+    def _fit_epoch(self, baseline: dict[str, Any]) -> None:
+        """A script's epoch of N steps: no steps_per_execution above N, which its real run would never reach."""
+        epoch = (baseline.get("metrics") or {}).get("epoch_steps")
+        if not epoch:
+            return
+        dims = []
+        for dim in self.dims:
+            over = [v for v in dim.values if dim.knob == "steps_per_execution" and isinstance(v, int) and v > epoch]
+            if over:
+                kept = tuple(v for v in dim.values if v not in over)
+                why = (f"the script's epoch has {epoch} steps: steps_per_execution="
+                       f"{', '.join(map(str, over))} would run past it")
+                dim = replace(dim, values=kept, skipped=None if kept else why)
+                self.emit(Note(f"{why}, so {'only ' + ', '.join(map(str, kept)) + ' is' if kept else 'none is'} "
+                               "tried"))
+            dims.append(dim)
+        self.dims = dims  # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
+        self.epoch_steps = int(epoch)
+        self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
 
     # -- the screen ---------------------------------------------------------
 
@@ -648,10 +671,13 @@ class Tuner:
 
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:
-            return self.base.replace(**knob_values)
+            config = self.base.replace(**knob_values)
         except KnobError as error:
             self.emit(Note(f"skipped {knob_values}: {error}"))
             return None
+        if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
+            return None  # past the end of the script's epoch (`_fit_epoch`): never measured
+        return config
 
     def _sample(self) -> None:
         """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""

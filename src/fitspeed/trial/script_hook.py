@@ -289,6 +289,7 @@ class Hook:
             )
         data = _data(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
         batch = data.batch_size or int(bound.get("batch_size") or 32)
+        epoch_steps = _epoch_steps(bound.get("steps_per_epoch"), data, batch)  # the script's own epoch
         from fitspeed.trial.data.fit_input import fit_input, max_steps
 
         if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
@@ -346,7 +347,8 @@ class Hook:
             device_mb=environment.peak_device_memory_mb(config.backend), params=int(model.count_params()),
             data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
-        metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits)
+        metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits,
+                       epoch_steps=epoch_steps)
         checks = after_timing(spec, model, data, batch, timed.steps, n, metrics, env) if finite else {}
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
                           environment=env, metrics=metrics, notes=notes, script=script,
@@ -553,3 +555,22 @@ def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
     return {"changes": [c for part in parts for c in part["changes"]],
             "checks": [c for part in parts for c in part["checks"]],
             "params": parts[-1]["params"], "output_dtype": rewrite.output_dtype(model)}
+
+
+def _epoch_steps(steps_per_epoch: Any, data: Any, batch: int) -> int | None:
+    """The steps in one epoch of the script's own fit(), or None where its data does not say.
+
+    The trial cycles the data past an epoch's end to time whole executions;
+    the tuner tries no steps_per_execution beyond this, which the real run
+    would never reach (Keras then shows 64/43 in its progress bar).
+    """
+    if steps_per_epoch:
+        return int(steps_per_epoch)
+    if data.kind == "arrays" and data.x is not None:
+        return max(1, math.ceil(len(data.x) / batch))
+    if data.kind == "pydataset":
+        return len(data.source)
+    if data.kind == "dataset":
+        count = int(data.source.cardinality())
+        return count if count > 0 else None  # infinite or unknown
+    return None

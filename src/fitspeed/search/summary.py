@@ -215,7 +215,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         elif numeric and not verdict:
             carrier = next((c for c in passed if all(getattr(c, k) == v for k, v in changes.items())), None)
             outcome = (f"faster; its numerics passed the guard inside {carrier.label()}" if carrier
-                       else "faster, numerics not checked")
+                       else f"screened faster ({ratio:.2f}×) but never kept, so its numerics were not checked"
+                       if ratio is not None else "screened faster but never kept, so its numerics were not checked")
         else:
             outcome = "faster"
         row = {"config": config.label(), "changes": changes, "phase": trial["phase"],

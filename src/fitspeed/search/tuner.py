@@ -431,8 +431,9 @@ class Tuner:
                 why = (f"the script's epoch has {epoch} steps: steps_per_execution="
                        f"{', '.join(map(str, over))} would run past it")
                 dim = replace(dim, values=kept, skipped=None if kept else why)
-                self.emit(Note(f"{why}, so {'only ' + ', '.join(map(str, kept)) + ' is' if kept else 'none is'} "
-                               "tried"))
+                tried = " and ".join(map(str, sorted(kept)))
+                self.emit(Note(f"{why}, so only {tried} {'is' if len(kept) == 1 else 'are'} tried" if kept
+                               else f"{why}, so none is tried"))
             dims.append(dim)
         self.dims = dims  # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
         self.epoch_steps = int(epoch)

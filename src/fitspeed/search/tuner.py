@@ -13,7 +13,10 @@ The search, in order (every trial is one Optuna trial, one child process):
    compared head to head. Then every other change that did not screen slower
    goes on top of the new incumbent as one bundle, decided the same way:
    small wins stack on a big one, and four 5% wins together are a step that
-   three pairs can see. What the bundle left out is raced and decided one
+   three pairs can see. A bundle that loses is taken apart by a joint
+   estimate of its members on top of the incumbent (a two-level fractional
+   factorial, `fitspeed.search.factorial`): those estimated to help are
+   decided again, together. What no bundle judged is raced and decided one
    at a time, on top of a later incumbent;
 3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
    budget: a configuration it finds faster than the incumbent's figure is
@@ -60,6 +63,7 @@ from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
 from fitspeed.search.decider import (
+    CHOOSE_MORE_PAIRS,
     STOP_SHARE,
     VERIFY_MIN_PAIRS,
     Decider,
@@ -74,7 +78,16 @@ from fitspeed.search.events import (
     TrialFinished,
     TrialStarted,
 )
-from fitspeed.search.ledger import BUDGET, CHALLENGE, CLAIM, VERIFICATION, Ledger, guard_key, guard_run_key
+from fitspeed.search.factorial import MAX_FACTORS, design, estimate
+from fitspeed.search.ledger import (
+    BUDGET,
+    CHALLENGE,
+    CLAIM,
+    VERIFICATION,
+    Ledger,
+    guard_key,
+    guard_run_key,
+)
 from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
@@ -98,6 +111,8 @@ RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most 
 BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle
 MAX_ALONE = 2  # at most this many (a low screen baseline makes every change look big): the rest go in the bundle
 BUNDLE_FLOOR = 0.9  # a waiting change joins the bundle when its screen trial came in at this ratio or better
+JOINT_KEEP = 0.0  # a change whose joint estimate (log speed) is above this is built on
+JOINT_TRIES = 3  # a joint step that loses is decided again without its smallest member, at most this often
 VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS + 1  # kept inside --trials: a verification's first look is 6 trials, 7.0 on average in the simulator
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
@@ -466,8 +481,9 @@ class Tuner:
         well (two mixed precisions) is then compared head to head with it, in
         a fixed number of pairs (`choose_design`): the better estimate stays.
         Then the rest, and the big ones that showed no gain, go on top of the
-        new incumbent together, as one bundle (`_bundle`). What is still
-        waiting after it is raced on top of the
+        new incumbent together, as one bundle; a bundle that lost is taken
+        apart by a joint estimate of its members, never by screen rank
+        (`_joint`). What is still waiting after it is raced on top of the
         new incumbent (a change may help only beside another): one fresh pair
         each, which only orders them; the ones whose pair came out ahead are
         then decided in that order, on pairs of their own. A round that
@@ -503,7 +519,7 @@ class Tuner:
             if config is not None and config != incumbent and not self._spent():
                 incumbent, _ = self._try(incumbent, config, "choose")
         waiting = again + weak
-        incumbent, waiting = self._bundle(incumbent, waiting, dict(promising))
+        incumbent, waiting = self._joint(incumbent, waiting, dict(promising))
         for _ in range(RACE_ROUNDS):
             if not waiting or self._spent():
                 return
@@ -519,43 +535,82 @@ class Tuner:
             waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
                 if incumbent != before else []
 
-    def _bundle(self, incumbent: TrialConfig, waiting: list[TrialConfig],
-                screened: dict[TrialConfig, float]) -> tuple[TrialConfig, list[TrialConfig]]:
-        """Every waiting change that screened at BUNDLE_FLOOR or better, together on top of `incumbent`.
+    def _joint(self, incumbent: TrialConfig, waiting: list[TrialConfig],
+               screened: dict[TrialConfig, float]) -> tuple[TrialConfig, list[TrialConfig]]:
+        """The waiting changes on top of `incumbent`: together as one bundle, then by a joint estimate if it lost.
 
-        Small wins (4-10%) are below what three pairs resolve one at a time at
-        a 10% trial noise, but four of them together are a 1.2x step that
-        two or three pairs decide. One value per knob, the best screened. The
-        bundle is decided like any other change (and passes the guard if it
-        changes numerics). A bundle that lost (one member may clash with the
-        incumbent) is tried once more with the better-screened half of it.
-        Returns the incumbent after it, and the changes still waiting (all of
-        them if no bundle was kept): they are raced next.
+        Every waiting change that screened at BUNDLE_FLOOR or better (one value
+        per knob, its best) goes on top of the incumbent as one bundle: small
+        wins (4-10%) are below what three pairs resolve one at a time at a 10%
+        trial noise, but four of them together are a 1.2x step that two or
+        three pairs decide. One change alone is decided at once (a race pair
+        would only order it). A bundle that lost (a member may clash with the
+        incumbent or with another) is not halved by screen rank: its members
+        are measured together on top of the incumbent in a two-level design
+        (`_factorial`), those whose estimated effect is positive are built on,
+        decided again on fresh pairs, and the one estimated smallest is left
+        out each time that loses, at most JOINT_TRIES times.
 
-        A change that rides in a kept bundle was not decided alone: the bundle
-        was, and the verification decides the whole answer.
+        Returns the incumbent after it, and the changes still waiting (raced
+        next): none once the joint estimate has judged them. A change that
+        rides in a kept bundle was not decided alone: the bundle was, and the
+        verification decides the whole answer.
         """
-        chosen: dict[str, TrialConfig] = {}  # a knob's best-screened value
+        members = self._members(incumbent, waiting, screened)
+        if not members or self._spent():
+            return incumbent, waiting
+        if len(members) == 1:
+            config = self._on_top(incumbent, members[0])
+            return (self._try(incumbent, config)[0] if config and config != incumbent else incumbent), []
+        every = {k: v for single in members for k, v in self._changes(single).items()}
+        config = self._config(knob_values={**incumbent.to_dict(), **every})
+        if config is None or config == incumbent:
+            return incumbent, waiting
+        after, _ = self._try(incumbent, config, "bundle")
+        if after == config:
+            return after, [s for s in waiting if self._on_top(after, s) is not None]
+        if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
+            return after, waiting
+        members = members[:MAX_FACTORS]
+        if self._spent(len(design(len(members))) + 2):  # the design and a decision's first pair
+            return incumbent, waiting
+        estimated = self._factorial(incumbent, members)
+        if estimated is None:
+            return incumbent, waiting
+        keep = [m for m, e in sorted(zip(members, estimated, strict=True), key=lambda item: -item[1])
+                if e > JOINT_KEEP]
+        for _ in range(JOINT_TRIES):
+            changes = {k: v for single in keep for k, v in self._changes(single).items()}
+            config = self._config(knob_values={**incumbent.to_dict(), **changes}) if keep else None
+            if config is None or config == incumbent or self._spent():
+                break
+            after, _ = self._try(incumbent, config, "bundle" if len(keep) > 1 else "combine")
+            if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
+                return after, []
+            keep = keep[:-1]  # the whole bundle's own decision is stored: it is not measured twice
+        return incumbent, []
+
+    def _factorial(self, incumbent: TrialConfig, members: list[TrialConfig]) -> list[float] | None:
+        """Each member's estimated effect on top of `incumbent` (`fitspeed.search.factorial.estimate`)."""
+        def run(on: list[int]) -> TrialConfig | None:
+            changes = {k: v for single, flag in zip(members, on, strict=True) if flag > 0
+                       for k, v in self._changes(single).items()}
+            return self._config(knob_values={**incumbent.to_dict(), **changes})
+
+        return estimate(self.ledger, self.measure, self._once, self.settings.seed, incumbent,
+                        [m.label() for m in members], run)
+
+    def _members(self, incumbent: TrialConfig, waiting: list[TrialConfig],
+                 screened: dict[TrialConfig, float]) -> list[TrialConfig]:
+        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first."""
+        chosen: dict[str, TrialConfig] = {}
         for single in waiting:
             knob = next(iter(self._changes(single)), None)
             if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
-        ranked = sorted(chosen.values(), key=lambda c: -screened[c])
-        for members in (ranked, ranked[: len(ranked) // 2]):  # the whole bundle, then its better-screened half
-            if len(members) < 2 or self._spent():
-                break
-            changes = {k: v for single in members for k, v in self._changes(single).items()}
-            config = self._config(knob_values={**incumbent.to_dict(), **changes})
-            if config is None or config == incumbent:
-                break
-            after, _ = self._try(incumbent, config, "bundle")
-            if after == config:
-                return after, [s for s in waiting if self._on_top(after, s) is not None]
-            if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
-                return after, waiting
-        return incumbent, waiting
+        return sorted(chosen.values(), key=lambda c: -screened[c])
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: str = "combine") -> tuple[TrialConfig, str | None]:
@@ -607,8 +662,9 @@ class Tuner:
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         earlier = self.ledger.decision(decision_id("combine", incumbent, config))
-        design = (choose_design(self.settings.pairs) if purpose == "choose"
-                  else combine_design(self.settings.pairs, self.settings.min_gain))
+        # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
+        design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2))
+                  if purpose == "choose" else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
         if decision["verdict"] != "faster":

@@ -290,6 +290,15 @@ def test_runs_of_the_joint_estimate_are_never_evidence_in_a_decision() -> None:
         assert len(keys) >= 2 * len(decision["pairs"]) and not numbers & {t.number for t in keys}
 
 
+@pytest.mark.parametrize(("trials", "pairs"), [(40, 5), (22, 3)])
+def test_a_head_to_head_choice_takes_five_pairs_where_the_budget_has_room(trials: int, pairs: int) -> None:
+    # two precisions 7% apart, both big: chosen head to head, in 5 pairs where the budget has room, else 3
+    truth = effects({("precision", "mixed_bfloat16"): 1.8, ("precision", "mixed_float16"): 1.8 * 1.07})
+    tuner, _ = tune(Fake(truth), "precision,jit_compile", trials=trials)
+    chosen = [d for d in tuner.decisions() if d["purpose"] == "choose"]
+    assert chosen and len(chosen[0]["pairs"]) == pairs, [(d["purpose"], len(d["pairs"])) for d in tuner.decisions()]
+
+
 class HeldOut(Fake):
     """Guard runs with held-out figures: `val_loss(config, seed)`."""
 

@@ -13,7 +13,7 @@ MODULES = ["fitspeed.core.stats", "fitspeed.core.knobs", "fitspeed.core.workload
            "fitspeed.cli.model_check", "fitspeed.trial.train_graph", "fitspeed.trial.determinism",
            "fitspeed.search.scaling", "fitspeed.trial.distribute", "fitspeed.cli.tables", "fitspeed.trial.faults",
            "fitspeed.trial.validation", "fitspeed.trial.measurement", "fitspeed.reproduce.experiment", "fitspeed.core.sequential",
-           "fitspeed.search.decider"]
+           "fitspeed.search.decider", "fitspeed.search.factorial"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -13,6 +13,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.search.events import Note, TrialStarted, TuneEvent, VerificationStarted
+from fitspeed.search.summary import study_data, study_summary
 from fitspeed.search.tuner import Tuner, TuneSettings
 
 JITTER = itertools.cycle((1.0, 1.03, 0.98, 1.01, 0.97))  # small, known noise
@@ -288,6 +289,11 @@ def test_runs_of_the_joint_estimate_are_never_evidence_in_a_decision() -> None:
     for decision in decided:
         keys = [t for t in tuner.study.get_trials() if "#" + decision["id"] + ":" in t.user_attrs.get("config_key", "")]
         assert len(keys) >= 2 * len(decision["pairs"]) and not numbers & {t.number for t in keys}
+    # the table names a joint estimate's run as such, never "faster" on its one trial
+    rows = [r for r in study_summary(study_data(tuner.study))["trials"] if r["phase"] == "factorial"]
+    decided = {d["b_label"] for d in tuner.decisions()}
+    assert any(r["outcome"].startswith("measured with other changes") for r in rows)
+    assert all(r["outcome"] != "faster" for r in rows if r["config"] not in decided)
 
 
 @pytest.mark.parametrize(("trials", "pairs"), [(40, 5), (22, 3)])

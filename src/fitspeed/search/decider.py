@@ -52,6 +52,7 @@ COMBINE_ALPHA = 0.35  # a choice, not a claim: see the module's docstring for wh
 COMBINE_MAX_PAIRS = 3  # a combination step that has not decided in 3 pairs is a gain too small to chase one at a time
 VERIFY_ALPHA = 0.025
 CHOOSE_PAIRS = 3  # a head-to-head choice between two alternatives takes this many pairs
+CHOOSE_MORE_PAIRS = 5  # or this many, where the budget has room for them and a decision after
 VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estimate by under half a noise sd
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 
@@ -84,20 +85,21 @@ def verify_design(pairs: int, min_gain: float, fallbacks: int) -> Design:
     return Design(VERIFY_ALPHA / max(1, fallbacks), top, first, 2 * min_gain, futile_from=first)
 
 
-def choose_design(pairs: int) -> Design:
+def choose_design(pairs: int, room: bool = False) -> Design:
     """Two alternatives head to head (two mixed precisions): a fixed number of fresh pairs, the better estimate wins.
 
     Both already beat what they replace, so the question is which to build
     on, not whether either helps: B is kept when its robust estimate is above
-    1 after CHOOSE_PAIRS pairs, "no gain" when below (no early stop, no
-    interval worth printing). The cost is fixed; the chance of keeping the
-    slower of two 7% apart at a 10% trial noise is about a fifth.
+    1 after CHOOSE_PAIRS pairs, or CHOOSE_MORE_PAIRS where the budget has
+    `room` for them, "no gain" when below (no early stop, no interval worth
+    printing). The cost is fixed; the chance of keeping the slower of two 7%
+    apart at a 10% trial noise is about a fifth in 3 pairs, an eighth in 5.
 
     >>> d = choose_design(5)
-    >>> d.min_pairs, d.max_pairs
-    (3, 3)
+    >>> d.min_pairs, d.max_pairs, choose_design(5, room=True).max_pairs
+    (3, 3, 5)
     """
-    n = max(1, min(CHOOSE_PAIRS, pairs))
+    n = max(1, min(CHOOSE_MORE_PAIRS if room else CHOOSE_PAIRS, pairs))
     return Design(0.49, n, n, 0.0, futile_from=n, futility_z=0.0)
 
 

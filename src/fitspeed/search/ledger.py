@@ -9,6 +9,7 @@ nowhere else:
 |---|---|
 | `decision:ID` | one paired decision: its pairs and their order, estimate, interval, design, noise, verdict |
 | `budget` | what `--trials` buys on this space (`tuner.budget_plan`) |
+| `factorial:ID` | one joint estimate of small changes on top of an incumbent: its runs, their order, the effects |
 | `guard:CONFIG` | the numerics guard's verdict on a configuration |
 | `guard-run:CONFIG@seedN` | one guard training run at one seed: status, loss curve, held-out figures |
 | `challenge:ID`, `claim:UNIT` | which worker holds a unit of work (`fitspeed.search.workers`) |
@@ -34,6 +35,7 @@ from fitspeed.core.sequential import Noise, pooled_noise
 from fitspeed.search import studies
 
 DECISION = "decision:"
+FACTORIAL = "factorial:"
 GUARD = "guard:"
 GUARD_RUN = "guard-run:"
 CHALLENGE = "challenge:"
@@ -41,7 +43,7 @@ CLAIM = "claim:"
 INCUMBENTS = "incumbents"
 VERIFICATION = "verification"
 BUDGET = "budget"
-CONCLUSIONS = (DECISION, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before the ledger
+CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before the ledger
 BUDGET_FREE = ("batch_size", "verify")  # phases outside the search's share of --trials
 
 
@@ -145,6 +147,13 @@ class Ledger:
         plain = studies.plain(decision)
         self.study.set_user_attr(DECISION + ident, plain)
         return not stored or stored != plain
+
+    def factorial(self, ident: str) -> dict[str, Any] | None:
+        found = self.study.user_attrs.get(FACTORIAL + ident)
+        return dict(found) if found else None
+
+    def put_factorial(self, ident: str, factorial: dict[str, Any]) -> None:
+        self.study.set_user_attr(FACTORIAL + ident, studies.plain(factorial))
 
     def noise(self) -> Noise | None:
         """The noise on a paired log ratio from this study's trials so far, with its source stated.

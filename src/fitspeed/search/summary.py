@@ -209,6 +209,9 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
+        elif trial["phase"] == "factorial":  # one run of a joint estimate: it chose, it decided nothing
+            outcome = ("measured with other changes, to estimate each one's effect: not decided"
+                       + (f" ({ratio:.2f}×)" if ratio is not None else ""))
         elif trial["phase"] == "sampler":  # its one trial was not ahead of the incumbent's figure
             outcome = f"sampled at {ratio:.2f}× the baseline, not ahead of the incumbent: not decided" \
                 if ratio is not None else "sampled, not decided"

@@ -5,15 +5,19 @@ The search, in order (every trial is one Optuna trial, one child process):
    baseline measured again after every few of them. It only ranks the changes;
    a change that fails, or is at 0.7x of the baseline or less, is dropped there.
    A screen trial selects; it is never evidence in a decision;
-2. combination by evidence: starting from the defaults, each change the
-   screen found big (BIG or more, most promising first) is compared with the
-   incumbent on top of it, in fresh pairs (`fitspeed.search.decider`), and
+2. combination by evidence (`fitspeed.search.combination`): starting from
+   the defaults, each change the screen found big (1.25x or more, most
+   promising first) is compared with the incumbent on top of it, in fresh
+   pairs (`fitspeed.search.decider`), and
    kept only if the pairs say it helps (and it passes the numerics guard).
    Two values of one knob that both screened well (two mixed precisions) are
    compared head to head. Then every other change that did not screen slower
    goes on top of the new incumbent as one bundle, decided the same way:
    small wins stack on a big one, and four 5% wins together are a step that
-   three pairs can see. What the bundle left out is raced and decided one
+   three pairs can see. A bundle that loses is taken apart by a joint
+   estimate of its members on top of the incumbent (a two-level fractional
+   factorial, `fitspeed.search.factorial`): those estimated to help are
+   decided again, together. What no bundle judged is raced and decided one
    at a time, on top of a later incumbent;
 3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
    budget: a configuration it finds faster than the incumbent's figure is
@@ -57,11 +61,13 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialSpec, throughput
-from fitspeed.core.sequential import Design, Step
+from fitspeed.core.sequential import Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
+from fitspeed.search.combination import Combination
 from fitspeed.search.decider import (
+    CHOOSE_MORE_PAIRS,
     STOP_SHARE,
     VERIFY_MIN_PAIRS,
     Decider,
@@ -76,7 +82,15 @@ from fitspeed.search.events import (
     TrialFinished,
     TrialStarted,
 )
-from fitspeed.search.ledger import BUDGET, CHALLENGE, CLAIM, VERIFICATION, Ledger, guard_key, guard_run_key
+from fitspeed.search.ledger import (
+    BUDGET,
+    CHALLENGE,
+    CLAIM,
+    VERIFICATION,
+    Ledger,
+    guard_key,
+    guard_run_key,
+)
 from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
@@ -96,10 +110,6 @@ MAX_DUPLICATE_ASKS = 25
 SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
 DECISIONS = 5  # the default budget pays for the screen, the verification and this many decisions of 2 pairs
-RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
-BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle
-MAX_ALONE = 2  # at most this many (a low screen baseline makes every change look big): the rest go in the bundle
-BUNDLE_FLOOR = 0.9  # a waiting change joins the bundle when its screen trial came in at this ratio or better
 VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS + 1  # kept inside --trials: a verification's first look is 6 trials, 7.0 on average in the simulator
 BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
 
@@ -364,7 +374,7 @@ class Tuner:
         self._fit_epoch(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
         promising = self._screen(sweep)
-        self._combine(promising)
+        Combination(self).combine(promising)
         self._costs(sweep)
         self._sample()
         self._batch_sizes()
@@ -504,148 +514,6 @@ class Tuner:
                 if config is None or self.measure(config, "sweep") is None:
                     return
 
-    # -- combination ------------------------------------------------------
-
-    def _combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
-        """Add each promising change on top of the incumbent; keep it only if fresh pairs say it helps.
-
-        First the (at most MAX_ALONE) changes that screened at BIG or more, in
-        the screen's order, each decided on top of the incumbent (one at a time, so that two big
-        changes that clash are told apart). A change whose
-        knob the incumbent already sets to another value that also screened
-        well (two mixed precisions) is then compared head to head with it, in
-        a fixed number of pairs (`choose_design`): the better estimate stays.
-        Then the rest, and the big ones that showed no gain, go on top of the
-        new incumbent together, as one bundle (`_bundle`). What is still
-        waiting after it is raced on top of the
-        new incumbent (a change may help only beside another): one fresh pair
-        each, which only orders them; the ones whose pair came out ahead are
-        then decided in that order, on pairs of their own. A round that
-        changed the incumbent races what is left once more on top of it.
-
-        A change judged alone (`Dimension.alone`: turning off oneDNN where
-        TensorFlow turned it on) is combined only if its screen trial gained.
-        One that was slower, failed or failed the guard is not tried again.
-        """
-        alone = {d.knob for d in self.dims if d.alone}
-
-        def is_alone(config: TrialConfig) -> bool:
-            return bool(alone & set(config.changed()))
-
-        gained = 1 + self.settings.min_gain
-        strong = [c for c, ratio in promising if ratio >= BIG or (is_alone(c) and ratio >= gained)][:MAX_ALONE]
-        weak = [c for c, ratio in promising if c not in strong and not is_alone(c)]
-        incumbent = self.base
-        again: list[TrialConfig] = []
-        alternatives: list[TrialConfig] = []
-        for single in strong:
-            config = self._on_top(incumbent, single)
-            if config is None:  # its knob is set already, to another value that screened well
-                alternatives.append(single)
-                continue
-            if config == incumbent or self._spent():
-                continue
-            incumbent, verdict = self._try(incumbent, config)
-            if verdict in ("no gain", "not confirmed"):
-                again.append(single)
-        for single in alternatives:  # head to head, once the other strong changes are in
-            config = self._on_top(incumbent, single, swap=True)
-            if config is not None and config != incumbent and not self._spent():
-                incumbent, _ = self._try(incumbent, config, "choose")
-        waiting = again + weak
-        incumbent, waiting = self._bundle(incumbent, waiting, dict(promising))
-        for _ in range(RACE_ROUNDS):
-            if not waiting or self._spent():
-                return
-            before = incumbent
-            left = []
-            for single in self._race(incumbent, waiting):
-                config = self._on_top(incumbent, single)
-                if config is None or config == incumbent or self._spent():
-                    continue
-                incumbent, verdict = self._try(incumbent, config)
-                if verdict in ("no gain", "not confirmed") and incumbent == before:
-                    left.append(single)
-            waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
-                if incumbent != before else []
-
-    def _bundle(self, incumbent: TrialConfig, waiting: list[TrialConfig],
-                screened: dict[TrialConfig, float]) -> tuple[TrialConfig, list[TrialConfig]]:
-        """Every waiting change that screened at BUNDLE_FLOOR or better, together on top of `incumbent`.
-
-        Small wins (4-10%) are below what three pairs resolve one at a time at
-        a 10% trial noise, but four of them together are a 1.2x step that
-        two or three pairs decide. One value per knob, the best screened. The
-        bundle is decided like any other change (and passes the guard if it
-        changes numerics). A bundle that lost (one member may clash with the
-        incumbent) is tried once more with the better-screened half of it.
-        Returns the incumbent after it, and the changes still waiting (all of
-        them if no bundle was kept): they are raced next.
-
-        A change that rides in a kept bundle was not decided alone: the bundle
-        was, and the verification decides the whole answer.
-        """
-        chosen: dict[str, TrialConfig] = {}  # a knob's best-screened value
-        for single in waiting:
-            knob = next(iter(self._changes(single)), None)
-            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
-                continue
-            if knob not in chosen or screened[single] > screened[chosen[knob]]:
-                chosen[knob] = single
-        ranked = sorted(chosen.values(), key=lambda c: -screened[c])
-        for members in (ranked, ranked[: len(ranked) // 2]):  # the whole bundle, then its better-screened half
-            if len(members) < 2 or self._spent():
-                break
-            changes = {k: v for single in members for k, v in self._changes(single).items()}
-            config = self._config(knob_values={**incumbent.to_dict(), **changes})
-            if config is None or config == incumbent:
-                break
-            after, _ = self._try(incumbent, config, "bundle")
-            if after == config:
-                return after, [s for s in waiting if self._on_top(after, s) is not None]
-            if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
-                return after, waiting
-        return incumbent, waiting
-
-    def _try(self, incumbent: TrialConfig, config: TrialConfig,
-             purpose: str = "combine") -> tuple[TrialConfig, str | None]:
-        """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
-        after = self._challenge(incumbent, config, purpose)
-        decision = self.ledger.decision(decision_id(purpose, incumbent, config))
-        return after, decision["verdict"] if decision else None
-
-    def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
-        """The `singles` whose one fresh pair on top of `incumbent` came out ahead, best first.
-
-        The race's pairs only choose which changes get a decision, and in what
-        order: they are never evidence in that decision.
-        """
-        probe = Design(alpha=0.05, max_pairs=1, min_pairs=1, min_gain=self.settings.min_gain)
-        ahead: list[tuple[float, int, TrialConfig]] = []
-        for index, single in enumerate(singles):
-            config = self._on_top(incumbent, single)
-            if config is None or config == incumbent or self._spent(2 * 2):  # room for its pair and a decision
-                continue
-            raced = self.decider.decide("race", incumbent, config, probe)
-            if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
-                ahead.append((raced["ratio"], index, single))
-        return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
-
-    def _changes(self, config: TrialConfig) -> dict[str, Any]:
-        """The knobs `config` sets differently from the baseline, with their values."""
-        return {k: v for k, v in config.to_dict().items() if v != getattr(self.base, k)}
-
-    def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
-        """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
-
-        With `swap`, a knob the incumbent sets to another value takes this
-        value instead: two alternatives compared head to head.
-        """
-        changes = self._changes(single)
-        if not swap and any(getattr(incumbent, k) != getattr(self.base, k) for k in changes):
-            return None  # that knob is set already, to a value that ranked higher
-        return self._config(knob_values={**incumbent.to_dict(), **changes})
-
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         """`config` if fresh pairs find it faster than `incumbent` and its loss passes the guard.
 
@@ -657,8 +525,9 @@ class Tuner:
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         earlier = self.ledger.decision(decision_id("combine", incumbent, config))
-        design = (choose_design(self.settings.pairs) if purpose == "choose"
-                  else combine_design(self.settings.pairs, self.settings.min_gain))
+        # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
+        design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2))
+                  if purpose == "choose" else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
         if decision["verdict"] != "faster":

@@ -1,0 +1,217 @@
+"""Combination by evidence: the screen's promising changes built, one decision at a time, into an incumbent.
+
+First the (at most MAX_ALONE) changes that screened big, each decided alone
+on top of the incumbent; two values of one knob that both screened well
+chosen head to head; then every other change together as one bundle, and a
+bundle that lost taken apart by a joint estimate of its members
+(`fitspeed.search.factorial`); what is still waiting is raced and decided
+one at a time. Every decision is the tuner's (`Tuner._challenge`: fresh
+pairs, then the numerics guard); this module only chooses what to decide,
+in what order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.sequential import Design
+from fitspeed.search.decider import decision_id
+from fitspeed.search.factorial import MAX_FACTORS, design, estimate
+
+if TYPE_CHECKING:
+    from fitspeed.search.tuner import Tuner
+
+RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
+BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle
+MAX_ALONE = 2  # at most this many (a low screen baseline makes every change look big): the rest go in the bundle
+BUNDLE_FLOOR = 0.9  # a waiting change joins the bundle when its screen trial came in at this ratio or better
+JOINT_KEEP = 0.0  # a change whose joint estimate (log speed) is above this is built on
+JOINT_TRIES = 3  # a joint step that loses is decided again without its smallest member, at most this often
+
+
+class Combination:
+    """The combination phase of one tuner's search."""
+
+    def __init__(self, tuner: Tuner) -> None:
+        self.tuner = tuner
+
+    def combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
+        """Add each promising change on top of the incumbent; keep it only if fresh pairs say it helps.
+
+        First the (at most MAX_ALONE) changes that screened at BIG or more, in
+        the screen's order, each decided on top of the incumbent (one at a time, so that two big
+        changes that clash are told apart). A change whose
+        knob the incumbent already sets to another value that also screened
+        well (two mixed precisions) is then compared head to head with it, in
+        a fixed number of pairs (`choose_design`): the better estimate stays.
+        Then the rest, and the big ones that showed no gain, go on top of the
+        new incumbent together, as one bundle; a bundle that lost is taken
+        apart by a joint estimate of its members, never by screen rank
+        (`_joint`). What is still waiting after it is raced on top of the
+        new incumbent (a change may help only beside another): one fresh pair
+        each, which only orders them; the ones whose pair came out ahead are
+        then decided in that order, on pairs of their own. A round that
+        changed the incumbent races what is left once more on top of it.
+
+        A change judged alone (`Dimension.alone`: turning off oneDNN where
+        TensorFlow turned it on) is combined only if its screen trial gained.
+        One that was slower, failed or failed the guard is not tried again.
+        """
+        alone = {d.knob for d in self.tuner.dims if d.alone}
+
+        def is_alone(config: TrialConfig) -> bool:
+            return bool(alone & set(config.changed()))
+
+        gained = 1 + self.tuner.settings.min_gain
+        strong = [c for c, ratio in promising if ratio >= BIG or (is_alone(c) and ratio >= gained)][:MAX_ALONE]
+        weak = [c for c, ratio in promising if c not in strong and not is_alone(c)]
+        incumbent = self.tuner.base
+        again: list[TrialConfig] = []
+        alternatives: list[TrialConfig] = []
+        for single in strong:
+            config = self._on_top(incumbent, single)
+            if config is None:  # its knob is set already, to another value that screened well
+                alternatives.append(single)
+                continue
+            if config == incumbent or self.tuner._spent():
+                continue
+            incumbent, verdict = self._try(incumbent, config)
+            if verdict in ("no gain", "not confirmed"):
+                again.append(single)
+        for single in alternatives:  # head to head, once the other strong changes are in
+            config = self._on_top(incumbent, single, swap=True)
+            if config is not None and config != incumbent and not self.tuner._spent():
+                incumbent, _ = self._try(incumbent, config, "choose")
+        waiting = again + weak
+        incumbent, waiting = self._joint(incumbent, waiting, dict(promising))
+        for _ in range(RACE_ROUNDS):
+            if not waiting or self.tuner._spent():
+                return
+            before = incumbent
+            left = []
+            for single in self._race(incumbent, waiting):
+                config = self._on_top(incumbent, single)
+                if config is None or config == incumbent or self.tuner._spent():
+                    continue
+                incumbent, verdict = self._try(incumbent, config)
+                if verdict in ("no gain", "not confirmed") and incumbent == before:
+                    left.append(single)
+            waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
+                if incumbent != before else []
+
+    def _joint(self, incumbent: TrialConfig, waiting: list[TrialConfig],
+               screened: dict[TrialConfig, float]) -> tuple[TrialConfig, list[TrialConfig]]:
+        """The waiting changes on top of `incumbent`: together as one bundle, then by a joint estimate if it lost.
+
+        Every waiting change that screened at BUNDLE_FLOOR or better (one value
+        per knob, its best) goes on top of the incumbent as one bundle: small
+        wins (4-10%) are below what three pairs resolve one at a time at a 10%
+        trial noise, but four of them together are a 1.2x step that two or
+        three pairs decide. One change alone is decided at once (a race pair
+        would only order it). A bundle that lost (a member may clash with the
+        incumbent or with another) is not halved by screen rank: its members
+        are measured together on top of the incumbent in a two-level design
+        (`_factorial`), those whose estimated effect is positive are built on,
+        decided again on fresh pairs, and the one estimated smallest is left
+        out each time that loses, at most JOINT_TRIES times.
+
+        Returns the incumbent after it, and the changes still waiting (raced
+        next): none once the joint estimate has judged them. A change that
+        rides in a kept bundle was not decided alone: the bundle was, and the
+        verification decides the whole answer.
+        """
+        members = self._members(incumbent, waiting, screened)
+        if not members or self.tuner._spent():
+            return incumbent, waiting
+        if len(members) == 1:
+            config = self._on_top(incumbent, members[0])
+            return (self._try(incumbent, config)[0] if config and config != incumbent else incumbent), []
+        every = {k: v for single in members for k, v in self._changes(single).items()}
+        config = self.tuner._config(knob_values={**incumbent.to_dict(), **every})
+        if config is None or config == incumbent:
+            return incumbent, waiting
+        after, _ = self._try(incumbent, config, "bundle")
+        if after == config:
+            return after, [s for s in waiting if self._on_top(after, s) is not None]
+        if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
+            return after, waiting
+        members = members[:MAX_FACTORS]
+        if self.tuner._spent(len(design(len(members))) + 2):  # the design and a decision's first pair
+            return incumbent, waiting
+        estimated = self._factorial(incumbent, members)
+        if estimated is None:
+            return incumbent, waiting
+        keep = [m for m, e in sorted(zip(members, estimated, strict=True), key=lambda item: -item[1])
+                if e > JOINT_KEEP]
+        for _ in range(JOINT_TRIES):
+            changes = {k: v for single in keep for k, v in self._changes(single).items()}
+            config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes}) if keep else None
+            if config is None or config == incumbent or self.tuner._spent():
+                break
+            after, _ = self._try(incumbent, config, "bundle" if len(keep) > 1 else "combine")
+            if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
+                return after, []
+            keep = keep[:-1]  # the whole bundle's own decision is stored: it is not measured twice
+        return incumbent, []
+
+    def _factorial(self, incumbent: TrialConfig, members: list[TrialConfig]) -> list[float] | None:
+        """Each member's estimated effect on top of `incumbent` (`fitspeed.search.factorial.estimate`)."""
+        def run(on: list[int]) -> TrialConfig | None:
+            changes = {k: v for single, flag in zip(members, on, strict=True) if flag > 0
+                       for k, v in self._changes(single).items()}
+            return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+
+        return estimate(self.tuner.ledger, self.tuner.measure, self.tuner._once, self.tuner.settings.seed, incumbent,
+                        [m.label() for m in members], run)
+
+    def _members(self, incumbent: TrialConfig, waiting: list[TrialConfig],
+                 screened: dict[TrialConfig, float]) -> list[TrialConfig]:
+        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first."""
+        chosen: dict[str, TrialConfig] = {}
+        for single in waiting:
+            knob = next(iter(self._changes(single)), None)
+            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
+                continue
+            if knob not in chosen or screened[single] > screened[chosen[knob]]:
+                chosen[knob] = single
+        return sorted(chosen.values(), key=lambda c: -screened[c])
+
+    def _try(self, incumbent: TrialConfig, config: TrialConfig,
+             purpose: str = "combine") -> tuple[TrialConfig, str | None]:
+        """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
+        after = self.tuner._challenge(incumbent, config, purpose)
+        decision = self.tuner.ledger.decision(decision_id(purpose, incumbent, config))
+        return after, decision["verdict"] if decision else None
+
+    def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
+        """The `singles` whose one fresh pair on top of `incumbent` came out ahead, best first.
+
+        The race's pairs only choose which changes get a decision, and in what
+        order: they are never evidence in that decision.
+        """
+        probe = Design(alpha=0.05, max_pairs=1, min_pairs=1, min_gain=self.tuner.settings.min_gain)
+        ahead: list[tuple[float, int, TrialConfig]] = []
+        for index, single in enumerate(singles):
+            config = self._on_top(incumbent, single)
+            if config is None or config == incumbent or self.tuner._spent(2 * 2):  # room for its pair and a decision
+                continue
+            raced = self.tuner.decider.decide("race", incumbent, config, probe)
+            if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
+                ahead.append((raced["ratio"], index, single))
+        return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
+
+    def _changes(self, config: TrialConfig) -> dict[str, Any]:
+        """The knobs `config` sets differently from the baseline, with their values."""
+        return {k: v for k, v in config.to_dict().items() if v != getattr(self.tuner.base, k)}
+
+    def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
+        """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
+
+        With `swap`, a knob the incumbent sets to another value takes this
+        value instead: two alternatives compared head to head.
+        """
+        changes = self._changes(single)
+        if not swap and any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
+            return None  # that knob is set already, to a value that ranked higher
+        return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})

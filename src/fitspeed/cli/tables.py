@@ -357,7 +357,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                                no_wrap=column in ("step", "pairs"), overflow="fold")
         for row in summary["decisions"]:
             decided.add_row(row["purpose"], f"{row['change']}\non top of {row['incumbent']}", str(row["pairs"]),
-                            ratio(row["ratio"]) + (f"\n{row['interval']}" if row["interval"] != "–" else ""),
+                            ratio(row["ratio"]) + ("\n" + row["interval"].replace(" (", "\n(")
+                                                   if row["interval"] != "–" else ""),
                             row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
         console.print(decided)
 

@@ -205,3 +205,26 @@ def test_a_screen_winner_kept_inside_a_guarded_bundle_says_so_and_is_not_listed_
     assert bf16["outcome"].startswith("screened faster (") and bf16["outcome"].endswith(
         "×) but never kept, so its numerics were not checked")
     assert "precision=mixed_bfloat16" in [r["config"] for r in summary["rejected"]]
+
+
+def test_the_waterfall_labels_clear_their_error_bars() -> None:
+    # issue 25, item 12: the verified bar's label sat on its error bar's cap
+    import matplotlib.pyplot as plt
+
+    from fitspeed.report.plots import waterfall_figure
+
+    steps = [{"label": "baseline", "ratio": 1.0, "kind": "start", "measured": True},
+             {"label": "+ precision=mixed_bfloat16", "ratio": 2.1, "kind": "step", "measured": True},
+             {"label": "best (verified)", "ratio": 2.09, "kind": "end", "measured": True, "ci": (1.43, 3.05)}]
+    fig = waterfall_figure(steps)
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        renderer = fig.canvas.get_renderer()
+        cap_top = max(ax.transData.transform((0, y))[1] for line in ax.lines for y in line.get_ydata()
+                      if line.get_marker() not in (None, "None", ""))
+        label = next(t for t in ax.texts if t.get_text() == "2.09×")
+        assert label.get_window_extent(renderer).y0 > cap_top  # above the cap, in pixels
+        assert label.get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y1  # inside the axes
+    finally:
+        plt.close(fig)

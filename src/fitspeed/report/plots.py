@@ -75,6 +75,11 @@ def waterfall(steps: list[dict[str, Any]], path: Path) -> Path | None:
     """Plot 2: from the baseline (1.0×) through each accepted knob to the best."""
     if len(steps) < 2:
         return None
+    return _save(waterfall_figure(steps), path)
+
+
+def waterfall_figure(steps: list[dict[str, Any]]) -> Figure:
+    """The waterfall, drawn: each step's label sits above its bar and its error bar's cap."""
     fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(steps)), 4.2))
     previous, highest = 0.0, 1.0
     for index, step in enumerate(steps):
@@ -100,7 +105,8 @@ def waterfall(steps: list[dict[str, Any]], path: Path) -> Path | None:
     ax.set_xticks(range(len(steps)), [s["label"] for s in steps], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("speed-up over the baseline")
     ax.set_title("Speed-up, knob by knob")
-    return _save(fig, path)
+    fig.tight_layout()
+    return fig
 
 
 def knob_panels(panels: dict[str, list[dict[str, Any]]], path: Path) -> Path | None:

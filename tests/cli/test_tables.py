@@ -103,6 +103,9 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     data["decisions"].append({"purpose": "screen", "a_label": "defaults", "b_label": configs[1].label(),
                               "a": base.to_dict(), "b": configs[1].to_dict(), "pairs": [[100.0, 30.0]],
                               "ratio": 0.3, "low": None, "high": None, "verdict": "slower", "why": None})
+    data["decisions"].append({"purpose": "sampler", "a_label": configs[2].label(), "b_label": configs[3].label(),
+                              "a": configs[2].to_dict(), "b": configs[3].to_dict(), "pairs": [], "ratio": None,
+                              "low": None, "high": None, "verdict": "not confirmed", "why": "the budget ran out"})
     summary = study_summary(data)
     summary["skipped_groups"] = [(["workers", "use_multiprocessing", "max_queue_size"],
                                   "applies to a keras.utils.PyDataset; the data here is numpy arrays")]

@@ -351,9 +351,12 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
         # the change and what it went on top of share a column, so that at 80 columns each knob=value stays whole
         labels = whole_words([row[k] for row in summary["decisions"] for k in ("change", "incumbent")], cap=30)
+        # the verdict's prose gets what the console has left (rich would otherwise crop the table's right edge)
+        left = console.width - (7 + labels + 5 + 9) - 2 * 5 - 6
         for column in ("step", "change, on top of", "pairs", "ratio, CI", "verdict"):
             decided.add_column(column, justify="right" if column in ("pairs", "ratio, CI") else "left",
                                min_width=labels if column == "change, on top of" else None,
+                               max_width=max(9, left) if column == "verdict" else None,
                                no_wrap=column in ("step", "pairs"), overflow="fold")
         for row in summary["decisions"]:
             decided.add_row(row["purpose"], f"{row['change']}\non top of {row['incumbent']}", str(row["pairs"]),

@@ -71,16 +71,16 @@ def test_user_mistakes_exit_2_with_one_clear_sentence(workdir: Path) -> None:
 
 def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
     result = fitspeed("compare", "tiny", "--a", "steps_per_execution=1", "--b", "steps_per_execution=1",
-                      "--pairs", "5", "--confidence", "0.999", "--steps", "64", "--repeats", "3",
+                      "--pairs", "3", "--confidence", "0.999", "--steps", "16", "--repeats", "2",
                       cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "no measurable difference" in result.stdout
     stored, _ = results.read(workdir / "fitspeed-results.jsonl")
-    assert [r["kind"] for r in stored] == ["trial"] * 10 + ["comparison"]
-    arms = [r["arm"] for r in stored[:10]]
-    assert all(sorted(arms[i:i + 2]) == ["a", "b"] for i in range(0, 10, 2))  # interleaved, each pair in its own order
-    assert [r["pair"] for r in stored[:10]] == [i // 2 for i in range(10)]
-    assert all(r["first"] == (i % 2 == 0) for i, r in enumerate(stored[:10]))
+    assert [r["kind"] for r in stored] == ["trial"] * 6 + ["comparison"]
+    arms = [r["arm"] for r in stored[:6]]
+    assert all(sorted(arms[i:i + 2]) == ["a", "b"] for i in range(0, 6, 2))  # interleaved, each pair in its own order
+    assert [r["pair"] for r in stored[:6]] == [i // 2 for i in range(6)]
+    assert all(r["first"] == (i % 2 == 0) for i, r in enumerate(stored[:6]))
 
 
 def test_compare_until_width_adds_pairs_up_to_its_cap(workdir: Path) -> None:

@@ -23,6 +23,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow run first, each file's in its own order.
+
+    With `-n 2` a long test started last keeps one worker busy while the other
+    sits idle; started first, the short tests fill in around it.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def missing(what: str) -> None:
     """A part a test needs is not here: skip, except under CI=true, where a missing part fails the run."""
     if os.environ.get("CI") == "true":

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import QUICK, child_env, fitspeed, fitspeed_in_process, json_out
 
 from fitspeed.measure import results
@@ -69,6 +70,7 @@ def test_user_mistakes_exit_2_with_one_clear_sentence(workdir: Path) -> None:
     assert not (workdir / "fitspeed-results.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
     result = fitspeed("compare", "tiny", "--a", "steps_per_execution=1", "--b", "steps_per_execution=1",
                       "--pairs", "3", "--confidence", "0.999", "--steps", "16", "--repeats", "2",
@@ -83,6 +85,7 @@ def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
     assert all(r["first"] == (i % 2 == 0) for i, r in enumerate(stored[:6]))
 
 
+@pytest.mark.slow
 def test_compare_until_width_adds_pairs_up_to_its_cap(workdir: Path) -> None:
     # a width no shared machine reaches in 3 pairs: the comparison runs past --pairs to --max-pairs and says so
     result = fitspeed("compare", "tiny", "--b", "steps_per_execution=2", "--pairs", "2", "--until-width", "0.0001",
@@ -97,6 +100,7 @@ def test_compare_until_width_adds_pairs_up_to_its_cap(workdir: Path) -> None:
     assert summary["width"] == summary["estimate"]["ci_high"] - summary["estimate"]["ci_low"] > 0.0001
 
 
+@pytest.mark.slow
 def test_compare_finds_a_real_difference(workdir: Path) -> None:
     # batch 256 moves far more samples per second than batch 4 on this model
     result = fitspeed("compare", "tiny", "--a", "batch_size=4", "--b", "batch_size=256",

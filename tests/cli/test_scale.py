@@ -9,6 +9,7 @@ import pytest
 from conftest import QUICK, fitspeed
 
 
+@pytest.mark.slow
 def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Path) -> None:
     result = fitspeed("scale", "tiny", "--devices", "1,2", "--pairs", "2", *QUICK, "--set", "batch_size=16",
                       "--out", "scaled", cwd=workdir)

@@ -28,6 +28,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "report"
 
 
+@pytest.mark.slow
 def test_the_page_loads_every_plot_with_no_console_errors(tuned: Path, tmp_path: Path) -> None:
     pngs = sorted(p.name for p in tuned.glob("*.png"))
     assert {"time_per_config.png", "throughput_by_knob.png", "compile_time.png", "loss_curves.png"} <= set(pngs)
@@ -41,6 +42,7 @@ def test_the_page_loads_every_plot_with_no_console_errors(tuned: Path, tmp_path:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
 
+@pytest.mark.slow
 def test_a_script_in_the_study_name_is_shown_not_run(tuned: Path) -> None:
     with chromium() as driver:
         driver.get(tuned.joinpath("index.html").as_uri())
@@ -49,6 +51,7 @@ def test_a_script_in_the_study_name_is_shown_not_run(tuned: Path) -> None:
         assert driver.title == f"fitspeed report: {EVIL}"
 
 
+@pytest.mark.slow
 def test_the_trials_table_sorts_when_a_heading_is_clicked(tuned: Path) -> None:
     from selenium.webdriver.common.by import By
 

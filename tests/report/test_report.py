@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, console_errors, full_screenshot, images
-from conftest import QUICK, fitspeed
+from conftest import QUICK, fitspeed, fitspeed_in_process
 
 # Markup that would run if any user string reached the page unescaped.
 EVIL = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -125,7 +125,7 @@ def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> Non
     ([], "No study database at 'fitspeed.db'"),
 ])
 def test_bad_sources_get_one_clear_sentence(workdir: Path, args: list[str], expected: str) -> None:
-    result = fitspeed("report", *args, cwd=workdir)
+    result = fitspeed_in_process("report", *args, cwd=workdir)
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
     assert list(workdir.iterdir()) == []  # no empty database or report folder made

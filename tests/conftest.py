@@ -23,6 +23,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow run first, each file's in its own order.
+
+    With `-n 2` a long test started last keeps one worker busy while the other
+    sits idle; started first, the short tests fill in around it.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def missing(what: str) -> None:
     """A part a test needs is not here: skip, except under CI=true, where a missing part fails the run."""
     if os.environ.get("CI") == "true":
@@ -76,6 +85,53 @@ def fitspeed(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complete
         text=True,
         timeout=timeout,
     )
+
+
+def fitspeed_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the `fitspeed` command's own entry point (`fitspeed.cli.main`) inside this process.
+
+    For what is settled before any trial starts (refusals of bad input): the
+    same code path as `python -m fitspeed` with the same environment, minus the
+    start of a Python process. stdout and stderr are captured apart, as typer's
+    CliRunner does; an exception `main()` lets out is printed as the process
+    would print it, with its traceback and exit status 1.
+    """
+    import traceback
+
+    from typer.testing import CliRunner
+
+    import fitspeed as fitspeed_package
+    from fitspeed.cli import main
+
+    previous_dir, previous_argv, previous_term = Path.cwd(), sys.argv, signal.getsignal(signal.SIGTERM)
+    previous_main = sys.modules["__main__"]
+    # what `python -m fitspeed` has, so that usage lines name the program as it does
+    as_main = ModuleType("__main__")
+    as_main.__package__ = "fitspeed"
+    code: Any = 0
+    with CliRunner().isolation(env=child_env()) as (stdout, stderr, _):
+        os.chdir(cwd)
+        sys.argv = [str(Path(fitspeed_package.__file__).parent / "__main__.py"), *args]
+        sys.modules["__main__"] = as_main
+        try:
+            main()
+        except SystemExit as exit_:
+            code = exit_.code
+            if code is not None and not isinstance(code, int):  # sys.exit("text"): the text, and status 1
+                print(code, file=sys.stderr)
+                code = 1
+        except Exception:  # noqa: BLE001 - the process would print it and exit with 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.argv = previous_argv
+            sys.modules["__main__"] = previous_main
+            signal.signal(signal.SIGTERM, previous_term)  # main() makes SIGTERM end a command like Ctrl-C
+            os.chdir(previous_dir)
+        said = stdout.getvalue().decode(), stderr.getvalue().decode()
+    return subprocess.CompletedProcess(["fitspeed", *args], code or 0, *said)
 
 
 def json_out(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -1,5 +1,11 @@
 """Bad input and faults through the real CLI: one clear sentence, the right exit status,
-no traceback, and nothing the user already had is changed."""
+no traceback, and nothing the user already had is changed.
+
+The table of refusals runs the CLI's entry point inside the test process (a
+refusal comes before any trial, so a process start per case would only add
+seconds); a few of its cases also run as `python -m fitspeed`, and must be
+refused there in the same words, with the same status.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
-from conftest import QUICK, child_env, fitspeed
+from conftest import QUICK, child_env, fitspeed, fitspeed_in_process
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
@@ -163,21 +169,54 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize(("args", "words", "code"), REFUSED,
-                         ids=[" ".join(a[:5]).replace(sys.executable, "python") for a, _, _ in REFUSED])
-def test_refused_with_one_sentence_and_nothing_changed(user_files: Path, args: list[str], words: list[str],
-                                                       code: int) -> None:
-    before = digests(user_files)
-    text = refused(fitspeed(*args, cwd=user_files, timeout=180), *words, code=code)
-    after = digests(user_files)
+def _ids(table: list) -> list[str]:
+    return [" ".join(a[:5]).replace(sys.executable, "python") for a, _, _ in table]
+
+
+def check_refused(folder: Path, run, args: list[str], words: list[str], code: int) -> str:  # noqa: ANN001
+    """`run` (a way to run the CLI) refuses `args` in one sentence naming `words`, and changes no file."""
+    before = digests(folder)
+    text = refused(run(*args, cwd=folder), *words, code=code)
+    after = digests(folder)
     # the user's files are untouched; a failed trial (status 1) only appends its record to the results file
     assert {k: v for k, v in after.items() if k in before} == before, text
     made = set(after) - set(before)
     assert made <= ({"fitspeed-results.jsonl"} if code == 1 else set()), made
+    return text
+
+
+@pytest.mark.parametrize(("args", "words", "code"), REFUSED, ids=_ids(REFUSED))
+def test_refused_with_one_sentence_and_nothing_changed(user_files: Path, args: list[str], words: list[str],
+                                                       code: int) -> None:
+    check_refused(user_files, fitspeed_in_process, args, words, code)
+
+
+# the same refusals through `python -m fitspeed`: a typer check of a range, fitspeed's own error before
+# any trial, a name with markup, a file a trial child cannot read, the user's code failing in a trial
+END_TO_END = [case for case in REFUSED if case[0] in (
+    ["compare", "tiny", "--pairs", "1"],
+    ["measure", "nosuch"],
+    ["measure", "[bold]x"],
+    ["report", "foreign.jsonl"],
+    ["measure", "tiny", "--data", "corrupt.npz", *QUICK],
+    ["measure", "userwork:raises", *QUICK],
+)]
+
+
+@pytest.mark.parametrize(("args", "words", "code"), END_TO_END, ids=_ids(END_TO_END))
+def test_the_real_entry_point_refuses_the_same(user_files: Path, args: list[str], words: list[str],
+                                               code: int) -> None:
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return fitspeed(*args, cwd=cwd, timeout=180)
+
+    real = check_refused(user_files, run, args, words, code)
+    if code == 2:  # a refusal before any trial: word for word what the in-process run says
+        assert check_refused(user_files, fitspeed_in_process, args, words, code) == real
 
 
 def test_the_table_is_long_enough() -> None:
     assert len(REFUSED) >= 60
+    assert len(END_TO_END) == 6  # each case above is still in the table
 
 
 def test_a_builders_error_with_markup_prints_as_it_is(workdir: Path) -> None:

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, fitspeed
+from conftest import QUICK, fitspeed, fitspeed_in_process
 
 
+@pytest.mark.slow
 def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Path) -> None:
     result = fitspeed("scale", "tiny", "--devices", "1,2", "--pairs", "2", *QUICK, "--set", "batch_size=16",
                       "--out", "scaled", cwd=workdir)
@@ -46,7 +47,7 @@ def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Pat
     ids=["torch", "one-count", "not-a-number", "set-devices"],
 )
 def test_bad_input_is_one_sentence(workdir: Path, args: list[str], expected: str) -> None:
-    result = fitspeed("scale", "tiny", *args, cwd=workdir)
+    result = fitspeed_in_process("scale", "tiny", *args, cwd=workdir)  # refused before any trial
     assert result.returncode == 2, result.stdout
     assert expected in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr

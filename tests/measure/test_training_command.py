@@ -314,6 +314,7 @@ def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
     return verdict
 
 
+@pytest.mark.slow
 def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     verdict = _guard_verdict(tmp_path, "long_train.py")
@@ -322,6 +323,7 @@ def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatc
     assert verdict["reason"].startswith("no held-out data") and verdict["runs"] == {"baseline": 3, "candidate": 3}
 
 
+@pytest.mark.slow
 def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict["ok"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, console_errors, full_screenshot, images
-from conftest import QUICK, fitspeed
+from conftest import QUICK, fitspeed, fitspeed_in_process
 
 # Markup that would run if any user string reached the page unescaped.
 EVIL = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -29,6 +29,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "report"
 
 
+@pytest.mark.slow
 def test_the_page_loads_every_plot_with_no_console_errors(tuned: Path, tmp_path: Path) -> None:
     pngs = sorted(p.name for p in tuned.glob("*.png"))
     assert {"time_per_config.png", "throughput_by_knob.png", "compile_time.png", "loss_curves.png"} <= set(pngs)
@@ -42,6 +43,7 @@ def test_the_page_loads_every_plot_with_no_console_errors(tuned: Path, tmp_path:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
 
+@pytest.mark.slow
 def test_a_script_in_the_study_name_is_shown_not_run(tuned: Path) -> None:
     with chromium() as driver:
         driver.get(tuned.joinpath("index.html").as_uri())
@@ -50,6 +52,7 @@ def test_a_script_in_the_study_name_is_shown_not_run(tuned: Path) -> None:
         assert driver.title == f"fitspeed report: {EVIL}"
 
 
+@pytest.mark.slow
 def test_the_trials_table_sorts_when_a_heading_is_clicked(tuned: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -141,7 +144,7 @@ def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> Non
     ([], "No study database at 'fitspeed.db'"),
 ])
 def test_bad_sources_get_one_clear_sentence(workdir: Path, args: list[str], expected: str) -> None:
-    result = fitspeed("report", *args, cwd=workdir)
+    result = fitspeed_in_process("report", *args, cwd=workdir)
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
     assert list(workdir.iterdir()) == []  # no empty database or report folder made

@@ -24,6 +24,7 @@ EXPECTED = {
 COMMON = ["status", "samples/s", "time % of baseline", "held-out accuracy", "accuracy mark"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_a_tiny_reproduction_writes_its_table_chart_and_page(name: str, workdir: Path) -> None:
     result = fitspeed("reproduce", name, "--tiny", "--data", "synthetic", "--out", "out", cwd=workdir)

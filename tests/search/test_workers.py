@@ -91,6 +91,7 @@ def check_answers(outs: list[str]) -> None:
     assert all(answer == answers[0] for answer in answers)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_three_workers_share_a_postgresql_study(workdir: Path, postgres: str) -> None:
     check_answers(finish([start(workdir, postgres, i, "three") for i in range(3)]))
@@ -99,6 +100,7 @@ def test_three_workers_share_a_postgresql_study(workdir: Path, postgres: str) ->
     assert not [t for t in study.get_trials() if t.state == TrialState.FAIL and "record" not in t.user_attrs]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_three_workers_share_a_journal_file(workdir: Path) -> None:
     storage = f"journal:{workdir / 'study.log'}"
@@ -109,6 +111,7 @@ def test_three_workers_share_a_journal_file(workdir: Path) -> None:
     assert json_out(shown)["best"] == __import__("json").loads(outs[0])["best"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, postgres: str) -> None:
     """SIGKILL one worker mid-trial: after its heartbeat lapses (1 s here) another measures that trial again.
@@ -125,9 +128,8 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
                for i in range(3)]
     deadline = time.time() + 300
     while time.time() < deadline and any(w.poll() is None for w in workers):
-        try:
-            if len(optuna.load_study(study_name="killed", storage=postgres).get_trials(
-                    states=(TrialState.COMPLETE,))) >= 2:
+        try:  # through fitspeed's storage, which waits out the workers creating the tables of a new database
+            if len(load(postgres, "killed").get_trials(states=(TrialState.COMPLETE,))) >= 2:
                 break
         except KeyError:  # the study is not made yet
             pass

@@ -121,6 +121,7 @@ def test_input_knobs_join_the_space_where_they_apply() -> None:
     assert "without tf.data" in (jax["data_autotune"].skipped or "")
 
 
+@pytest.mark.slow
 def test_make_images_then_doctor(workdir: Path) -> None:
     made = fitspeed("make-images", "photos", "--count", "120", "--size", "24", cwd=workdir)
     assert made.returncode == 0, made.stderr
@@ -155,6 +156,7 @@ def test_doctor_refuses_augment_without_images(workdir: Path) -> None:
     assert "Expected --augment with --data images:DIR" in result.stderr
 
 
+@pytest.mark.slow
 def test_tune_learns_a_user_pydataset_and_searches_its_worker_knobs(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     result = fitspeed("tune", "userwork:small_model", "--data", "userwork:pydataset", "--knobs",

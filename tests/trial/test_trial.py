@@ -66,6 +66,7 @@ def test_channels_first_trains_or_fails_with_the_backends_message(tmp_path: Path
         assert any(words in record["reason"] for words in NHWC_ONLY), record["reason"]
 
 
+@pytest.mark.slow
 def test_onednn_knob_sets_what_tensorflow_runs_and_the_record_says_so(tmp_path: Path) -> None:
     """onednn=false and =true reach TensorFlow before its import; the environment records its own answer."""
     for value in (False, True):

@@ -148,3 +148,37 @@ def test_bad_sources_get_one_clear_sentence(workdir: Path, args: list[str], expe
     assert result.returncode == 2
     assert expected in result.stderr and "Traceback" not in result.stderr
     assert list(workdir.iterdir()) == []  # no empty database or report folder made
+
+
+def test_every_table_row_has_a_cell_per_heading(tmp_path: Path) -> None:
+    # the page of a study with rejected configurations: each of its tables, row by row
+    from html.parser import HTMLParser
+
+    from test_plot_data import VERIFIED, study
+
+    from fitspeed.report.html import write
+    from fitspeed.search.summary import study_summary
+
+    summary = study_summary(study(VERIFIED))
+    assert summary["rejected"] and summary["trials"]
+    page = write({**summary, "read_notes": []}, tmp_path).index.read_text()
+
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list[list[str]]] = []  # per table, per row, the cell tags
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:  # noqa: ANN001 - HTMLParser's own
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr" and self.tables:
+                self.tables[-1].append([])
+            elif tag in ("th", "td") and self.tables and self.tables[-1]:
+                self.tables[-1][-1].append(tag)
+
+    parser = Tables()
+    parser.feed(page)
+    headed = [rows for rows in parser.tables if rows and rows[0] and set(rows[0]) == {"th"}]
+    assert len(headed) >= 2, parser.tables
+    for rows in headed:
+        assert all(len(row) == len(rows[0]) for row in rows[1:]), rows

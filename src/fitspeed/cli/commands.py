@@ -626,11 +626,10 @@ def run_script(
     """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
     from fitspeed.measure import training_command
 
-    chosen = training_command.load_config(config)
+    chosen, best = training_command.load_config(config)
     command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
     err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
-    raise typer.Exit(training_command.run(chosen, command, seed=seed, best=training_command.load_best(config),
-                                          force=force))
+    raise typer.Exit(training_command.run(chosen, command, seed=seed, best=best, force=force))
 
 
 @app.command()

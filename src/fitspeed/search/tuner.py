@@ -391,10 +391,11 @@ class Tuner:
         study stored without a baseline is dropped.
         """
         done = studies.measured(self.study)
-        key, tag = studies.config_key(self.base), ""
+        key, tag, again = studies.config_key(self.base), "", 0
         while key + tag in done and throughput(done[key + tag].user_attrs["record"]) is None:
             failed = done[key + tag].user_attrs["record"]
-            tag = f"#again{int(tag.removeprefix('#again') or 0) + 1}"
+            again += 1
+            tag = f"#again{again}"
             if key + tag not in done:
                 self.emit(Note(f"the baseline failed in an earlier run of this study "
                                f"({failed['status']}: {failed.get('reason') or 'no reason recorded'}); "

@@ -74,3 +74,24 @@ def test_doctor_model_counts_the_flops_of_a_batchnorm_dropout_and_custom_layer_m
     assert conv + dense <= flops["forward_per_sample"] <= 2 * (conv + dense), flops
     assert flops["per_sample"] > 2 * flops["forward_per_sample"]  # gradients of the kernels too
     assert {"batch_normalization", "scale"} <= set(flops["by_layer"]), flops["by_layer"]
+
+
+def test_the_flop_count_leaves_out_the_gradient_nothing_reads() -> None:
+    # the first convolution's gradient with respect to the input images is traced but never run
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from fitspeed.trial import train_graph
+
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3), keras.layers.BatchNormalization(),
+                              keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = np.zeros((2, 8, 8, 1), "float32"), np.zeros((2,), "int32")
+    concrete = tf.function(train_graph._step(model)).get_concrete_function(x, y)
+    traced = {op.name for op in concrete.graph.get_operations()}
+    live = train_graph._live_ops(concrete)
+    assert {n for n in traced if n.endswith("Conv2DBackpropInput")}, "TensorFlow traced no input gradient"
+    assert not {n for n in live if n.endswith("Conv2DBackpropInput")}
+    assert {n for n in live if n.endswith("Conv2DBackpropFilter")}  # the kernel's gradient is run and counted
+    assert {n for n in live if "AssignVariableOp" in n or "AssignSubVariableOp" in n}  # BatchNorm's updates

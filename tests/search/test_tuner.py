@@ -12,6 +12,7 @@ from pathlib import Path
 import optuna
 import psutil
 from conftest import child_env, fitspeed, json_out, sigint_default
+from fitspeed.search.storages import open_storage
 from optuna.trial import TrialState
 
 FAST = ["--steps", "8", "--repeats", "2", "--pairs", "2"]
@@ -19,7 +20,8 @@ FAST = ["--steps", "8", "--repeats", "2", "--pairs", "2"]
 
 def trials(storage: str, name: str) -> list[optuna.trial.FrozenTrial]:
     try:
-        return optuna.load_study(study_name=name, storage=storage).get_trials()
+        # open_storage, as a worker does: the tune being watched may be creating the tables this very moment
+        return optuna.load_study(study_name=name, storage=open_storage(storage)).get_trials()
     except KeyError:  # not created yet
         return []
 

@@ -147,9 +147,11 @@ def schema_race(error: BaseException) -> bool:
 
     >>> schema_race(Exception('duplicate key value violates unique constraint "pg_type_typname_nsp_index"'))
     True
+    >>> schema_race(Exception("UNIQUE constraint failed: alembic_version.version_num"))  # SQLite's words
+    True
     """
     text = str(error).lower()
-    return "duplicate key" in text or "already exists" in text
+    return "duplicate key" in text or "already exists" in text or "unique constraint failed" in text
 
 
 def sqlite_lock_path(database: str) -> str:

@@ -23,7 +23,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import TrialSpec, brief_reason, throughput
+from fitspeed.core.record import Mode, TrialSpec, brief_reason, throughput
 from fitspeed.core.sequential import level
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
 from fitspeed.measure import results
@@ -589,7 +589,7 @@ def doctor(
         from fitspeed.cli.model_check import print_model_check
         from fitspeed.measure.runner import run_trial
 
-        spec = dataclasses.replace(spec, mode="model", profile_dir=_profile_dir(workload))
+        spec = dataclasses.replace(spec, mode=Mode.MODEL, profile_dir=_profile_dir(workload))
         with _interruptible(), err.status(f"checking {workload}…"):
             record = run_trial(spec)
         _check_user_error(record)

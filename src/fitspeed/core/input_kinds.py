@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.data_ref import DataRef
+from fitspeed.core.data_ref import DataKind, DataRef
 from fitspeed.core.errors import KnobError
 
 TF_DATA_KNOBS = (
@@ -30,30 +30,30 @@ TF_DATA_KNOBS = (
 )
 PYDATASET_KNOBS = ("workers", "use_multiprocessing", "max_queue_size")
 INPUT_KNOBS = TF_DATA_KNOBS + PYDATASET_KNOBS
-KINDS = ("images", "dataset", "arrays", "pydataset")
+KINDS = tuple(DataKind)
 
 _APPLIES = {
-    "images": set(TF_DATA_KNOBS),
-    "dataset": {"prefetch", "data_deterministic", "data_autotune"},
-    "arrays": {"data_autotune"},
-    "pydataset": set(PYDATASET_KNOBS),
+    DataKind.IMAGES: set(TF_DATA_KNOBS),
+    DataKind.DATASET: {"prefetch", "data_deterministic", "data_autotune"},
+    DataKind.ARRAYS: {"data_autotune"},
+    DataKind.PYDATASET: set(PYDATASET_KNOBS),
 }
 
 _WHAT = {
-    "images": "an images: folder",
-    "dataset": "your tf.data.Dataset",
-    "arrays": "numpy arrays",
-    "pydataset": "a PyDataset",
+    DataKind.IMAGES: "an images: folder",
+    DataKind.DATASET: "your tf.data.Dataset",
+    DataKind.ARRAYS: "numpy arrays",
+    DataKind.PYDATASET: "a PyDataset",
 }
 
 
-def data_kind(ref: str | None) -> str | None:
+def data_kind(ref: str | None) -> DataKind | None:
     """The kind of a data reference, or None for a user's function (unknown until loaded).
 
-    >>> data_kind(None), data_kind("npz:x.npz"), data_kind("images+augment:photos")
-    ('arrays', 'arrays', 'images')
-    >>> data_kind("pyloader"), data_kind("mypkg.data:load") is None
-    ('pydataset', True)
+    >>> [str(data_kind(ref)) for ref in (None, "npz:x.npz", "images+augment:photos", "pyloader")]
+    ['arrays', 'arrays', 'images', 'pydataset']
+    >>> data_kind("mypkg.data:load") is None
+    True
     """
     return DataRef.parse(ref, check_paths=False).input_kind
 
@@ -68,16 +68,17 @@ def why_not(knob: str, kind: str | None, backend: str = "tensorflow") -> str | N
     """
     if knob not in INPUT_KNOBS or kind is None:
         return None
-    if kind == "arrays" and knob == "data_autotune" and backend != "tensorflow":
+    if kind == DataKind.ARRAYS and knob == "data_autotune" and backend != "tensorflow":
         return f"data_autotune: Keras feeds numpy arrays to the {backend} backend without tf.data"
+    kind = DataKind(kind)  # a kind given as its text, as a record holds it
     if knob in _APPLIES[kind]:
         return None
     if knob in PYDATASET_KNOBS:
         return f"{knob} applies to a keras.utils.PyDataset; the data here is {_WHAT[kind]}"
-    if kind == "arrays":
+    if kind == DataKind.ARRAYS:
         return (f"{knob} applies to the pipeline fitspeed builds for an images: folder; the data here "
                 "is numpy arrays, which Keras batches itself")
-    if kind == "dataset":
+    if kind == DataKind.DATASET:
         return (f"{knob} applies to the pipeline fitspeed builds for an images: folder; your "
                 "tf.data.Dataset is built by your code, so only its prefetch and options can change")
     return f"{knob} applies to tf.data pipelines; the data here is {_WHAT[kind]}"

@@ -12,6 +12,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
@@ -19,7 +20,32 @@ from fitspeed.core.errors import UserError
 
 SCHEMA_VERSION = 1
 MARKER = "--fitspeed-record--"
-STATUSES = ("ok", "failed", "oom", "nan", "timeout", "crashed")
+
+
+class Status(StrEnum):
+    """How a trial ended; only an "ok" record has a figure."""
+
+    OK = "ok"
+    FAILED = "failed"  # an error the trial caught (a user's mistake when `user_error`)
+    OOM = "oom"  # out of memory, the device's or the `--memory-limit`
+    NAN = "nan"  # the loss went NaN or infinite
+    TIMEOUT = "timeout"  # past `--timeout`, killed by the parent
+    CRASHED = "crashed"  # the process ended without sending a record
+
+
+class Mode(StrEnum):
+    """What a trial process does (`TrialSpec.mode`)."""
+
+    TIME = "time"  # the measurement protocol (`fitspeed.trial.measurement`)
+    TRAIN = "train"  # `repeats` epochs of `steps` steps from the seed: the guard's loss curve
+    INPUT = "input"  # doctor: the input alone
+    COMPUTE = "compute"  # doctor: the step on one cached batch
+    EPOCHS = "epochs"  # doctor: whole epochs, for the time lost at their edges
+    MODEL = "model"  # doctor --model: timed, then a traced window and the model check
+    PREDICT = "predict"  # predict() on one sample against batches
+
+
+STATUSES = tuple(Status)
 
 
 @dataclass(frozen=True)
@@ -52,7 +78,7 @@ class TrialSpec:
     target_seconds: float = 1.0
     timeout_s: float | None = 900.0
     memory_limit_mb: int | None = None
-    mode: str = "time"
+    mode: Mode = Mode.TIME
     monitor: bool = False  # the parent samples the child's process tree and the GPUs (fitspeed.machine.sampler)
     profile_dir: str | None = None  # trace one extra timed window into this folder (fitspeed.trial.profiling)
     script: dict[str, Any] | None = field(default=None, compare=False)  # a user's command (fitspeed.measure.training_command)
@@ -65,9 +91,10 @@ class TrialSpec:
     data_seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("time", "train", "input", "compute", "epochs", "model", "predict"):
+        if self.mode not in tuple(Mode):
             raise ValueError(f"unknown trial mode {self.mode!r}")
-        if self.mode == "train" and self.steps is None:
+        object.__setattr__(self, "mode", Mode(self.mode))  # a mode given as its text, as a record holds it
+        if self.mode == Mode.TRAIN and self.steps is None:
             raise ValueError("a train-mode trial needs a fixed number of steps")
         n = self.config.steps_per_execution
         if self.steps is not None and (self.steps < 1 or self.steps % n):
@@ -120,10 +147,11 @@ class TrialSpec:
         return cls(config=config, **values)
 
 
-def new_record(spec: TrialSpec, status: str, **fields: Any) -> dict[str, Any]:
+def new_record(spec: TrialSpec, status: Status | str, **fields: Any) -> dict[str, Any]:
     """A trial record with the fields every record has."""
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}")
+    status = Status(status)
     record: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "kind": "trial",
@@ -192,7 +220,7 @@ def throughput(record: dict[str, Any]) -> float | None:
     >>> throughput({"status": "oom", "metrics": None}) is None
     True
     """
-    if record.get("status") != "ok":
+    if record.get("status") != Status.OK:
         return None
     return float(record["metrics"]["samples_per_s"]["median"])
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import Mode, TrialSpec, throughput
 from fitspeed.core.sequential import Design, pair_order, step
 
 HIGH = 0.20
@@ -245,15 +245,15 @@ def diagnose(
     landed = on_trial or (lambda name, record: None)
     diagnosis = Diagnosis(model, data, base)
 
-    def trial(name: str, mode: str, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
+    def trial(name: str, mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
         spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
                          timeout_s=timeout_s, mode=mode, script=script)
         record = runner(spec)
         landed(name, record)
         return record
 
-    for name, mode, count in (("input", "input", repeats), ("compute", "compute", repeats),
-                              ("together", "time", repeats), ("epochs", "epochs", epochs)):
+    for name, mode, count in (("input", Mode.INPUT, repeats), ("compute", Mode.COMPUTE, repeats),
+                              ("together", Mode.TIME, repeats), ("epochs", Mode.EPOCHS, epochs)):
         diagnosis.records[name] = trial(name, mode, base, count)
         if diagnosis.records[name].get("user_error"):
             return diagnosis
@@ -264,18 +264,18 @@ def diagnose(
     base_speed = throughput(diagnosis.records["together"])
     if base_speed and summary.get("wait_share", 0.0) >= MODERATE:
         for fix in candidate_fixes(kind, base, os.cpu_count() or 1):
-            record = trial(fix.label(), "time", base.replace(**fix.changes), repeats)
+            record = trial(fix.label(), Mode.TIME, base.replace(**fix.changes), repeats)
             speed = throughput(record)
             diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record["status"],
                                  "reason": record.get("reason"), "gain": speed / base_speed if speed else None,
                                  "measured": f"{base_speed:,.0f} → {speed:,.0f} samples/s" if speed else None})
-    _confirm_top(diagnosis, base, pairs, lambda name, config: trial(name, "time", config, repeats))
+    _confirm_top(diagnosis, base, pairs, lambda name, config: trial(name, Mode.TIME, config, repeats))
     stall = stall_fix(kind, base)
     lost = summary.get("epochs")
     if stall and lost and lost["lost_share"] >= STALL_SHARE:
         # The same steps per epoch as the measurement it is compared with.
         same = diagnosis.records["epochs"]["metrics"]["steps_per_repeat"]
-        record = trial(stall.label(), "epochs", base.replace(**stall.changes), epochs, fixed=same)
+        record = trial(stall.label(), Mode.EPOCHS, base.replace(**stall.changes), epochs, fixed=same)
         after = record["metrics"] if record["status"] == "ok" else None
         gain = lost["fit_s"] / after["fit_s"] if after else None
         found: dict[str, Any] = {
@@ -288,7 +288,7 @@ def diagnose(
         if gain and gain >= MIN_GAIN:  # one trial chose it; fresh pairs of fit()'s whole time decide it
 
             def fit_speed(name: str, config: TrialConfig) -> float | None:
-                done = trial(name, "epochs", config, epochs, fixed=same)
+                done = trial(name, Mode.EPOCHS, config, epochs, fixed=same)
                 return 1.0 / done["metrics"]["fit_s"] if done["status"] == "ok" and done["metrics"]["fit_s"] else None
 
             _confirm(found, base, pairs, fit_speed)

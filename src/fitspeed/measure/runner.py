@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fitspeed.core.record import TrialSpec, decode, new_record
+from fitspeed.core.record import Status, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
@@ -160,7 +160,7 @@ def run_trial(
         decoded = decode(stdout) if spec.script is None else scripted
         hook_failed = _hook_failure(stderr_tail) if spec.script is not None and proc.returncode == HOOK_FAILED else None
         if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
-            record = new_record(spec, "failed", reason=hook_failed, user_error=True,
+            record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
                                 environment=environment.host(spec.config.backend))
         elif decoded is None:
             code = proc.returncode

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Mode, TrialSpec
 from fitspeed.measure.doctor import verdict, wait_share
 from fitspeed.reproduce.experiment import Plan, Row, speed_of
 
@@ -31,10 +31,10 @@ SAMPLES = {"tiny": (512, 128), "quick": (2048, 512), "full": (50_000, 10_000)}  
 TIMEOUT_S = {"tiny": 300.0, "quick": 300.0, "full": 3600.0}
 
 
-def _spec(size: str, model: str, data: str | None, mode: str, steps: int | None, repeats: int,
+def _spec(size: str, model: str, data: str | None, mode: Mode, steps: int | None, repeats: int,
           timeout_s: float | None = None, **knobs: Any) -> TrialSpec:
     return TrialSpec(model=model, data=data, config=TrialConfig(**knobs), steps=steps, repeats=repeats,
-                     mode=mode, validate=mode in ("time", "train"), timeout_s=timeout_s or TIMEOUT_S[size],
+                     mode=mode, validate=mode in (Mode.TIME, Mode.TRAIN), timeout_s=timeout_s or TIMEOUT_S[size],
                      target_seconds=0.6)
 
 
@@ -64,7 +64,7 @@ def steps_per_execution(size: str, data: str) -> Plan:
                     label=f"{group} · {'unset' if n == 0 else n}",
                     cells={"model": model, "article_model": params, "batch_size": batch,
                            "steps_per_execution": "unset" if n == 0 else n},
-                    spec=_spec(size, model, data, "train", steps, epochs, batch_size=batch,
+                    spec=_spec(size, model, data, Mode.TRAIN, steps, epochs, batch_size=batch,
                                steps_per_execution=max(n, 1)),
                     group=group, baseline=n == 0,
                     article=article.get((batch if size == "full" else {32: 32, 128: 256}.get(batch, batch), params))
@@ -125,12 +125,12 @@ def input_pipeline(size: str, images: str) -> Plan:
     steps, repeats = {"full": (200, 3), "quick": (60, 2), "tiny": (6, 1)}[size]
     batch = 64 if size != "tiny" else 16
     ladder = LADDER if size != "tiny" else LADDER[:1]
-    rows = [Row(COMPUTE_ROW, {"pipeline": COMPUTE_ROW}, _spec(size, model, images, "compute", steps, repeats,
+    rows = [Row(COMPUTE_ROW, {"pipeline": COMPUTE_ROW}, _spec(size, model, images, Mode.COMPUTE, steps, repeats,
                                                               batch_size=batch), timed=False)]
     knobs: dict[str, Any] = {"shuffle_buffer": SHUFFLE_BUFFER}  # every rung: shuffle before repeat (item 9)
     for index, (label, change) in enumerate(ladder):
         knobs = {**knobs, **change}
-        rows.append(Row(label, {"pipeline": label}, _spec(size, model, images, "time", steps, repeats,
+        rows.append(Row(label, {"pipeline": label}, _spec(size, model, images, Mode.TIME, steps, repeats,
                                                           batch_size=batch, **knobs),
                         group="ladder", baseline=index == 0))
     return Plan(
@@ -176,17 +176,17 @@ def batch_and_workers(size: str, data: str) -> Plan:
     rows = []
     for batch in batches:
         rows.append(Row(f"batch {batch}", {"part": "batch size", "setting": f"batch {batch}"},
-                        _spec(size, model, data, "train", max(1, train // batch), epochs, batch_size=batch),
+                        _spec(size, model, data, Mode.TRAIN, max(1, train // batch), epochs, batch_size=batch),
                         group="batch", baseline=batch == batches[0]))
     loaders = [("PyDataset, 1 worker thread (its default)", {}),
                (f"{workers} worker threads", {"workers": workers, "use_multiprocessing": False}),
                (f"{workers} worker processes", {"workers": workers, "use_multiprocessing": True})]
     for index, (label, knobs) in enumerate(loaders if size != "tiny" else loaders[:1]):
         rows.append(Row(label, {"part": "slow __getitem__", "setting": label},
-                        _spec(size, model, "pyloader", "train", worker_steps, worker_epochs, batch_size=32, **knobs),
+                        _spec(size, model, "pyloader", Mode.TRAIN, worker_steps, worker_epochs, batch_size=32, **knobs),
                         group="workers", baseline=index == 0))
     rows.append(Row("predict: 1 sample per call vs batches", {"part": "predict", "setting": "1 sample vs batch 256"},
-                    _spec(size, model, data, "predict", None, 3, batch_size=256), timed=False))
+                    _spec(size, model, data, Mode.PREDICT, None, 3, batch_size=256), timed=False))
     return Plan(
         name="batch-and-workers", article="002",
         title="Batch size, PyDataset workers, and predict() one sample at a time",
@@ -232,7 +232,7 @@ def precision_and_determinism(size: str, data: str) -> Plan:
         for precision in precisions if size == "full" or not deterministic else precisions[:1]:
             rows.append(Row(f"{precision} · determinism {'on' if deterministic else 'off'}",
                             {"precision": precision, "deterministic": "on" if deterministic else "off"},
-                            _spec(size, model, data, "train", steps, epochs, timeout_s, batch_size=batch,
+                            _spec(size, model, data, Mode.TRAIN, steps, epochs, timeout_s, batch_size=batch,
                                   precision=precision, deterministic=deterministic),
                             group="all", baseline=precision == "float32" and not deterministic, runs=2))
     return Plan(
@@ -289,7 +289,7 @@ def channels_first(size: str, data: str) -> Plan:
     for model in models:
         for devices in (1, 2):
             for fmt in ("channels_last", "channels_first"):
-                spec = _spec(size, model, data, "train", steps, epochs, batch_size=batch // devices,
+                spec = _spec(size, model, data, Mode.TRAIN, steps, epochs, batch_size=batch // devices,
                              data_format=fmt, devices=devices)
                 rows.append(Row(_label_004(model, devices, fmt),
                                 {"model": model, "devices": devices, "data_format": fmt}, _monitored(spec),

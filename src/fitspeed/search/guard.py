@@ -43,7 +43,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Mode, TrialSpec
 
 GUARD_STEPS = 64
 GUARD_EPOCHS = 4
@@ -212,7 +212,7 @@ def guard_spec(spec: TrialSpec, baseline: TrialConfig, seed: int | None = None) 
         data_seed=spec.seed,
         timeout_s=spec.timeout_s,
         memory_limit_mb=spec.memory_limit_mb,
-        mode="train",
+        mode=Mode.TRAIN,
         script=spec.script,
         validate=True,
     )

@@ -28,7 +28,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.trial.data.fit_input import fit_input, max_steps
 from fitspeed.trial.data.sources import Data
 
@@ -97,7 +97,7 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
             metrics["pipeline"] = [op for op, _ in graph_ops(data.source)]
         except Exception as error:  # a user's dataset may hold ops that do not serialize
             metrics["pipeline"] = [f"(not readable: {type(error).__name__})"]
-    return new_record(spec, "ok", environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics)
 
 
 def profile(source: Any, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, A
         "samples_per_s": {"median": steps * spec.repeats * batch / fit_s},
         "data_kind": _kind(data),
     })
-    return new_record(spec, "ok", environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics)
 
 
 def _kind(data: Data) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.trial import cutoff
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
@@ -89,7 +89,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
     steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
     if warm.nonfinite:
-        return new_record(spec, "nan", reason=warm.nonfinite, environment=env, **fields)
+        return new_record(spec, Status.NAN, reason=warm.nonfinite, environment=env, **fields)
     if spec.stop_below and steady_s > 0 and n * batch / steady_s < spec.stop_below:
         return stopped_early(spec, "the warm-up", [n * batch / steady_s], batch, first_s, build_s,
                              warm.epoch_losses, env, **fields)
@@ -100,7 +100,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     wall = [began, time.time()]
     losses = [*warm.epoch_losses, *timer.epoch_losses]
     if timer.nonfinite:
-        return new_record(spec, "nan", reason=timer.nonfinite, environment=env, metrics={"loss_curve": losses},
+        return new_record(spec, Status.NAN, reason=timer.nonfinite, environment=env, metrics={"loss_curve": losses},
                           **fields)
     if timer.stopped:
         window = timer.span(0, n - 1, n + steps - 1) or 0.0
@@ -124,7 +124,7 @@ def stopped_early(spec: TrialSpec, after: str, speeds: list[float], batch: int, 
                "stopped_early": {"after": after, "stop_below": spec.stop_below}}
     note = (f"stopped after {after}: {figure.median:,.0f} samples/s, below the {spec.stop_below:,.0f} "
             "where it could not win")
-    return new_record(spec, "ok", environment=env, metrics=metrics, notes=[note], **fields)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, notes=[note], **fields)
 
 
 def window_metrics(

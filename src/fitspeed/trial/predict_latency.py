@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.core.stats import describe
 from fitspeed.trial.data.sources import Data
 
@@ -61,4 +61,4 @@ def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, 
         "calls_per_window": {"predict_one": calls_predict, "call_one": calls_direct},
         "params": int(model.count_params()),
     }
-    return new_record(spec, "ok", environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics)

@@ -44,7 +44,7 @@ from typing import Any
 from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import TrialSpec, clip_reason, new_record, write_record
+from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record, write_record
 from fitspeed.trial import apply, faults, measurement
 from fitspeed.trial.transform import Refused
 
@@ -88,16 +88,16 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     build_s = time.perf_counter() - started
 
     n = config.steps_per_execution
-    if spec.mode == "train":
+    if spec.mode == Mode.TRAIN:
         return _validated(spec, {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}, model, data)
-    if spec.mode == "predict":
+    if spec.mode == Mode.PREDICT:
         from fitspeed.trial import predict_latency
 
         return predict_latency.measure(spec, model, data, batch, env)
     if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
-        if spec.mode == "input":
+        if spec.mode == Mode.INPUT:
             return input_probe.input_rate(spec, data, batch, env)
-        if spec.mode == "epochs":
+        if spec.mode == Mode.EPOCHS:
             return input_probe.epochs(spec, model, data, batch, env)
         data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
 
@@ -172,7 +172,7 @@ def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int,
 
         extra["profile"] = profiling.capture(config.backend, Path(spec.profile_dir), model, data, batch, steps, n)
     try:  # the measurement stands whatever happens here: a section that fails carries its error
-        if spec.mode == "model":
+        if spec.mode == Mode.MODEL:
             from fitspeed.trial import model_check
 
             extra["model_check"] = model_check.examine(model, config, data, batch, metrics, extra.get("profile"), env)
@@ -182,7 +182,7 @@ def after_timing(spec: TrialSpec, model: Any, data: Any, batch: int, steps: int,
             extra["determinism"] = determinism.check(model, data, batch, spec.seed, n)
     except Exception as error:
         traceback.print_exc()
-        section = "model_check" if spec.mode == "model" and "model_check" not in extra else "determinism"
+        section = "model_check" if spec.mode == Mode.MODEL and "model_check" not in extra else "determinism"
         extra[section] = {"error": clip_reason(f"{type(error).__name__}: {error}", 1000)}
     return extra
 
@@ -221,8 +221,8 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
         metrics["samples_per_s"] = describe([steps * batch / s for s in timer.epoch_s[1:]]).to_dict()
     if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
         reason = timer.nonfinite or "the final loss is not finite"
-        return new_record(spec, "nan", reason=reason, environment=env, metrics=metrics, notes=notes)
-    return new_record(spec, "ok", environment=env, metrics=metrics, timed_wall=[wall, time.time()], notes=notes)
+        return new_record(spec, Status.NAN, reason=reason, environment=env, metrics=metrics, notes=notes)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, timed_wall=[wall, time.time()], notes=notes)
 
 
 def is_oom(error: BaseException) -> bool:
@@ -258,13 +258,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     try:
         return measure(spec)
     except UserError as error:
-        return new_record(spec, "failed", reason=str(error), user_error=True, environment=_environment(spec))
+        return new_record(spec, Status.FAILED, reason=str(error), user_error=True, environment=_environment(spec))
     except Refused as error:  # the knob cannot apply to this model, or cannot run here: a result, not a crash
-        return new_record(spec, "failed", reason=str(error), environment=_environment(spec))
+        return new_record(spec, Status.FAILED, reason=str(error), environment=_environment(spec))
     except BaseException as error:  # a failure is data: record it, whatever it is
         named = _unreadable_images(spec, error)
         if named:
-            return new_record(spec, "failed", reason=named, user_error=True, environment=_environment(spec))
+            return new_record(spec, Status.FAILED, reason=named, user_error=True, environment=_environment(spec))
         status = "oom" if is_oom(error) else "failed"
         traceback.print_exc()
         reason = f"{type(error).__name__}: {error}".strip()

@@ -449,7 +449,7 @@ def scale(
     as_json: JsonOpt = False,
 ) -> None:
     """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
-    from fitspeed.cli import scaling
+    from fitspeed.cli import scale as scaling
 
     script = _script(workload, command, fit, data)
     spec = _spec(workload or "", _data(data, augment), set_ or [], steps, repeats, seed, timeout, memory_limit,
@@ -575,7 +575,7 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes. With --model: the model's own findings."""
-    from fitspeed.cli.diagnosis import print_diagnosis
+    from fitspeed.cli.doctor import print_diagnosis
     from fitspeed.measure.doctor import diagnose
 
     script = _script(workload, command, fit, data)

@@ -1,6 +1,6 @@
 """`fitspeed convert`: a saved model rewritten for data_format and precision, checked, saved.
 
-The conversion runs in a child process (`fitspeed.measure.conversion`); this
+The conversion runs in a child process (`fitspeed.measure.convert`); this
 module prints its record: what changed, layer by layer, the checks with their
 tolerances, and the parameter counts; or the reason it was refused.
 """
@@ -19,7 +19,7 @@ from rich.table import Table
 def run(out: Console, err: Console, source: Path, output: Path, assignments: list[str], force: bool,
         as_json: bool, unsafe: bool = False) -> None:
     from fitspeed.core.errors import UserError
-    from fitspeed.measure.conversion import order, run_conversion
+    from fitspeed.measure.convert import order, run_conversion
 
     request = order(source, output, assignments, force, unsafe=unsafe)
     label = " ".join(f"{k}={v}" for k, v in request["knobs"].items())

@@ -33,7 +33,7 @@ class TrialSpec:
     guard's loss curve (and, for `fitspeed reproduce`, each epoch's time: the
     first epoch holds compilation, the later ones are the article-style timing).
     "input", "compute" and "epochs" are `fitspeed doctor`'s measurements
-    (`fitspeed.trial.input_probe`); "model" is `fitspeed doctor --model`: the
+    (`fitspeed.trial.doctor`); "model" is `fitspeed doctor --model`: the
     "time" protocol, then a traced window (`profile_dir`) and the model check
     (`fitspeed.trial.model_check`); "predict" times `predict()` on one sample
     against batches (`fitspeed.trial.predict_latency`, article 002).

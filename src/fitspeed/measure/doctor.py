@@ -1,7 +1,7 @@
 """`fitspeed doctor`: is this training input-bound, and what would fix it?
 
 Runs in the parent and never imports a framework; every measurement is a trial
-child (`fitspeed.measure.runner`), in one of `fitspeed.trial.input_probe`'s modes:
+child (`fitspeed.measure.runner`), in one of `fitspeed.trial.doctor`'s modes:
 
 1. input:    the input pipeline alone, as fit() would read it: t_input per batch;
 2. compute:  training alone, on batches already in memory: t_compute per step;

@@ -4,7 +4,7 @@ The parent reaches this layer only as `python -m fitspeed.trial SPEC.json`
 (`fitspeed.measure.runner`); `fitspeed.apply` and `fitspeed.auto_steps` also
 use it in the user's own process. `protocol` runs the measurement, `apply`
 owns the process-wide and compile-time knobs, `models` builds the built-in
-models, `timing` is the clock callback, `input_probe` holds doctor's
+models, `timing` is the clock callback, `doctor` holds doctor's
 measurements, `profiling` and `trace_ops` capture and read traces, and
 `data/` loads data and applies the input knobs.
 

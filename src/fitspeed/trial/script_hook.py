@@ -264,7 +264,7 @@ class Hook:
 
     def _measure(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         from fitspeed.machine import environment
-        from fitspeed.trial import input_probe
+        from fitspeed.trial import doctor
         from fitspeed.trial.timing import StepTimer
         from fitspeed.trial.transform import rewrite
 
@@ -325,11 +325,11 @@ class Hook:
             return new_record(spec, "nan" if bad else "ok", reason=bad, environment=env, metrics=metrics,
                               script=self._script_info(), notes=notes, **fields)
         if spec.mode == "input":
-            return {**input_probe.input_rate(spec, data, batch, env), "script": self._script_info()}
+            return {**doctor.input_rate(spec, data, batch, env), "script": self._script_info()}
         if spec.mode == "epochs":
-            return {**input_probe.epochs(spec, model, data, batch, env), "script": self._script_info()}
+            return {**doctor.epochs(spec, model, data, batch, env), "script": self._script_info()}
         if spec.mode == "compute":
-            data = input_probe.in_memory(data, batch)
+            data = doctor.in_memory(data, batch)
 
         from fitspeed.trial import measurement
 

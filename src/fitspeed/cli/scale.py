@@ -1,6 +1,6 @@
 """`fitspeed scale`: run the scaling experiment, show its table, write its JSON and plot.
 
-The experiment itself is `fitspeed.search.scaling`; this module shows its
+The experiment itself is `fitspeed.search.scale`; this module shows its
 progress, rewrites `OUT/scale.json` after every trial (so an interrupted run
 loses nothing it measured), draws `OUT/scaling.png` and prints the table.
 """
@@ -22,7 +22,7 @@ from fitspeed.core.files import write_atomically
 from fitspeed.core.record import TrialSpec, brief_reason, to_json
 from fitspeed.measure.comparison import check
 from fitspeed.report.numbers import number
-from fitspeed.search.scaling import Scaling, check_counts
+from fitspeed.search.scale import Scaling, check_counts
 
 RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
 
@@ -66,7 +66,7 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
         raise typer.Exit(130) from None
     result = scaling.result()
     _write(result_path, result)
-    from fitspeed.report.scale_plot import draw
+    from fitspeed.report.scale import draw
 
     title = f"{spec.model} · {spec.data or 'synthetic'} · {spec.config.backend}, {spec.config.batch_size} per device"
     plot = draw(result["rows"], out_dir / PLOT_FILE, title)

@@ -17,7 +17,7 @@ The experiment, in the order it runs:
 
 `Scaling.result()` is plain data (rows, the comparisons' records, the guard's
 verdicts and every trial record) that the CLI writes as JSON, prints as a
-table and `fitspeed.report.scale_plot` draws.
+table and `fitspeed.report.scale` draws.
 
 Framework-free: trials run in child processes.
 """

@@ -69,11 +69,11 @@ def compare(
     with interruptible(), Progress(console=err, transient=True) as progress:
         task = progress.add_task("comparing", total=2 * most)
 
-        def landed(arm: str, pair: int, record: dict[str, Any]) -> None:
+        def landed(arm: str, record: dict[str, Any]) -> None:
             check_user_error(record)
             results.append(results_path, [record])
             progress.advance(task)
-            progress.update(task, description=f"pair {pair + 1}/{most}: {arm} {record['status']}")
+            progress.update(task, description=f"pair {record['pair'] + 1}/{most}: {arm} {record['status']}")
 
         comparison = interleave(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence,
                                 statistic=statistic, until_width=until_width, max_pairs=max_pairs)

@@ -50,7 +50,7 @@ def run_article(name: str, *, size: str, data: str | None, out: Path, say: Conso
     from fitspeed.measure.runner import run_trial
     from fitspeed.reproduce import articles, output  # the experiments, and numpy: not for `fitspeed --help`
     from fitspeed.reproduce.data import choose, images_folder
-    from fitspeed.reproduce.experiment import Row, run, trial_count
+    from fitspeed.reproduce.experiment import run, trial_count
 
     if name not in articles.PLANS:
         raise UserError(f"Unknown reproduction {name!r}. Expected one of: {', '.join(articles.PLANS)}.")
@@ -69,11 +69,11 @@ def run_article(name: str, *, size: str, data: str | None, out: Path, say: Conso
 
     done = [0]
 
-    def landed(row: Row, seed: int, record: dict[str, Any]) -> None:
+    def landed(row: str, record: dict[str, Any]) -> None:
         done[0] += 1
         metrics = record.get("metrics") or {}
         accuracy = metrics.get("val_accuracy")
-        say.print(f"  [{done[0]}/{total}] {row.label}: {record['status']}"
+        say.print(f"  [{done[0]}/{total}] {row}: {record['status']}"
                   + (f", {metrics['samples_per_s']['median']:,.0f} samples/s" if metrics.get("samples_per_s") else "")
                   + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else "")
                   + (f" ({record.get('reason')})" if record["status"] != "ok" else "")

@@ -11,6 +11,7 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,13 @@ class TrialSpec:
         values = dict(values)
         config = TrialConfig.from_dict(values.pop("knobs"))
         return cls(config=config, **values)
+
+
+TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+"""Runs one trial and always returns its record: `fitspeed.measure.runner.run_trial`, or a test's fake."""
+
+OnTrial = Callable[[str, dict[str, Any]], None]
+"""Progress: called as each trial lands, with what the trial was for ("a", "input", "guard, 2 device(s)") and its record."""
 
 
 def new_record(spec: TrialSpec, status: str, **fields: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ HEAVY = ("keras", "tensorflow", "jax", "torch", "matplotlib")
 SCRIPT = """
 import json, sys
 from typer.testing import CliRunner
-from fitspeed.cli.commands import app
+from fitspeed.cli import app
 runner = CliRunner()
 measured = runner.invoke(app, ["measure", "tiny", "--steps", "8", "--repeats", "1", "--json"])
 listed = runner.invoke(app, ["knobs"])
@@ -39,6 +39,6 @@ def test_cli_parent_stays_free_of_frameworks(tmp_path: Path) -> None:
 def test_importing_fitspeed_is_light() -> None:
     """`fitspeed --help` answers at once: no framework, and no scipy or optuna until needed."""
     slow = (*HEAVY, "scipy", "optuna")
-    code = "import sys, fitspeed, fitspeed.cli.commands; print([m for m in %r if m in sys.modules])" % (slow,)
+    code = "import sys, fitspeed, fitspeed.cli; print([m for m in %r if m in sys.modules])" % (slow,)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", result.stderr

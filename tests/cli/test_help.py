@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from fitspeed.cli.commands import app
+from fitspeed.cli import app
 
 COMMANDS = sorted(command.name or command.callback.__name__ for command in app.registered_commands
                   if command.callback is not None)

@@ -41,6 +41,15 @@ def test_each_pair_runs_in_a_random_order() -> None:
     assert comparison.ratios() == pytest.approx([1.1] * 40)  # each ratio is still B over A
 
 
+def test_each_trial_lands_with_what_it_was_for_and_its_record() -> None:
+    landed: list[tuple[str, int, str]] = []
+    interleave(SPEC, SPEC_B, 3, run=runner([100.0, 110.0] * 3),
+               on_trial=lambda arm, record: landed.append((arm, record["pair"], record["arm"])))
+    assert [pair for _, pair, _ in landed] == [0, 0, 1, 1, 2, 2]
+    assert all(arm == said for arm, _, said in landed)
+    assert all(sorted(arm for arm, p, _ in landed if p == pair) == ["a", "b"] for pair in range(3))
+
+
 def test_pairs_go_on_until_the_interval_is_narrow_enough() -> None:
     # B/A alternates 1.02, 0.98: the interval narrows as pairs come in
     figures = list(itertools.chain.from_iterable((100.0, 102.0 if i % 2 else 98.0) for i in range(40)))

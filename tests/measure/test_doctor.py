@@ -112,7 +112,7 @@ def test_the_printed_diagnosis_writes_times_signs_and_no_issue_numbers() -> None
 
     from rich.console import Console
 
-    from fitspeed.cli.diagnosis import print_diagnosis
+    from fitspeed.cli.doctor import print_diagnosis
 
     fake = Fake(lambda config, n: {True: 2000.0, False: 1500.0}.get(config.use_multiprocessing, 1000.0))
     out = io.StringIO()

@@ -38,7 +38,7 @@ def test_threads_stay_in_the_process_and_processes_do_not(tmp_path: Path) -> Non
         import os, sys
         sys.path.insert(0, {str(FIXTURES)!r})
         from inputwork import PidBatches
-        from fitspeed.trial import input_probe
+        from fitspeed.trial import doctor
         from fitspeed.trial.data import pipeline
         from fitspeed.core.config import TrialConfig
         from fitspeed.trial.data.sources import Data
@@ -47,7 +47,7 @@ def test_threads_stay_in_the_process_and_processes_do_not(tmp_path: Path) -> Non
             os.makedirs(folder)
             data = pipeline.prepare(Data("pydataset", source=PidBatches(folder, batch_size=8)),
                                     TrialConfig(workers=2, use_multiprocessing=processes), 8, 0)
-            iterator, adapter = input_probe._iterate(data, 8, 6)
+            iterator, adapter = doctor._iterate(data, 8, 6)
             for _ in range(6):
                 next(iterator)
             adapter.on_epoch_end()

@@ -176,7 +176,7 @@ def test_knobs_that_cannot_apply_are_refused() -> None:
 
 def test_pyloader_does_its_work_in_python() -> None:
     from fitspeed.trial.data.loaders import HeavyLoader
-    from fitspeed.trial.input_probe import profile
+    from fitspeed.trial.doctor import profile
 
     loader = HeavyLoader((16, 16, 3), 10, batch_size=8, seed=0, batches=4)
     x, y = loader[1]

@@ -1,11 +1,15 @@
-"""The `fitspeed` command line: the typer app, terminal tables and `make-images`.
+"""The `fitspeed` command line: the typer app (`program`), and one module per command, named after it.
+
+`options` declares the options several commands take, `console` the two
+consoles they write to, `workload` turns a workload or training command into a
+`TrialSpec`, and `tables` draws the terminal tables.
 
 May import every other layer, typer and rich; rich appears in this layer only.
 Heavy libraries (keras, tensorflow, matplotlib) are imported only inside the
 commands that need them, so `fitspeed --help` answers at once.
 """
 
-from fitspeed.cli.commands import app as app
-from fitspeed.cli.commands import main as main
+from fitspeed.cli.program import app as app
+from fitspeed.cli.program import main as main
 
 __all__ = ["app", "main"]

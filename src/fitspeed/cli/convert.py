@@ -1,29 +1,40 @@
 """`fitspeed convert`: a saved model rewritten for data_format and precision, checked, saved.
 
-The conversion runs in a child process (`fitspeed.measure.conversion`); this
-module prints its record: what changed, layer by layer, the checks with their
-tolerances, and the parameter counts; or the reason it was refused.
+The conversion runs in a child process (`fitspeed.measure.convert`, which
+starts `fitspeed.trial.convert`); this module prints its record: what changed,
+layer by layer, the checks with their tolerances, and the parameter counts; or
+the reason it was refused.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from fitspeed.cli.console import err, out
+from fitspeed.cli.options import JsonOpt
+from fitspeed.core.errors import UserError
 
-def run(out: Console, err: Console, source: Path, output: Path, assignments: list[str], force: bool,
-        as_json: bool, unsafe: bool = False) -> None:
-    from fitspeed.core.errors import UserError
-    from fitspeed.measure.conversion import order, run_conversion
 
-    request = order(source, output, assignments, force, unsafe=unsafe)
+def convert(
+    model: Annotated[Path, typer.Argument(help="A saved model.keras.", show_default=False)],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to save the converted model (.keras).", show_default=False)],
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="data_format=... or precision=... (backend=, onednn= say where the check runs); repeat for more.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite -o if it exists.")] = False,
+    unsafe: Annotated[bool, typer.Option("--unsafe", help="Load Python code the file holds (a Lambda layer's function): only for a file you trust, such as one you saved yourself.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite a saved model for data_format and precision: same weights, outputs checked equal, then saved."""
+    from fitspeed.measure.convert import order, run_conversion
+
+    request = order(model, output, set_ or [], force, unsafe=unsafe)
     label = " ".join(f"{k}={v}" for k, v in request["knobs"].items())
-    with err.status(f"converting {source} ({label})…"):
+    with err.status(f"converting {model} ({label})…"):
         record = run_conversion(request)
     if record.get("user_error"):  # the file itself, not the conversion: one sentence and exit 2
         raise UserError(record["reason"])

@@ -8,18 +8,32 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from fitspeed.cli.console import err, interruptible, out
 from fitspeed.core.errors import UserError
-from fitspeed.reproduce import articles, output
-from fitspeed.reproduce.data import choose, images_folder
-from fitspeed.reproduce.experiment import Row, run, trial_count
+
+
+def reproduce(
+    name: Annotated[str, typer.Argument(help="steps-per-execution, input-pipeline, batch-and-workers, precision-and-determinism or channels-first (articles 000-004).")],
+    quick: Annotated[bool, typer.Option("--quick", help="Cut-down models, steps and epochs: minutes on a 2-core CPU [default: the article's sizes, meant for a GPU].")] = False,
+    data: Annotated[Optional[str], typer.Option("--data", help="npz:PATH with x, y (and x_test, y_test), or synthetic [default: CIFAR-10 from the Keras cache if there, else class templates].")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for NAME/results.json, table.md, chart.png and index.html.")] = Path("fitspeed-reproductions"),
+    tiny: Annotated[bool, typer.Option("--tiny", hidden=True, help="Seconds, for the tests.")] = False,
+) -> None:
+    """Rerun an article's experiment here: a table beside the article's figures, with accuracy, and a chart."""
+    with interruptible():
+        run_article(name, size="tiny" if tiny else "quick" if quick else "full", data=data, out=out_dir, say=err,
+                    console=out)
 
 
 def print_table(console: Console, summary: dict[str, Any]) -> None:
+    from fitspeed.reproduce import output
+
     shown = output.table(summary)
     grid = Table(title=f"{summary['name']} (article {summary['article']})", header_style="bold")
     for header in shown["headers"]:
@@ -31,9 +45,12 @@ def print_table(console: Console, summary: dict[str, Any]) -> None:
         console.print(f"- {line}", highlight=False)
 
 
-def reproduce(name: str, *, size: str, data: str | None, out: Path, say: Console, console: Console) -> Path:
+def run_article(name: str, *, size: str, data: str | None, out: Path, say: Console, console: Console) -> Path:
     """Run experiment `name` at `size` ("tiny", "quick" or "full"); return its folder."""
     from fitspeed.measure.runner import run_trial
+    from fitspeed.reproduce import articles, output  # the experiments, and numpy: not for `fitspeed --help`
+    from fitspeed.reproduce.data import choose, images_folder
+    from fitspeed.reproduce.experiment import run, trial_count
 
     if name not in articles.PLANS:
         raise UserError(f"Unknown reproduction {name!r}. Expected one of: {', '.join(articles.PLANS)}.")
@@ -52,11 +69,11 @@ def reproduce(name: str, *, size: str, data: str | None, out: Path, say: Console
 
     done = [0]
 
-    def landed(row: Row, seed: int, record: dict[str, Any]) -> None:
+    def landed(row: str, record: dict[str, Any]) -> None:
         done[0] += 1
         metrics = record.get("metrics") or {}
         accuracy = metrics.get("val_accuracy")
-        say.print(f"  [{done[0]}/{total}] {row.label}: {record['status']}"
+        say.print(f"  [{done[0]}/{total}] {row}: {record['status']}"
                   + (f", {metrics['samples_per_s']['median']:,.0f} samples/s" if metrics.get("samples_per_s") else "")
                   + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else "")
                   + (f" ({record.get('reason')})" if record["status"] != "ok" else "")

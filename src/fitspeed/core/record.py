@@ -11,6 +11,7 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -59,7 +60,7 @@ class TrialSpec:
     guard's loss curve (and, for `fitspeed reproduce`, each epoch's time: the
     first epoch holds compilation, the later ones are the article-style timing).
     "input", "compute" and "epochs" are `fitspeed doctor`'s measurements
-    (`fitspeed.trial.input_probe`); "model" is `fitspeed doctor --model`: the
+    (`fitspeed.trial.doctor`); "model" is `fitspeed doctor --model`: the
     "time" protocol, then a traced window (`profile_dir`) and the model check
     (`fitspeed.trial.model_check`); "predict" times `predict()` on one sample
     against batches (`fitspeed.trial.predict_latency`, article 002).
@@ -145,6 +146,13 @@ class TrialSpec:
         values = dict(values)
         config = TrialConfig.from_dict(values.pop("knobs"))
         return cls(config=config, **values)
+
+
+TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+"""Runs one trial and always returns its record: `fitspeed.measure.runner.run_trial`, or a test's fake."""
+
+OnTrial = Callable[[str, dict[str, Any]], None]
+"""Progress: called as each trial lands, with what the trial was for ("a", "input", "guard, 2 device(s)") and its record."""
 
 
 def new_record(spec: TrialSpec, status: Status | str, **fields: Any) -> dict[str, Any]:

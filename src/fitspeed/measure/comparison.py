@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import SCHEMA_VERSION, TrialSpec, throughput
+from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRunner, TrialSpec, throughput
 from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
 from fitspeed.measure.runner import run_trial
 
-TrialRunner = Callable[[TrialSpec], dict[str, Any]]
 STATISTICS = ("median", "best")
 
 
@@ -121,13 +119,15 @@ def interleave(
     pairs: int,
     *,
     run: TrialRunner = run_trial,
-    on_trial: Callable[[str, int, dict[str, Any]], None] | None = None,
+    on_trial: OnTrial | None = None,
     confidence: float = 0.95,
     statistic: str = "median",
     until_width: float | None = None,
     max_pairs: int | None = None,
 ) -> Comparison:
-    """Run `pairs` interleaved pairs, each in a random order; `on_trial(arm, pair, record)` sees each record as it lands.
+    """Run `pairs` interleaved pairs, each in a random order; `on_trial(arm, record)` sees each record as it lands.
+
+    Each record says its `arm` ("a" or "b") and its `pair` (0 is the first).
 
     With `until_width`, go on until the interval is at most that wide, or `max_pairs` pairs ran.
     """
@@ -143,7 +143,7 @@ def interleave(
             record = run(spec)
             record.update(compare_id=comparison.id, arm=arm, pair=index, first=not records)
             if on_trial:
-                on_trial(arm, index, record)
+                on_trial(arm, record)
             records[arm] = record
         comparison.pairs.append((records["a"], records["b"]))
         index += 1

@@ -1,7 +1,7 @@
 """`fitspeed doctor`: is this training input-bound, and what would fix it?
 
 Runs in the parent and never imports a framework; every measurement is a trial
-child (`fitspeed.measure.runner`), in one of `fitspeed.trial.input_probe`'s modes:
+child (`fitspeed.measure.runner`), in one of `fitspeed.trial.doctor`'s modes:
 
 1. input:    the input pipeline alone, as fit() would read it: t_input per batch;
 2. compute:  training alone, on batches already in memory: t_compute per step;
@@ -37,7 +37,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
-from fitspeed.core.record import Mode, TrialSpec, throughput
+from fitspeed.core.record import Mode, OnTrial, TrialRunner, TrialSpec, throughput
 from fitspeed.core.sequential import Design, pair_order, step
 
 HIGH = 0.20
@@ -45,8 +45,6 @@ MODERATE = 0.05
 MIN_GAIN = 1.05
 STALL_SHARE = 0.03  # epoch-edge time worth a try of data_autotune=false
 
-Runner = Callable[[TrialSpec], dict[str, Any]]
-OnTrial = Callable[[str, dict[str, Any]], None]  # (measurement or fix name, its record)
 
 
 def wait_share(compute_s: float, together_s: float, input_s: float | None = None) -> float:
@@ -229,7 +227,7 @@ def diagnose(
     timeout_s: float | None = 900.0,
     try_fixes: bool = True,
     pairs: int = 5,
-    run: Runner | None = None,
+    run: TrialRunner | None = None,
     on_trial: OnTrial | None = None,
     script: dict[str, Any] | None = None,
 ) -> Diagnosis:
@@ -241,7 +239,7 @@ def diagnose(
         from fitspeed.measure.runner import run_trial
 
         run = run_trial
-    runner: Runner = run
+    runner: TrialRunner = run
     landed = on_trial or (lambda name, record: None)
     diagnosis = Diagnosis(model, data, base)
 

@@ -1,7 +1,7 @@
 """What people read: the HTML report, its plots, and the monitor's plot.
 
 `plot_data` computes plain data for every plot from a study summary (pure);
-`plots`, `monitor_plot` and `scale_plot` only draw (matplotlib, imported lazily);
+`plots`, `monitor_plot` and `scale` only draw (matplotlib, imported lazily);
 `html` renders `templates/report.html`; `numbers` writes figures for people
 (shared with the terminal tables).
 

@@ -27,13 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fitspeed.core.record import TrialSpec, brief_reason
+from fitspeed.core.record import OnTrial, TrialRunner, TrialSpec, brief_reason
 from fitspeed.machine import environment
 from fitspeed.search import guard
 
 ONE_SEED_TOLERANCE = guard.ACCURACY_FLOOR  # accuracy a row may always fall below its baseline, unmarked
 
-Runner = Callable[[TrialSpec], dict[str, Any]]
 Extra = Callable[["Row", list[dict[str, Any]], dict[str, list[dict[str, Any]]]], dict[str, Any]]
 
 
@@ -87,9 +86,8 @@ def trial_count(plan: Plan) -> int:
     return sum(row.runs for seed in plan.seeds for row in plan.rows if row.runs_seed(seed))
 
 
-def run(plan: Plan, data: str, *, run_trial: Runner,
-        on_trial: Callable[[Row, int, dict[str, Any]], None] | None = None) -> Results:
-    """Every row for every seed, each trial in a fresh process; `on_trial(row, seed, record)` as each lands.
+def run(plan: Plan, data: str, *, run_trial: TrialRunner, on_trial: OnTrial | None = None) -> Results:
+    """Every row for every seed, each trial in a fresh process; `on_trial(row label, record)` as each lands.
 
     A row whose trial ran past its timeout is not run again: its record says how long it was given.
     """
@@ -107,7 +105,7 @@ def run(plan: Plan, data: str, *, run_trial: Runner,
                 record["reproduce"] = {"row": row.label, "seed": seed}
                 results.records.setdefault(row.label, []).append(record)
                 if on_trial:
-                    on_trial(row, seed, record)
+                    on_trial(row.label, record)
     results.wall_s = time.perf_counter() - started
     return results
 

@@ -4,7 +4,7 @@
 verification) and announces typed `events`; `space` lists the knob values to
 try; `guard` is the numerics guard; `studies` opens and reads Optuna studies;
 `summary` turns a study into plain data; `best_json` writes best.json and its
-snippet; `scaling` is `fitspeed scale`'s experiment over 1..N devices.
+snippet; `scale` is `fitspeed scale`'s experiment over 1..N devices.
 
 May import: `fitspeed.core`, `fitspeed.machine`, `fitspeed.measure` and
 Optuna. Never a framework, rich or matplotlib.

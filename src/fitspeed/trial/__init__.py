@@ -4,8 +4,10 @@ The parent reaches this layer only as `python -m fitspeed.trial SPEC.json`
 (`fitspeed.measure.runner`); `fitspeed.apply` and `fitspeed.auto_steps` also
 use it in the user's own process. `protocol` runs the measurement, `apply`
 owns the process-wide and compile-time knobs, `models` builds the built-in
-models, `timing` is the clock callback, `input_probe` holds doctor's
-measurements, `profiling` and `trace_ops` capture and read traces, and
+models, `timing` is the clock callback, `doctor` holds doctor's
+measurements, `profiling` and `trace_ops` capture and read traces,
+`script_hook` runs inside a user's training script (`import_watch` sees keras
+arrive, `script_stop` says why a script ended before its timed fit()), and
 `data/` loads data and applies the input knobs.
 
 May import: `fitspeed.core`, `fitspeed.machine` and the frameworks (keras,

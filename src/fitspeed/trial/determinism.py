@@ -50,7 +50,7 @@ def check(model: Any, data: Any, batch: int, seed: int, steps_per_execution: int
     import keras
 
     from fitspeed.trial.data.fit_input import fit_input
-    from fitspeed.trial.input_probe import in_memory
+    from fitspeed.trial.doctor import in_memory
 
     started = time.perf_counter()
     n = steps_per_execution

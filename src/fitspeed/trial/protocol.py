@@ -56,7 +56,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     import keras  # noqa: F401  (imported after the environment is set)
 
     from fitspeed.machine import environment
-    from fitspeed.trial import input_probe, models
+    from fitspeed.trial import doctor, models
     from fitspeed.trial.data import layout, sources
     from fitspeed.trial.data.fit_input import fit_input, max_steps
     from fitspeed.trial.transform import rewrite
@@ -94,12 +94,12 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         from fitspeed.trial import predict_latency
 
         return predict_latency.measure(spec, model, data, batch, env)
-    if spec.mode in input_probe.MODES:  # `fitspeed doctor`'s measurements
+    if spec.mode in doctor.MODES:  # `fitspeed doctor`'s measurements
         if spec.mode == Mode.INPUT:
-            return input_probe.input_rate(spec, data, batch, env)
+            return doctor.input_rate(spec, data, batch, env)
         if spec.mode == Mode.EPOCHS:
-            return input_probe.epochs(spec, model, data, batch, env)
-        data = input_probe.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
+            return doctor.epochs(spec, model, data, batch, env)
+        data = doctor.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
 
     faults.hold()  # tests only: a worker test holds one timed trial open to kill its worker mid-trial
 

@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib.abc
-import importlib.util
 import inspect
 import json
 import math
@@ -60,20 +58,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from fitspeed.core.errors import DataError, UserError
+from fitspeed.core.errors import UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
+from fitspeed.trial.data.fit_args import data_from, epoch_steps
+from fitspeed.trial.import_watch import ImportWatch
 from fitspeed.trial.protocol import after_timing, is_oom
+from fitspeed.trial.script_stop import LEGACY, stop_reason
 from fitspeed.trial.transform import Refused
 
 ENV = "FITSPEED_SCRIPT"
-LEGACY = (
-    "Expected a script that trains with Keras 3 (`import keras` or `from tensorflow import keras`). "
-    "Received a script that uses the standalone tf_keras package (Keras 2, or TF_USE_LEGACY_KERAS=1), "
-    "which fitspeed cannot hook. Import keras instead of tf_keras (and unset TF_USE_LEGACY_KERAS)."
-)
-WATCHED = "keras.Model.fit (Keras 3: `import keras`, `from tensorflow import keras`)"
 NOT_TIMED_CALLBACKS = ("ModelCheckpoint", "BackupAndRestore", "EarlyStopping")
 LOG_LINES = 12
 
@@ -119,7 +114,10 @@ class Hook:
 
     def start(self) -> None:
         apply.before_import(self.config, self.spec.seed)
-        sys.meta_path.insert(0, _Finder(self))
+        # the knobs and the Model wrappers arrive with keras (or tensorflow); a call to tf_keras's fit() is refused
+        sys.meta_path.insert(0, ImportWatch({"keras": lambda: self.imported("keras"),
+                                             "tensorflow": lambda: self.imported("tensorflow"),
+                                             "tf_keras": self.tf_keras_imported}))
         if self.action != "trial":
             return
         previous = sys.excepthook
@@ -232,7 +230,7 @@ class Hook:
             return given
         from fitspeed.trial.data import pipeline
 
-        data = _data(given.get("x"), given.get("y"), 0.0)
+        data = data_from(given.get("x"), given.get("y"), 0.0)
         batch = data.batch_size or int(given.get("batch_size") or 32)
         prepared = pipeline.prepare(data, self.config, batch, self.spec.seed)
         if prepared.kind == "dataset":
@@ -264,7 +262,7 @@ class Hook:
 
     def _measure(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         from fitspeed.machine import environment
-        from fitspeed.trial import input_probe
+        from fitspeed.trial import doctor
         from fitspeed.trial.timing import StepTimer
         from fitspeed.trial.transform import rewrite
 
@@ -287,9 +285,9 @@ class Hook:
                 "script's batch size is its own (it changes the recipe). Drop --set batch_size=... and pass the "
                 "size through the script's own arguments."
             )
-        data = _data(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
+        data = data_from(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
         batch = data.batch_size or int(bound.get("batch_size") or 32)
-        epoch_steps = _epoch_steps(bound.get("steps_per_epoch"), data, batch)  # the script's own epoch
+        own_epoch = epoch_steps(bound.get("steps_per_epoch"), data, batch)  # the script's own epoch
         from fitspeed.trial.data.fit_input import fit_input, max_steps
 
         if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
@@ -325,11 +323,11 @@ class Hook:
             return new_record(spec, "nan" if bad else "ok", reason=bad, environment=env, metrics=metrics,
                               script=self._script_info(), notes=notes, **fields)
         if spec.mode == "input":
-            return {**input_probe.input_rate(spec, data, batch, env), "script": self._script_info()}
+            return {**doctor.input_rate(spec, data, batch, env), "script": self._script_info()}
         if spec.mode == "epochs":
-            return {**input_probe.epochs(spec, model, data, batch, env), "script": self._script_info()}
+            return {**doctor.epochs(spec, model, data, batch, env), "script": self._script_info()}
         if spec.mode == "compute":
-            data = input_probe.in_memory(data, batch)
+            data = doctor.in_memory(data, batch)
 
         from fitspeed.trial import measurement
 
@@ -348,7 +346,7 @@ class Hook:
             data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
         metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits,
-                       epoch_steps=epoch_steps)
+                       epoch_steps=own_epoch)
         checks = after_timing(spec, model, data, batch, timed.steps, n, metrics, env) if finite else {}
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
                           environment=env, metrics=metrics, notes=notes, script=script,
@@ -379,46 +377,9 @@ class Hook:
         if self.record_path is not None and self.record_path.exists():
             return  # an earlier python of the same command already said what happened
         name = Path(str(self._script_info()["path"] or "the script")).name
-        error, text = self.failure, self.failure_text
-        if isinstance(error, ModuleNotFoundError) and error.name == "tf_keras":
-            reason = LEGACY
-        elif error is not None and _is_data_fetch(error, text):
-            reason = (
-                f"Expected the script {name} to load its data. It could not download it ({_last_line(text)}): "
-                "this machine cannot reach the internet, and keras.datasets.*.load_data() downloads on first use. "
-                "Point the script at a local "
-                "copy (for MNIST, put mnist.npz in ~/.keras/datasets/ or pass load_data(path=...) an absolute "
-                "path, or give the script a --data FILE option), then run fitspeed again."
-            )
-        elif error is not None and "Mixing different tf.distribute.Strategy" in text:
-            reason = (
-                f"Expected the script {name} to leave distribution to fitspeed's devices={self.config.devices}. "
-                "It opens a tf.distribute strategy scope of its own, which cannot be entered inside the "
-                "MirroredStrategy fitspeed made the process's strategy. Drop --set devices=... (the script "
-                "distributes itself), or remove its strategy scope."
-            )
-        elif error is not None:
-            reason = (
-                f"Expected the script {name} to reach Model.fit(). It failed before that: {_last_line(text)}. "
-                "Fix the error (run the command alone to see the whole traceback; the record keeps its tail)."
-            )
-        elif self.exit_call is not None:
-            reason = (
-                f"Expected the script {name} to reach Model.fit(). It called {self.exit_call} before that, "
-                f"after {self.fits} fit() call(s). Remove that exit, or check the arguments you passed "
-                "(argparse exits on bad ones; its message is in the trial's log)."
-            )
-        elif self.fits:
-            reason = (
-                f"Expected the script {name} to call Model.fit() at least {self.fit_index} times (--fit "
-                f"{self.fit_index}). It called it {self.fits} time(s). Use --fit 1 to time the first."
-            )
-        else:
-            reason = (
-                f"Expected the script {name} to train with Model.fit(). It ended without calling it. "
-                f"fitspeed watches {WATCHED}; a custom loop (GradientTape, train_on_batch) or the tf_keras "
-                "package is not timed. Train with model.fit(...)."
-            )
+        text = self.failure_text
+        reason = stop_reason(name, self.failure, text, self.exit_call, fits=self.fits, fit_index=self.fit_index,
+                             devices=self.config.devices)
         self._write(self._failed(reason, user_error=True, traceback_tail=text[-4000:] or None))
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -434,68 +395,6 @@ class Hook:
         sys.stdout.flush()
         sys.stderr.flush()
         self._real_os_exit(0)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of `keras` and `tensorflow` to call the hook once each is imported."""
-
-    def __init__(self, hook: Hook) -> None:
-        self.hook = hook
-        self.busy = False
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in ("keras", "tensorflow", "tf_keras") or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None:
-            return None
-        done = self.hook.tf_keras_imported if name == "tf_keras" else (lambda: self.hook.imported(name))
-        spec.loader = _Loader(spec.loader, done)
-        return spec
-
-
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: Any, done: Any) -> None:
-        self.inner, self.done = inner, done
-
-    def create_module(self, spec: Any) -> Any:
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        module.__loader__ = self.inner
-        self.inner.exec_module(module)
-        self.done()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def _data(x: Any, y: Any, validation_split: float) -> Any:
-    """What the script handed fit(), as `fitspeed.trial.data.sources.Data`."""
-    import keras
-    import numpy as np
-
-    from fitspeed.trial.data.sources import Data, batch_size_of, dataset_batch_size
-
-    if isinstance(x, keras.utils.PyDataset):
-        return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
-    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
-        return Data("dataset", source=x, batch_size=dataset_batch_size(x, "the script's dataset"))
-    if isinstance(x, np.ndarray) and y is not None and isinstance(np.asarray(y), np.ndarray):
-        y = np.asarray(y)
-        if validation_split:  # Keras keeps the first (1 - split) of the samples for training
-            keep = int(len(x) * (1.0 - validation_split))
-            x, y = x[:keep], y[:keep]
-        return Data("arrays", x=x, y=y)
-    raise DataError(
-        "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
-        f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"
-        f"{'' if y is None or isinstance(x, np.ndarray) else ' with y'}. Hand fit() one of those."
-    )
 
 
 def _check_replicas(model: Any, placement: Any) -> None:
@@ -530,23 +429,6 @@ def _policy_name() -> str:
     return str(keras.config.dtype_policy().name)
 
 
-def _is_data_fetch(error: BaseException, text: str) -> bool:
-    """A download that failed: Keras's get_file says "URL fetch failure"; urllib and sockets say more."""
-    markers = ("URL fetch failure", "urlopen error", "Name or service not known", "Temporary failure in name resolution",
-               "Network is unreachable")
-    chain: BaseException | None = error
-    while chain is not None:
-        if type(chain).__name__ in ("URLError", "gaierror", "HTTPError"):
-            return True
-        chain = chain.__cause__ or chain.__context__
-    return any(marker in text for marker in markers)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].rstrip(".") if lines else "an unknown error"
-
-
 def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
     """One record of what a trial changed in the script's model: float32 outputs (in place), then the layout."""
     from fitspeed.trial.transform import rewrite
@@ -555,22 +437,3 @@ def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
     return {"changes": [c for part in parts for c in part["changes"]],
             "checks": [c for part in parts for c in part["checks"]],
             "params": parts[-1]["params"], "output_dtype": rewrite.output_dtype(model)}
-
-
-def _epoch_steps(steps_per_epoch: Any, data: Any, batch: int) -> int | None:
-    """The steps in one epoch of the script's own fit(), or None where its data does not say.
-
-    The trial cycles the data past an epoch's end to time whole executions;
-    the tuner tries no steps_per_execution beyond this, which the real run
-    would never reach (Keras then shows 64/43 in its progress bar).
-    """
-    if steps_per_epoch:
-        return int(steps_per_epoch)
-    if data.kind == "arrays" and data.x is not None:
-        return max(1, math.ceil(len(data.x) / batch))
-    if data.kind == "pydataset":
-        return len(data.source)
-    if data.kind == "dataset":
-        count = int(data.source.cardinality())
-        return count if count > 0 else None  # infinite or unknown
-    return None

@@ -111,7 +111,7 @@ def probe_batch(data: Any, batch: int) -> tuple[Any, Any]:
     """The first PROBE samples of one batch the trial's data gives: (x, y)."""
     import tensorflow as tf
 
-    from fitspeed.trial.input_probe import in_memory
+    from fitspeed.trial.doctor import in_memory
 
     x, y = next(iter(in_memory(data, batch, count=1).source))[:2]
     return tf.nest.map_structure(lambda t: t[:PROBE], x), tf.nest.map_structure(lambda t: t[:PROBE], y)

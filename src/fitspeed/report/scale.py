@@ -1,6 +1,6 @@
 """`fitspeed scale`'s plot: speed-up and scaling efficiency against the device count.
 
-Draws the rows of `fitspeed.search.scaling.Scaling.rows` (plain data): on the
+Draws the rows of `fitspeed.search.scale.Scaling.rows` (plain data): on the
 left the speed-up over 1 device with its confidence interval beside the line
 of linear scaling, on the right the efficiency (speed-up ÷ N) against 100%.
 A count whose pairs never finished ok is left out. matplotlib (Agg) only here.

@@ -13,7 +13,7 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import TrialSpec, new_record
-from fitspeed.search.scaling import Scaling, check_counts, plan
+from fitspeed.search.scale import Scaling, check_counts, plan
 
 SPEED = {1: 1000.0, 2: 1800.0}  # samples/s of a two-GPU host at 1 and 2 devices
 

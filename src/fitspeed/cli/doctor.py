@@ -1,11 +1,96 @@
-"""`fitspeed doctor`'s diagnosis, drawn as terminal tables."""
+"""`fitspeed doctor`: is training input-bound? Its trials, and its diagnosis drawn as terminal tables.
+
+The diagnosis itself is `fitspeed.measure.doctor`, its measurements in the
+trial child `fitspeed.trial.doctor`; `doctor --model` prints with
+`fitspeed.cli.model_check`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
+
+from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.options import (
+    DEFAULT_RESULTS,
+    AugmentOpt,
+    CommandArgs,
+    DataOpt,
+    FitOpt,
+    JsonOpt,
+    RepeatsOpt,
+    ResultsOpt,
+    SeedOpt,
+    SetOpt,
+    StepsOpt,
+    Target,
+    TimeoutOpt,
+)
+from fitspeed.cli.workload import check_user_error, data_ref, profile_dir, training_script, trial_spec
+from fitspeed.core.record import Mode
+from fitspeed.measure import results
+
+
+def doctor(
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    epochs: Annotated[int, typer.Option("--epochs", min=2, help="Epochs of the fit() timed at its edges.")] = 4,
+    fixes: Annotated[bool, typer.Option("--fixes/--no-fixes", help="Try the candidate fixes and measure their gain.")] = True,
+    model: Annotated[bool, typer.Option("--model", help="Check the model instead: sizes, RNN kernels, XLA blockers, output dtype; FLOPs against the measured matmul rate; the slowest layers.")] = False,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    results_path: ResultsOpt = DEFAULT_RESULTS,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes. With --model: the model's own findings."""
+    from fitspeed.measure.doctor import diagnose
+
+    script = training_script(workload, command, fit, data)
+    data = data_ref(data, augment)
+    spec = trial_spec(workload or "", data, set_ or [], steps, repeats, seed, timeout, None, script=script)
+    workload = spec.model
+    results.check_writable(results_path)
+    if model:  # one trial in mode "model" (fitspeed.trial.model_check)
+        import dataclasses
+
+        from fitspeed.cli.model_check import print_model_check
+        from fitspeed.measure.runner import run_trial
+
+        spec = dataclasses.replace(spec, mode=Mode.MODEL, profile_dir=profile_dir(workload))
+        with interruptible(), err.status(f"checking {workload}…"):
+            record = run_trial(spec)
+        check_user_error(record)
+        results.append(results_path, [record])
+        print(json.dumps(record, indent=2)) if as_json else print_model_check(out, record)
+        raise typer.Exit(0 if record["status"] == "ok" else 1)
+
+    def landed(name: str, record: dict[str, Any]) -> None:
+        check_user_error(record)
+        results.append(results_path, [record])
+        metrics = record.get("metrics") or {}
+        detail = (f"{metrics['ms_per_step']:.1f} ms per step" if "ms_per_step" in metrics
+                  else f"{metrics.get('lost_s', 0):.2f} s lost at epoch edges" if "lost_s" in metrics
+                  else record.get("reason"))
+        err.print(f"{name:>9}: {record['status']}, {detail}", highlight=False)
+
+    with interruptible(), err.status(f"diagnosing {workload}…"):
+        diagnosis = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
+                             seed=seed, timeout_s=timeout, try_fixes=fixes, on_trial=landed, script=script)
+    summary = diagnosis.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_diagnosis(out, summary)
 
 
 def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """`fitspeed scale`: run the scaling experiment, show its table, write its JSON and plot.
 
-The experiment itself is `fitspeed.search.scaling`; this module shows its
+The experiment itself is `fitspeed.search.scale`; this module shows its
 progress, rewrites `OUT/scale.json` after every trial (so an interrupted run
 loses nothing it measured), draws `OUT/scaling.png` and prints the table.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -17,19 +17,63 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fitspeed.cli import console
+from fitspeed.cli.options import (
+    AugmentOpt,
+    CommandArgs,
+    DataOpt,
+    FitOpt,
+    JsonOpt,
+    MemoryOpt,
+    RepeatsOpt,
+    SeedOpt,
+    SetOpt,
+    StepsOpt,
+    Target,
+    TimeoutOpt,
+    parse_int_list,
+)
+from fitspeed.cli.workload import data_ref, training_script, trial_spec
 from fitspeed.core.errors import UserError
-from fitspeed.core.files import write_atomically
 from fitspeed.core.record import TrialSpec, brief_reason, to_json
 from fitspeed.measure.comparison import check
 from fitspeed.report.numbers import number
-from fitspeed.search.scaling import Scaling, check_counts
 
 RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
+
+
+def scale(
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
+    devices: Annotated[str, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4.")] = "1,2",
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
+    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window).")] = "median",
+    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
+    script = training_script(workload, command, fit, data)
+    spec = trial_spec(workload or "", data_ref(data, augment), set_ or [], steps, repeats, seed, timeout,
+                      memory_limit, script=script)
+    run(spec, parse_int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
+        out_dir=out_dir, as_json=as_json, out=console.out, err=console.err)
 
 
 def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, tolerance: float,
         out_dir: Path, as_json: bool, out: Console, err: Console) -> None:
     """Measure, write and show; exit 1 when a device count could not be compared."""
+    from fitspeed.search.scale import Scaling, check_counts  # not for `fitspeed --help`
+
     check(statistic, None)
     check_counts(counts, spec.config.devices)
     for devices in counts:
@@ -66,7 +110,7 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
         raise typer.Exit(130) from None
     result = scaling.result()
     _write(result_path, result)
-    from fitspeed.report.scale_plot import draw
+    from fitspeed.report.scale import draw
 
     title = f"{spec.model} · {spec.data or 'synthetic'} · {spec.config.backend}, {spec.config.batch_size} per device"
     plot = draw(result["rows"], out_dir / PLOT_FILE, title)
@@ -81,6 +125,8 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
 
 
 def _write(path: Path, result: dict[str, Any]) -> None:
+    from fitspeed.core.files import write_atomically
+
     write_atomically(path, json.dumps(json.loads(to_json(result)), indent=2) + "\n")
 
 

@@ -17,7 +17,7 @@ The experiment, in the order it runs:
 
 `Scaling.result()` is plain data (rows, the comparisons' records, the guard's
 verdicts and every trial record) that the CLI writes as JSON, prints as a
-table and `fitspeed.report.scale_plot` draws.
+table and `fitspeed.report.scale` draws.
 
 Framework-free: trials run in child processes.
 """
@@ -27,18 +27,16 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import SCHEMA_VERSION, TrialSpec
+from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRunner, TrialSpec
 from fitspeed.measure.comparison import Comparison, interleave, speed
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard
 
-TrialRunner = Callable[[TrialSpec], dict[str, Any]]
-OnTrial = Callable[[str, dict[str, Any]], None]  # (what the trial was for, its record)
 
 
 def plan(asked: Sequence[int], available: int | None) -> tuple[tuple[int, ...], list[str]]:
@@ -113,8 +111,8 @@ class Scaling:
         available = ((self.guard_runs[1].get("environment") or {}).get("devices") or {}).get("available")
         self.counts, self.notes = plan(self.asked, available)
         for devices in self.counts[1:]:
-            def pair_landed(arm: str, pair: int, record: dict[str, Any], devices: int = devices) -> None:
-                landed(f"pair {pair + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
+            def pair_landed(arm: str, record: dict[str, Any], devices: int = devices) -> None:
+                landed(f"pair {record['pair'] + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
 
             self.comparisons[devices] = interleave(
                 self.spec, self.spec_for(devices), self.pairs, run=runner, on_trial=pair_landed,

@@ -1,0 +1,161 @@
+"""`fitspeed tune`: the search for the fastest configuration that trains the same, its verification and best.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from fitspeed.cli import tables
+from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.options import (
+    AugmentOpt,
+    CommandArgs,
+    DataOpt,
+    FitOpt,
+    JsonOpt,
+    MemoryOpt,
+    MonitorOpt,
+    RepeatsOpt,
+    SeedOpt,
+    SetOpt,
+    StepsOpt,
+    Target,
+    TimeoutOpt,
+    parse_duration,
+    parse_int_list,
+    parse_memory,
+)
+from fitspeed.cli.workload import check_user_error, data_ref, training_script
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
+from fitspeed.core.knobs import check_backend_installed
+from fitspeed.core.record import brief_reason, throughput
+from fitspeed.core.sequential import level
+from fitspeed.core.workloads import check_model
+
+
+def tune(
+    workload: Target = None,
+    command: CommandArgs = None,
+    fit: FitOpt = 1,
+    data: DataOpt = None,
+    augment: AugmentOpt = False,
+    set_: SetOpt = None,
+    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
+    time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage: sqlite:///FILE, postgresql://USER:PW@HOST/DB (many machines), or journal:PATH (a file on a shared disk). Workers started on one study share its search (docs/distributed.md).")] = "sqlite:///fitspeed.db",
+    heartbeat: Annotated[int, typer.Option("--heartbeat", min=1, help="Seconds between a worker's heartbeats; one silent for twice this is taken as dead and its trial is measured again.")] = 30,
+    allow_shared_host: Annotated[bool, typer.Option("--allow-shared-host", help="Run even if another worker measures on this host and device (their speeds then include each other's load).")] = False,
+    space: Annotated[Optional[list[str]], typer.Option("--space", help="Replace a knob's values to try, as knob=v1,v2; repeat for more.")] = None,
+    knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
+    pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="The verification against the defaults looks at up to twice this many fresh pairs; a search step at up to 3 (or twice this, if fewer).")] = 5,
+    steps: StepsOpt = None,
+    repeats: RepeatsOpt = 3,
+    seed: SeedOpt = 0,
+    timeout: TimeoutOpt = 900.0,
+    memory_limit: MemoryOpt = None,
+    best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
+    as_json: JsonOpt = False,
+    monitor: MonitorOpt = False,
+) -> None:
+    """Find the fastest configuration that trains the same, and verify it."""
+    from fitspeed.search import best_json
+    from fitspeed.search.events import (
+        DecisionMade,
+        GuardChecked,
+        Note,
+        TrialFinished,
+        TrialStarted,
+        TuneEvent,
+        VerificationStarted,
+    )
+    from fitspeed.search.summary import study_data, study_summary
+    from fitspeed.search.tuner import Tuner, TuneSettings
+
+    base = TrialConfig.from_assignments(set_ or [])
+    check_backend_installed(base.backend)
+    script = training_script(workload, command, fit, data)
+    if script is not None:
+        from fitspeed.measure import training_command
+
+        workload, data = training_command.label(script), training_command.DATA
+        study = study or f"{workload}-{(script['sha256'] or 'command')[:8]}"
+        if batch_sizes:
+            raise UserError(f"Expected no --batch-sizes with a training command: its batch size is its own. Received: "
+                            f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
+    settings = TuneSettings(
+        script=script,
+        model=(workload or "") if script else check_model(workload or ""),
+        data=data if script else data_ref(data, augment), base=base, trials=trials,
+        time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
+        seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
+        space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
+        batch_sizes=parse_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
+    )
+    from fitspeed.machine import host_lock
+    from rich.progress import Progress
+
+    with interruptible(), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host), \
+            Progress(console=err, transient=True) as progress:
+        task = progress.add_task("tuning", total=trials)
+
+        def event(event: TuneEvent) -> None:
+            match event:
+                case TrialStarted(phase, config):
+                    progress.update(task, description=f"{phase}: {config.label()}")
+                case TrialFinished(phase, record):
+                    if phase != "batch_size":
+                        progress.advance(task)
+                    speed = throughput(record)
+                    label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
+                    check_user_error(record)
+                    err.print(f"{phase:>9} {label}: {record['status']}"
+                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.get('reason'))})")
+                              + tables.monitor_brief(record.get("monitor")),
+                              highlight=False)
+                case GuardChecked(config, verdict):
+                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict['ok'] else 'rejected'}, "
+                              f"{verdict['reason']}", highlight=False)
+                case VerificationStarted(config, pairs):
+                    progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
+                case DecisionMade(decision):
+                    interval = (f", {level(decision.get('confidence', 0.95))} CI "
+                                f"{decision['low']:.2f}–{decision['high']:.2f}"
+                                if decision.get("low") is not None else "")
+                    if decision["purpose"] == "screen":  # one trial against the baseline's median: no pairs
+                        err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, its trial at "
+                                  f"{decision['ratio']:.2f}× the median of the screen's baseline trials", highlight=False)
+                        return
+                    if decision["purpose"] == "race":  # one pair that only orders the candidates
+                        ratio = f"{decision['ratio']:.2f}× in one pair" if decision.get("ratio") else "no pair"
+                        err.print(f"{'raced':>9} {decision['b_label']} against {decision['a_label']}: {ratio}",
+                                  highlight=False)
+                        return
+                    said = "bundled" if decision["purpose"] == "bundle" else "decided"
+                    err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
+                              f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
+                              highlight=False)
+                case Note(text):
+                    err.print(text, highlight=False)
+
+        tuner = Tuner(settings, on_event=event)
+        progress.update(task, total=tuner.ledger.trials)
+        tuner.run()
+        summary = study_summary(study_data(tuner.study))
+    kept = best_json.set_aside(best_path, summary["study"])
+    best_json.write(best_path, summary)
+    if kept is not None:
+        err.print(f"{best_path} held another study's answer: it is kept as {kept}", highlight=False)
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        tables.print_tune(out, summary)
+        from fitspeed.search.storages import shown
+
+        err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
+                  highlight=False)

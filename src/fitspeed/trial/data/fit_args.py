@@ -1,0 +1,55 @@
+"""What a user's script handed `fit()`: its data sorted into a `Data`, and the steps of its own epoch.
+
+Used by the script hook (`fitspeed.trial.script_hook`) on the arguments of the
+script's chosen `fit()`, in the trial child or in `fitspeed run`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fitspeed.core.errors import DataError
+
+
+def data_from(x: Any, y: Any, validation_split: float) -> Any:
+    """What the script handed fit(), as `fitspeed.trial.data.sources.Data`."""
+    import keras
+    import numpy as np
+
+    from fitspeed.trial.data.sources import Data, batch_size_of, dataset_batch_size
+
+    if isinstance(x, keras.utils.PyDataset):
+        return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
+    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return Data("dataset", source=x, batch_size=dataset_batch_size(x, "the script's dataset"))
+    if isinstance(x, np.ndarray) and y is not None and isinstance(np.asarray(y), np.ndarray):
+        y = np.asarray(y)
+        if validation_split:  # Keras keeps the first (1 - split) of the samples for training
+            keep = int(len(x) * (1.0 - validation_split))
+            x, y = x[:keep], y[:keep]
+        return Data("arrays", x=x, y=y)
+    raise DataError(
+        "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
+        f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"
+        f"{'' if y is None or isinstance(x, np.ndarray) else ' with y'}. Hand fit() one of those."
+    )
+
+
+def epoch_steps(steps_per_epoch: Any, data: Any, batch: int) -> int | None:
+    """The steps in one epoch of the script's own fit(), or None where its data does not say.
+
+    The trial cycles the data past an epoch's end to time whole executions;
+    the tuner tries no steps_per_execution beyond this, which the real run
+    would never reach (Keras then shows 64/43 in its progress bar).
+    """
+    if steps_per_epoch:
+        return int(steps_per_epoch)
+    if data.kind == "arrays" and data.x is not None:
+        return max(1, math.ceil(len(data.x) / batch))
+    if data.kind == "pydataset":
+        return len(data.source)
+    if data.kind == "dataset":
+        count = int(data.source.cardinality())
+        return count if count > 0 else None  # infinite or unknown
+    return None

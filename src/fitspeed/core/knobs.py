@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.errors import KnobError
 
-BACKENDS = ("tensorflow", "jax", "torch")
+BACKENDS = NAMES
 
 Scope = Literal["process", "model", "data"]
 Stage = Literal["environment", "process", "model", "compile", "data"]
@@ -142,38 +143,14 @@ def _keep_or_bool(name: str, raw: object) -> bool | str:
         ) from None
 
 
-def _torch_single_step(value: Any, backend: str) -> str | None:
-    if backend == "torch" and value != 1:
-        return "the PyTorch backend of Keras runs one step per execution only"
-    return None
-
-
-def _tensorflow_only(value: Any, backend: str) -> str | None:
-    if backend != "tensorflow":
-        return "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone"
-    return None
-
-
-def _no_torch_distribution(value: Any, backend: str) -> str | None:
-    if backend == "torch" and value != 1:
-        return ("Keras has no data-parallel distribution for the PyTorch backend (tf.distribute is "
-                "TensorFlow's, keras.distribution is JAX's)")
-    return None
-
-
-def _jax_no_threads(value: Any, backend: str) -> str | None:
-    if backend == "jax" and value != 0:
-        return "JAX has no per-process thread-pool setting that Keras exposes"
-    return None
-
-
 @dataclass(frozen=True)
 class Knob:
     """One setting fitspeed can turn.
 
     `parse` turns a CLI string or a JSON value into the knob's value and raises
     `KnobError` on anything else. `unsupported(value, backend)` gives the reason
-    a backend cannot do a value, or None.
+    a backend cannot do a value, or None; the reasons live with the backends
+    (`fitspeed.core.backends`).
     """
 
     name: str
@@ -184,28 +161,22 @@ class Knob:
     stage: Stage
     parse: Callable[[object], Any]
     changes_numerics: bool = False
-    unsupported_on: Callable[[Any, str], str | None] = lambda value, backend: None
 
     def unsupported(self, value: Any, backend: str) -> str | None:
+        """Why `backend` cannot run this knob at `value`, or None; every backend runs the default.
+
+        >>> get_knob("steps_per_execution").unsupported(32, "torch")
+        'the PyTorch backend of Keras runs one step per execution only'
+        >>> get_knob("steps_per_execution").unsupported(1, "torch") is None
+        True
+        """
         if value == self.default:
             return None
-        return self.unsupported_on(value, backend)
+        return backend_of(backend).cannot(self.name)
 
     def backends(self) -> tuple[str, ...]:
         """The backends that can do at least one non-default value."""
-        probe = _probe_value(self)
-        return tuple(b for b in BACKENDS if self.unsupported_on(probe, b) is None)
-
-
-def _probe_value(knob: Knob) -> Any:
-    probes: Mapping[str, Any] = {
-        "steps_per_execution": 2,
-        "intra_op_threads": 1,
-        "inter_op_threads": 1,
-        "onednn": True,
-        "devices": 2,
-    }
-    return probes.get(knob.name, knob.default)
+        return tuple(name for name in BACKENDS if backend_of(name).cannot(self.name) is None)
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -240,7 +211,6 @@ KNOBS: tuple[Knob, ...] = (
         stage="process",
         parse=lambda raw: _int("devices", raw, 1),
         changes_numerics=True,
-        unsupported_on=_no_torch_distribution,
     ),
     Knob(
         name="steps_per_execution",
@@ -250,7 +220,6 @@ KNOBS: tuple[Knob, ...] = (
         scope="model",
         stage="compile",
         parse=_steps_per_execution,
-        unsupported_on=_torch_single_step,
     ),
     Knob(
         name="jit_compile",
@@ -306,7 +275,6 @@ KNOBS: tuple[Knob, ...] = (
         stage="environment",
         parse=lambda raw: _keep_or_bool("onednn", raw),
         changes_numerics=True,
-        unsupported_on=_tensorflow_only,
     ),
     Knob(
         name="intra_op_threads",
@@ -316,7 +284,6 @@ KNOBS: tuple[Knob, ...] = (
         scope="process",
         stage="process",
         parse=lambda raw: _int("intra_op_threads", raw, 0),
-        unsupported_on=_jax_no_threads,
     ),
     Knob(
         name="inter_op_threads",
@@ -326,7 +293,6 @@ KNOBS: tuple[Knob, ...] = (
         scope="process",
         stage="process",
         parse=lambda raw: _int("inter_op_threads", raw, 0),
-        unsupported_on=_jax_no_threads,
     ),
     Knob(
         name="prefetch",
@@ -450,7 +416,7 @@ def check_backend_installed(backend: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(backend) is None:
-        extra = {"tensorflow": "", "jax": "[jax]", "torch": "[torch]"}[backend]
+        extra = backend_of(backend).extra
         raise KnobError(
             f"The {backend} backend is not installed in this environment. Received: "
             f"backend={backend}. Install it with pip install 'fitspeed{extra}', "

@@ -7,6 +7,7 @@
 | onednn (TF_ENABLE_ONEDNN_OPTS)  | read at import                    | never read                      | never read             |
 | jit_compile="auto" resolves to  | XLA on a GPU only                 | XLA                             | no XLA                 |
 | data parallel (`devices`)       | tf.distribute.MirroredStrategy    | keras.distribution.DataParallel | none in Keras          |
+| a CPU split into N devices      | after import (tf.config)          | before import (XLA_FLAGS)       | -                      |
 | numpy arrays reach fit() as     | a tf.data pipeline Keras builds   | plain batches                   | plain batches          |
 | FLOPs counted (`model-check`)   | from the traced train graph       | no                              | no                     |
 

@@ -3,12 +3,14 @@
 One class per backend, each a subclass of its `fitspeed.core.backends` class,
 so one object knows both what a backend cannot do and how it does the rest:
 
-| backend    | accelerators, peak memory       | threads                   | determinism                  | profiler                  |
-|------------|---------------------------------|---------------------------|------------------------------|---------------------------|
-| tensorflow | tf.config, get_memory_info      | tf.config.threading       | enable_op_determinism        | tf.profiler.experimental  |
-| jax        | jax.devices(), memory_stats     | (none: `cannot` says why) | (XLA flags, set before import) | jax.profiler            |
-| torch      | torch.cuda                      | torch.set_num_threads,    | use_deterministic_algorithms | torch.profiler.profile    |
-|            |                                 | set_num_interop_threads   |                              |                           |
+| backend    | accelerators, peak memory  | threads                 | determinism (after import)   | profiler                 |
+|------------|----------------------------|-------------------------|------------------------------|--------------------------|
+| tensorflow | tf.config,                 | tf.config.threading     | enable_op_determinism        | tf.profiler.experimental |
+|            | get_memory_info            |                         |                              |                          |
+| jax        | jax.devices(),             | none (`cannot` says why)| the XLA flags set before     | jax.profiler             |
+|            | memory_stats               |                         | import suffice               |                          |
+| torch      | torch.cuda                 | set_num_threads,        | use_deterministic_algorithms | torch.profiler.profile   |
+|            |                            | set_num_interop_threads |                              |                          |
 
 `framework_of(name)` gives the one for a backend's name. Every method here
 imports its framework when it is called, and is called only in a trial child

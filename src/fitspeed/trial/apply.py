@@ -119,8 +119,7 @@ def before_import(config: TrialConfig, seed: int) -> None:
     os.environ["KERAS_BACKEND"] = config.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["PYTHONHASHSEED"] = str(seed)
-    if config.onednn != "keep":
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+    os.environ.update(framework_of(config.backend).exports(config.onednn))  # onednn: what best.json exports
     if config.deterministic:
         os.environ["TF_DETERMINISTIC_OPS"] = "1"
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"

@@ -6,14 +6,16 @@ import pytest
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs import KNOBS, KNOBS_BY_NAME, parse_assignment
+from fitspeed.core.knobs import KNOBS, KNOBS_BY_NAME, KnobValues, parse_assignment
 
 
 def test_every_config_field_is_a_knob_and_every_knob_a_field() -> None:
+    """TrialConfig adds no field to the knob table, and KNOBS is the table, in its order."""
     fields = {f.name: f.default for f in dataclasses.fields(TrialConfig)}
-    assert set(fields) == set(KNOBS_BY_NAME)
+    assert list(fields) == [knob.name for knob in KNOBS] == [f.name for f in dataclasses.fields(KnobValues)]
     for name, default in fields.items():
         assert KNOBS_BY_NAME[name].default == default, name
+    assert TrialConfig().to_dict() == dataclasses.asdict(KnobValues())
 
 
 def test_every_knob_has_a_description_and_a_stage() -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS
@@ -103,3 +104,15 @@ def test_overrides_and_only() -> None:
 def test_cost_only_knobs_are_not_sampled() -> None:
     base = TrialConfig()
     assert "deterministic" not in choices(default_space("tiny", base, has_gpu=False), base)
+
+
+@pytest.mark.parametrize("backend", NAMES)
+def test_the_search_space_skips_with_the_same_reason_the_knob_refuses_with(backend: str) -> None:
+    dims = default_space("tiny", TrialConfig(backend=backend), has_gpu=False, cores=4, onednn_on=False)
+    for dim in dims:
+        reason = backend_of(backend).cannot(dim.knob)
+        if reason:
+            assert dim.skipped == reason, dim
+            assert not dim.searched
+    skipped = {dim.knob for dim in dims if dim.skipped in backend_of(backend).cannot_turn.values()}
+    assert skipped == set(backend_of(backend).cannot_turn) & {dim.knob for dim in dims}

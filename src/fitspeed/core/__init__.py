@@ -1,7 +1,7 @@
 """The vocabulary every other layer speaks: knobs, the frozen configuration, workloads, records.
 
-What lives here: the error classes (`errors`), the knob table and its parsers
-(`knobs`), `TrialConfig` (`config`), built-in workload names (`workloads`), the
+What lives here: the error classes (`errors`), the backends and what each
+cannot do (`backends`), the knob table and its parsers (`knobs`), `TrialConfig` (`config`), built-in workload names (`workloads`), the
 data reference (`data_ref`), which input knobs apply to which kind of data
 (`input_kinds`), the trial spec and record (`record`), and pure statistics
 (`stats`).

@@ -1,6 +1,6 @@
 """`TrialConfig`: the frozen, validated set of knob values for one trial.
 
-Every field is a knob of `fitspeed.core.knobs.KNOBS` (a test holds the two in step).
+Its fields are the knob table, `fitspeed.core.knobs.KnobValues`: a knob is declared there once.
 A config is validated when it is made: unknown keys, bad values and values the
 chosen backend cannot do are refused with a `KnobError`.
 """
@@ -13,35 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs import KNOBS_BY_NAME, get_knob, parse_assignment
+from fitspeed.core.knobs import KNOBS_BY_NAME, KnobValues, get_knob, parse_assignment
 
 
 @dataclass(frozen=True)
-class TrialConfig:
-    """The knob values of one trial. Defaults are Keras's own defaults."""
-
-    backend: str = "tensorflow"
-    batch_size: int = 32
-    devices: int = 1
-    steps_per_execution: int = 1
-    jit_compile: bool | str = "auto"
-    precision: str = "float32"
-    data_format: str = "channels_last"
-    deterministic: bool = False
-    onednn: bool | str = "keep"
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-    prefetch: int | str = "off"
-    map_parallelism: int | str = 1
-    cache: str = "off"
-    vectorize: bool = False
-    shuffle_buffer: int = 0
-    interleave: int = 1
-    data_deterministic: bool = True
-    data_autotune: bool = True
-    workers: int = 0
-    use_multiprocessing: bool | str = "keep"
-    max_queue_size: int = 0
+class TrialConfig(KnobValues):
+    """The knob values of one trial: the knob table's fields (`KnobValues`), validated. Defaults are Keras's own."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.data_ref import DataKind, DataRef
 from fitspeed.core.errors import KnobError
 
@@ -68,7 +69,7 @@ def why_not(knob: str, kind: str | None, backend: str = "tensorflow") -> str | N
     """
     if knob not in INPUT_KNOBS or kind is None:
         return None
-    if kind == DataKind.ARRAYS and knob == "data_autotune" and backend != "tensorflow":
+    if kind == DataKind.ARRAYS and knob == "data_autotune" and not backend_of(backend).feeds_arrays_through_tf_data:
         return f"data_autotune: Keras feeds numpy arrays to the {backend} backend without tf.data"
     kind = DataKind(kind)  # a kind given as its text, as a record holds it
     if knob in _APPLIES[kind]:

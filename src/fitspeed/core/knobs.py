@@ -4,18 +4,25 @@ A knob knows its valid values, its default, which backends can do it, whether
 it is process-wide or belongs to one model, and the one place that applies it
 (its `stage`, see `fitspeed.trial.apply`). `fitspeed knobs` prints this table.
 
+The table is `KnobValues`, one typed field per knob with its default and its
+description: `KNOBS` is read from those fields, and `TrialConfig` is
+`KnobValues` validated, so a knob is declared once. Which backends cannot turn
+a knob, and why, is `fitspeed.core.backends`'s.
+
 This module is imported by the parent process, so it never imports keras.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.errors import KnobError
 
-BACKENDS = ("tensorflow", "jax", "torch")
+BACKENDS = NAMES
 
 Scope = Literal["process", "model", "data"]
 Stage = Literal["environment", "process", "model", "compile", "data"]
@@ -142,38 +149,14 @@ def _keep_or_bool(name: str, raw: object) -> bool | str:
         ) from None
 
 
-def _torch_single_step(value: Any, backend: str) -> str | None:
-    if backend == "torch" and value != 1:
-        return "the PyTorch backend of Keras runs one step per execution only"
-    return None
-
-
-def _tensorflow_only(value: Any, backend: str) -> str | None:
-    if backend != "tensorflow":
-        return "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone"
-    return None
-
-
-def _no_torch_distribution(value: Any, backend: str) -> str | None:
-    if backend == "torch" and value != 1:
-        return ("Keras has no data-parallel distribution for the PyTorch backend (tf.distribute is "
-                "TensorFlow's, keras.distribution is JAX's)")
-    return None
-
-
-def _jax_no_threads(value: Any, backend: str) -> str | None:
-    if backend == "jax" and value != 0:
-        return "JAX has no per-process thread-pool setting that Keras exposes"
-    return None
-
-
 @dataclass(frozen=True)
 class Knob:
     """One setting fitspeed can turn.
 
     `parse` turns a CLI string or a JSON value into the knob's value and raises
     `KnobError` on anything else. `unsupported(value, backend)` gives the reason
-    a backend cannot do a value, or None.
+    a backend cannot do a value, or None; the reasons live with the backends
+    (`fitspeed.core.backends`).
     """
 
     name: str
@@ -184,33 +167,41 @@ class Knob:
     stage: Stage
     parse: Callable[[object], Any]
     changes_numerics: bool = False
-    unsupported_on: Callable[[Any, str], str | None] = lambda value, backend: None
 
     def unsupported(self, value: Any, backend: str) -> str | None:
+        """Why `backend` cannot run this knob at `value`, or None; every backend runs the default.
+
+        >>> get_knob("steps_per_execution").unsupported(32, "torch")
+        'the PyTorch backend of Keras runs one step per execution only'
+        >>> get_knob("steps_per_execution").unsupported(1, "torch") is None
+        True
+        """
         if value == self.default:
             return None
-        return self.unsupported_on(value, backend)
+        return backend_of(backend).cannot(self.name)
 
     def backends(self) -> tuple[str, ...]:
         """The backends that can do at least one non-default value."""
-        probe = _probe_value(self)
-        return tuple(b for b in BACKENDS if self.unsupported_on(probe, b) is None)
+        return tuple(name for name in BACKENDS if backend_of(name).cannot(self.name) is None)
 
 
-def _probe_value(knob: Knob) -> Any:
-    probes: Mapping[str, Any] = {
-        "steps_per_execution": 2,
-        "intra_op_threads": 1,
-        "inter_op_threads": 1,
-        "onednn": True,
-        "devices": 2,
-    }
-    return probes.get(knob.name, knob.default)
+def knob(default: Any, description: str, values: str, scope: Scope, stage: Stage,
+         parse: Callable[[object], Any], changes_numerics: bool = False) -> Any:
+    """A field of the knob table: its default, and the rest of its `Knob`."""
+    return dataclasses.field(default=default, metadata={"knob": {
+        "description": description, "values": values, "scope": scope, "stage": stage, "parse": parse,
+        "changes_numerics": changes_numerics}})
 
 
-KNOBS: tuple[Knob, ...] = (
-    Knob(
-        name="backend",
+@dataclass(frozen=True)
+class KnobValues:
+    """The knob table: one field per knob, with its type, its default (Keras's own) and its `Knob`.
+
+    `fitspeed.core.config.TrialConfig` is this class, validated; `KNOBS` is read
+    from its fields, so a knob is declared here once.
+    """
+
+    backend: str = knob(
         description="Keras backend that runs the model (KERAS_BACKEND).",
         values="tensorflow, jax, torch",
         default="tensorflow",
@@ -218,9 +209,8 @@ KNOBS: tuple[Knob, ...] = (
         stage="environment",
         parse=lambda raw: _choice("backend", raw, BACKENDS),
         changes_numerics=True,
-    ),
-    Knob(
-        name="batch_size",
+    )
+    batch_size: int = knob(
         description="Samples per training step; changes the recipe (re-tune the learning rate).",
         values="integer >= 1",
         default=32,
@@ -228,9 +218,8 @@ KNOBS: tuple[Knob, ...] = (
         stage="data",
         parse=lambda raw: _int("batch_size", raw, 1),
         changes_numerics=True,
-    ),
-    Knob(
-        name="devices",
+    )
+    devices: int = knob(
         description="Data parallel over N devices: tf.distribute.MirroredStrategy (TensorFlow) or "
         "keras.distribution.DataParallel (JAX); on a CPU, N logical devices. The global batch is "
         "batch_size × N: re-tune the learning rate.",
@@ -240,20 +229,16 @@ KNOBS: tuple[Knob, ...] = (
         stage="process",
         parse=lambda raw: _int("devices", raw, 1),
         changes_numerics=True,
-        unsupported_on=_no_torch_distribution,
-    ),
-    Knob(
-        name="steps_per_execution",
+    )
+    steps_per_execution: int = knob(
         description="Batches run per compiled call: compile(steps_per_execution=N).",
         values="integer >= 1",
         default=1,
         scope="model",
         stage="compile",
         parse=_steps_per_execution,
-        unsupported_on=_torch_single_step,
-    ),
-    Knob(
-        name="jit_compile",
+    )
+    jit_compile: bool | str = knob(
         description="XLA compilation of the train step: compile(jit_compile=...).",
         values="auto, true, false",
         default="auto",
@@ -261,9 +246,8 @@ KNOBS: tuple[Knob, ...] = (
         stage="compile",
         parse=_jit_compile,
         changes_numerics=True,
-    ),
-    Knob(
-        name="precision",
+    )
+    precision: str = knob(
         description="Global dtype policy: keras.mixed_precision.set_global_policy(...); the model's output layers "
         "are kept float32 (rewritten and checked where they follow the policy).",
         values="float32, mixed_float16, mixed_bfloat16",
@@ -274,9 +258,8 @@ KNOBS: tuple[Knob, ...] = (
             "precision", raw, ("float32", "mixed_float16", "mixed_bfloat16")
         ),
         changes_numerics=True,
-    ),
-    Knob(
-        name="data_format",
+    )
+    data_format: str = knob(
         description="Image layout: the model is rewritten (layers' data_format, BatchNormalization axis, Flatten "
         "order, the input permuted inside it) and checked to compute the same; the data stays as it is.",
         values="channels_last, channels_first",
@@ -285,9 +268,8 @@ KNOBS: tuple[Knob, ...] = (
         stage="model",
         parse=lambda raw: _choice("data_format", raw, ("channels_last", "channels_first")),
         changes_numerics=True,
-    ),
-    Knob(
-        name="deterministic",
+    )
+    deterministic: bool = knob(
         description="Deterministic ops plus fixed seeds (TF op determinism, XLA or torch flags).",
         values="true, false",
         default=False,
@@ -295,9 +277,8 @@ KNOBS: tuple[Knob, ...] = (
         stage="environment",
         parse=lambda raw: _bool("deterministic", raw),
         changes_numerics=True,
-    ),
-    Knob(
-        name="onednn",
+    )
+    onednn: bool | str = knob(
         description="TensorFlow's oneDNN CPU kernels (TF_ENABLE_ONEDNN_OPTS, read at import); keep leaves "
         "TensorFlow's own default (on only for CPUs with AVX512-VNNI, AVX512-BF16 or AMX).",
         values="keep, true, false",
@@ -306,66 +287,56 @@ KNOBS: tuple[Knob, ...] = (
         stage="environment",
         parse=lambda raw: _keep_or_bool("onednn", raw),
         changes_numerics=True,
-        unsupported_on=_tensorflow_only,
-    ),
-    Knob(
-        name="intra_op_threads",
+    )
+    intra_op_threads: int = knob(
         description="Threads inside one op; 0 keeps the backend's default.",
         values="integer >= 0",
         default=0,
         scope="process",
         stage="process",
         parse=lambda raw: _int("intra_op_threads", raw, 0),
-        unsupported_on=_jax_no_threads,
-    ),
-    Knob(
-        name="inter_op_threads",
+    )
+    inter_op_threads: int = knob(
         description="Ops run side by side; 0 keeps the backend's default.",
         values="integer >= 0",
         default=0,
         scope="process",
         stage="process",
         parse=lambda raw: _int("inter_op_threads", raw, 0),
-        unsupported_on=_jax_no_threads,
-    ),
-    Knob(
-        name="prefetch",
+    )
+    prefetch: int | str = knob(
         description="tf.data: dataset.prefetch(N or AUTOTUNE) at the end of the pipeline; off adds none.",
         values="off, autotune, integer >= 1",
         default="off",
         scope="data",
         stage="data",
         parse=_prefetch,
-    ),
-    Knob(
-        name="map_parallelism",
+    )
+    map_parallelism: int | str = knob(
         description="tf.data: num_parallel_calls of the per-example map (decode, augment).",
         values="autotune, integer >= 1",
         default=1,
         scope="data",
         stage="data",
         parse=_parallelism,
-    ),
-    Knob(
-        name="cache",
+    )
+    cache: str = knob(
         description="tf.data: dataset.cache() after decoding, in memory or in a file.",
         values="off, memory, file",
         default="off",
         scope="data",
         stage="data",
         parse=lambda raw: _choice("cache", raw, ("off", "memory", "file")),
-    ),
-    Knob(
-        name="vectorize",
+    )
+    vectorize: bool = knob(
         description="tf.data: batch before the augment map, so it runs once per batch (same randomness per example).",
         values="true, false",
         default=False,
         scope="data",
         stage="data",
         parse=lambda raw: _bool("vectorize", raw),
-    ),
-    Knob(
-        name="shuffle_buffer",
+    )
+    shuffle_buffer: int = knob(
         description="tf.data: dataset.shuffle(N) before repeat; 0 reads in file order.",
         values="integer >= 0",
         default=0,
@@ -373,18 +344,16 @@ KNOBS: tuple[Knob, ...] = (
         stage="data",
         parse=lambda raw: _int("shuffle_buffer", raw, 0),
         changes_numerics=True,
-    ),
-    Knob(
-        name="interleave",
+    )
+    interleave: int = knob(
         description="tf.data: files read in parallel with interleave(cycle_length=N); 1 reads one at a time.",
         values="integer >= 1",
         default=1,
         scope="data",
         stage="data",
         parse=lambda raw: _int("interleave", raw, 1),
-    ),
-    Knob(
-        name="data_deterministic",
+    )
+    data_deterministic: bool = knob(
         description="tf.data: keep element order in parallel map and interleave (Options.deterministic).",
         values="true, false",
         default=True,
@@ -392,46 +361,46 @@ KNOBS: tuple[Knob, ...] = (
         stage="data",
         parse=lambda raw: _bool("data_deterministic", raw),
         changes_numerics=True,
-    ),
-    Knob(
-        name="data_autotune",
+    )
+    data_autotune: bool = knob(
         description="tf.data: Options.autotune.enabled, also for the pipeline Keras builds from numpy arrays.",
         values="true, false",
         default=True,
         scope="data",
         stage="data",
         parse=lambda raw: _bool("data_autotune", raw),
-    ),
-    Knob(
-        name="workers",
+    )
+    workers: int = knob(
         description="PyDataset: workers that call __getitem__ (threads, or processes); 0 keeps the PyDataset's own.",
         values="integer >= 0",
         default=0,
         scope="data",
         stage="data",
         parse=lambda raw: _int("workers", raw, 0),
-    ),
-    Knob(
-        name="use_multiprocessing",
+    )
+    use_multiprocessing: bool | str = knob(
         description="PyDataset: workers are processes (true) or threads under the GIL (false); keep keeps its own.",
         values="keep, true, false",
         default="keep",
         scope="data",
         stage="data",
         parse=lambda raw: _keep_or_bool("use_multiprocessing", raw),
-    ),
-    Knob(
-        name="max_queue_size",
+    )
+    max_queue_size: int = knob(
         description="PyDataset: batches the workers may hold ready; 0 keeps the PyDataset's own.",
         values="integer >= 0",
         default=0,
         scope="data",
         stage="data",
         parse=lambda raw: _int("max_queue_size", raw, 0),
-    ),
+    )
+
+
+KNOBS: tuple[Knob, ...] = tuple(
+    Knob(name=field.name, default=field.default, **field.metadata["knob"]) for field in dataclasses.fields(KnobValues)
 )
 
-KNOBS_BY_NAME: Mapping[str, Knob] = {knob.name: knob for knob in KNOBS}
+KNOBS_BY_NAME: Mapping[str, Knob] = {item.name: item for item in KNOBS}
 
 
 def get_knob(name: str) -> Knob:
@@ -450,7 +419,7 @@ def check_backend_installed(backend: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(backend) is None:
-        extra = {"tensorflow": "", "jax": "[jax]", "torch": "[torch]"}[backend]
+        extra = backend_of(backend).extra
         raise KnobError(
             f"The {backend} backend is not installed in this environment. Received: "
             f"backend={backend}. Install it with pip install 'fitspeed{extra}', "

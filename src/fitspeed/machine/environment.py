@@ -19,6 +19,8 @@ import socket
 from importlib import metadata
 from typing import Any
 
+from fitspeed.machine.frameworks import framework_of
+
 
 def _version(package: str) -> str | None:
     try:
@@ -181,47 +183,18 @@ def collect(backend: str) -> dict[str, Any]:
         "gpus": gpus,
         "driver": driver,
         "accelerators": accelerators(backend),
-        "onednn": onednn_enabled() if backend == "tensorflow" else None,
+        "onednn": onednn_enabled() if framework_of(backend).reads_onednn else None,
     }
 
 
 def accelerators(backend: str) -> list[str]:
     """The non-CPU devices the backend sees."""
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return [d.name for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
-    if backend == "jax":
-        import jax
-
-        return [str(d) for d in jax.devices() if d.platform != "cpu"]
-    import torch
-
-    return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return framework_of(backend).accelerators()
 
 
 def peak_device_memory_mb(backend: str) -> float | None:
     """Peak memory the backend allocated on its first accelerator, if it can tell."""
     try:
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            if not tf.config.list_physical_devices("GPU"):
-                return None
-            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-        if backend == "jax":
-            import jax
-
-            device = jax.devices()[0]
-            if device.platform == "cpu":
-                return None
-            stats = device.memory_stats() or {}
-            peak = stats.get("peak_bytes_in_use")
-            return peak / 2**20 if peak is not None else None
-        import torch
-
-        if not torch.cuda.is_available():
-            return None
-        return torch.cuda.max_memory_allocated() / 2**20
+        return framework_of(backend).peak_device_memory_mb()
     except Exception:
         return None

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
@@ -29,10 +30,7 @@ def exports(config: TrialConfig) -> dict[str, str]:
     >>> exports(TrialConfig(onednn=True))
     {'TF_ENABLE_ONEDNN_OPTS': '1'}
     """
-    out = {}
-    if config.onednn != "keep" and config.backend == "tensorflow":
-        out["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
-    return out
+    return backend_of(config.backend).exports(config.onednn)
 
 
 def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
@@ -62,6 +60,7 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
         steps_per_execution=32,
     )
     """
+    backend = backend_of(config.backend)
     changed = config.changed()
     lines: list[str] = []
     env = []
@@ -89,30 +88,17 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
             process.append(f"# fitspeed's trials did so for you: {', '.join(fixed)} followed the policy.")
     if config.deterministic:
         process.append("keras.utils.set_random_seed(0)")
-        if config.backend == "tensorflow":
-            process.append("import tensorflow as tf")
-            process.append("tf.config.experimental.enable_op_determinism()")
-    threads = []
-    if config.intra_op_threads and config.backend == "tensorflow":
-        threads.append(f"tf.config.threading.set_intra_op_parallelism_threads({config.intra_op_threads})")
-    if config.inter_op_threads and config.backend == "tensorflow":
-        threads.append(f"tf.config.threading.set_inter_op_parallelism_threads({config.inter_op_threads})")
-    if config.intra_op_threads and config.backend == "torch":
-        threads.append(f"torch.set_num_threads({config.intra_op_threads})")
-    if config.inter_op_threads and config.backend == "torch":
-        threads.append(f"torch.set_num_interop_threads({config.inter_op_threads})")
-    if threads:
-        module = "tensorflow as tf" if config.backend == "tensorflow" else "torch"
-        if f"import {module}" not in process:
-            threads.insert(0, f"import {module}")
-    if config.devices > 1 and config.backend == "jax":
-        process += [f"# (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count={config.devices} first.)",
-                    "keras.distribution.set_distribution(",
-                    f"    keras.distribution.DataParallel(devices=keras.distribution.list_devices()[:{config.devices}]))"]
+        process += backend.determinism_lines()
+    threads = backend.thread_lines(config.intra_op_threads, config.inter_op_threads)
+    if threads and backend.import_line and backend.import_line not in process:
+        threads.insert(0, backend.import_line)
+    devices: list[str] = []
+    if config.devices > 1:
+        before, devices = backend.devices_lines(config.devices, backend.import_line in process + threads)
+        process += before
     if process or threads:
         lines += ["", "# Process-wide, before building the model:", *process, *threads]
-    if config.devices > 1 and config.backend == "tensorflow":
-        lines += _mirrored(config.devices, "import tensorflow as tf" in process + threads)
+    lines += devices
     compile_args = []
     if "steps_per_execution" in changed:
         compile_args.append(f"    steps_per_execution={config.steps_per_execution},")
@@ -198,27 +184,6 @@ def input_lines(config: TrialConfig) -> list[str]:
                   "class MyDataset(keras.utils.PyDataset):  # your own", "    def __init__(self, **kwargs):",
                   f"        super().__init__({', '.join(loader)}, **kwargs)"]
     return lines
-
-
-def _mirrored(devices: int, imported: bool) -> list[str]:
-    """TensorFlow's data parallelism: the model built and compiled inside a MirroredStrategy's scope.
-
-    >>> print("\\n".join(_mirrored(2, imported=True)))
-    <BLANKLINE>
-    # Data parallel over 2 devices: build and compile the model inside the strategy's scope.
-    # (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)
-    strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(2)])
-    with strategy.scope():
-        model = build_model()  # your own
-        model.compile(...)  # your own
-    """
-    return ["", f"# Data parallel over {devices} devices: build and compile the model inside the strategy's scope.",
-            "# (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)",
-            *([] if imported else ["import tensorflow as tf"]),
-            f'strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{{i}}" for i in range({devices})])',
-            "with strategy.scope():",
-            "    model = build_model()  # your own",
-            "    model.compile(...)  # your own"]
 
 
 def write(path: str | Path, summary: dict[str, Any]) -> Path:

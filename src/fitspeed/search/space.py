@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from fitspeed.core.backends import Backend, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
@@ -36,15 +37,6 @@ class Dimension:
         return self.skipped is None and bool(self.values)
 
 
-def _auto_jit(backend: str, has_gpu: bool) -> bool:
-    """What Keras resolves jit_compile="auto" to (Trainer._resolve_auto_jit_compile)."""
-    if backend == "torch":
-        return False
-    if backend == "tensorflow":
-        return has_gpu
-    return True
-
-
 def _image_model(model: str) -> bool | None:
     info = MODELS.get(model)
     if info is None:
@@ -58,8 +50,9 @@ def _onednn(base: TrialConfig, default_on: bool | None) -> Dimension:
     >>> _onednn(TrialConfig(), True).values, _onednn(TrialConfig(), False).values
     ((False,), (True,))
     """
-    if base.backend != "tensorflow":
-        return Dimension("onednn", (), "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone")
+    reason = backend_of(base.backend).cannot("onednn")
+    if reason:
+        return Dimension("onednn", (), reason)
     if isinstance(base.onednn, bool):
         return Dimension("onednn", (not base.onednn,))
     if default_on is None:  # TensorFlow decides by rules we do not know here: try both
@@ -86,13 +79,10 @@ def default_space(
     if onednn_on == "detect":  # what the trials inherit: the user's export, else TensorFlow's rule for this CPU
         exported = onednn_exported()
         onednn_on = onednn_default() if exported is None else exported
-    backend = base.backend
+    backend = backend_of(base.backend)
     dims: list[Dimension] = []
-    if backend == "torch":
-        dims.append(Dimension("steps_per_execution", (), "the PyTorch backend runs one step per execution"))
-    else:
-        dims.append(Dimension("steps_per_execution", (64, 16, 4)))  # most promising first
-    dims.append(Dimension("jit_compile", (not _auto_jit(backend, has_gpu),)))
+    dims.append(_unless(backend, Dimension("steps_per_execution", (64, 16, 4))))  # most promising first
+    dims.append(Dimension("jit_compile", (not backend.auto_jit_compile(has_gpu),)))
     # Both mixed policies everywhere: a CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one
     # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
@@ -102,16 +92,11 @@ def default_space(
         dims.append(Dimension("data_format", (), "the model has no image layers"))
     else:
         dims.append(Dimension("data_format", ("channels_first",)))
-    if backend == "jax":
-        reason = "JAX has no thread-pool setting that Keras exposes"
-        dims.append(Dimension("intra_op_threads", (), reason))
-        dims.append(Dimension("inter_op_threads", (), reason))
+    if cores > 1:
+        dims.append(_unless(backend, Dimension("intra_op_threads", (1,))))
     else:
-        if cores > 1:
-            dims.append(Dimension("intra_op_threads", (1,)))
-        else:
-            dims.append(Dimension("intra_op_threads", (), "this machine has one core"))
-        dims.append(Dimension("inter_op_threads", (1,)))
+        dims.append(_unless(backend, Dimension("intra_op_threads", (), "this machine has one core")))
+    dims.append(_unless(backend, Dimension("inter_op_threads", (1,))))
     dims.append(Dimension("deterministic", (True,), cost_only=True))
     dims.extend(input_space(data_kind(data), base, cores))
     return [_drop_baseline(d, base) for d in dims]
@@ -145,6 +130,16 @@ def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimensi
             reason = "shuffle_buffer changes the order the model sees: a training choice, not a speed knob"
         dims.append(Dimension(knob, () if reason else values[knob], reason))
     return dims
+
+
+def _unless(backend: Backend, dim: Dimension) -> Dimension:
+    """`dim`, or skipped with the reason where `backend` cannot turn its knob.
+
+    >>> _unless(backend_of("torch"), Dimension("steps_per_execution", (4,))).skipped
+    'the PyTorch backend of Keras runs one step per execution only'
+    """
+    reason = backend.cannot(dim.knob)
+    return Dimension(dim.knob, (), reason) if reason else dim
 
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:

@@ -7,7 +7,8 @@ Who owns what, in the order a trial child runs them:
 | environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
 |              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
 | process      | `after_import`         | precision (global dtype policy), deterministic (op |
-|              |                        | determinism), intra_op_threads, inter_op_threads,  |
+|              |                        | determinism), intra_op_threads, inter_op_threads   |
+|              |                        | (both by `fitspeed.machine.frameworks`),           |
 |              |                        | devices (`fitspeed.trial.distribute`: the process's |
 |              |                        | strategy or distribution; for JAX also XLA_FLAGS   |
 |              |                        | before import), and the seeds                      |
@@ -36,6 +37,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.machine.frameworks import framework_of
 from fitspeed.trial import distribute
 
 
@@ -117,8 +119,7 @@ def before_import(config: TrialConfig, seed: int) -> None:
     os.environ["KERAS_BACKEND"] = config.backend
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["PYTHONHASHSEED"] = str(seed)
-    if config.onednn != "keep":
-        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+    os.environ.update(framework_of(config.backend).exports(config.onednn))  # onednn: what best.json exports
     if config.deterministic:
         os.environ["TF_DETERMINISTIC_OPS"] = "1"
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
@@ -149,42 +150,16 @@ def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
     """
     import keras
 
-    _threads(config)
+    framework = framework_of(config.backend)
+    framework.set_threads(config.intra_op_threads, config.inter_op_threads)
     placement = distribute.after_import(config)
     keras.config.set_dtype_policy(config.precision)
     # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
     # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
     keras.utils.set_random_seed(seed)
     if config.deterministic:
-        if config.backend == "tensorflow":
-            import tensorflow as tf
-
-            tf.config.experimental.enable_op_determinism()
-        elif config.backend == "torch":
-            import torch
-
-            torch.use_deterministic_algorithms(True)
+        framework.enable_determinism()
     return placement
-
-
-def _threads(config: TrialConfig) -> None:
-    intra, inter = config.intra_op_threads, config.inter_op_threads
-    if not (intra or inter):
-        return
-    if config.backend == "tensorflow":
-        import tensorflow as tf
-
-        if intra:
-            tf.config.threading.set_intra_op_parallelism_threads(intra)
-        if inter:
-            tf.config.threading.set_inter_op_parallelism_threads(inter)
-    elif config.backend == "torch":
-        import torch
-
-        if intra:
-            torch.set_num_threads(intra)
-        if inter:
-            torch.set_num_interop_threads(inter)
 
 
 def compile_kwargs(config: TrialConfig) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import SCHEMA_VERSION, clip_reason, write_record
 from fitspeed.trial import apply
@@ -54,7 +55,7 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
     """Load, rewrite, check, save, reload and check again; the conversion record."""
     knobs = dict(order["knobs"])
     config = TrialConfig.from_dict({k: v for k, v in knobs.items() if k in ("backend", "onednn")})
-    if config.backend == "tensorflow" and config.onednn == "keep":
+    if backend_of(config.backend).reads_onednn and config.onednn == "keep":
         config = config.replace(onednn=True)  # TensorFlow runs channels_first convolutions on a CPU only so
     apply.before_import(config, order.get("seed", 0))
     import keras
@@ -70,7 +71,7 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
         "knobs": knobs,
         "environment": {"backend": keras.backend.backend(), "keras": keras.__version__},
     }
-    if keras.backend.backend() == "tensorflow":
+    if backend_of(keras.backend.backend()).reads_onednn:
         record["environment"]["onednn"] = environment.onednn_enabled()
     unsafe = bool(order.get("unsafe"))
     if unsafe:  # the user trusts the file: its Lambda functions load, and load again when layers are cloned

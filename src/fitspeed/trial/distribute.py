@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
+from fitspeed.machine.frameworks import framework_of
 
 XLA_HOST_DEVICES = "--xla_force_host_platform_device_count"
 
@@ -74,7 +77,7 @@ class Placement:
 
 def before_import(config: TrialConfig) -> None:
     """JAX: ask XLA for N host devices before jax is imported (a GPU host keeps its GPUs as well)."""
-    if config.backend != "jax" or config.devices == 1:
+    if not backend_of(config.backend).splits_cpu_before_import or config.devices == 1:
         return
     flags = re.sub(rf"{XLA_HOST_DEVICES}=\d+", "", os.environ.get("XLA_FLAGS", ""))
     os.environ["XLA_FLAGS"] = f"{flags} {XLA_HOST_DEVICES}={config.devices}".strip()
@@ -86,16 +89,13 @@ def after_import(config: TrialConfig) -> Placement:
     Must run before the backend has placed anything on a device (TensorFlow
     refuses a new logical device configuration after that).
     """
-    from fitspeed.machine.environment import accelerators
-
-    found = accelerators(config.backend)
-    available = len(found) or None
+    framework = framework_of(config.backend)
+    available = len(framework.accelerators()) or None
     asked = config.devices
-    if config.backend == "tensorflow":
-        return _tensorflow(asked, available)
-    if config.backend == "jax":
-        return _jax(asked, available)
-    return Placement(asked, 1, "GPU" if available else "CPU", available, None)
+    place = _PLACE.get(framework.data_parallel)
+    if place is None:  # no data parallel in Keras for this backend: the knob refused devices > 1
+        return Placement(asked, 1, "GPU" if available else "CPU", available, None)
+    return place(asked, available)
 
 
 def _tensorflow(asked: int, available: int | None) -> Placement:
@@ -130,6 +130,12 @@ def _jax(asked: int, available: int | None) -> Placement:
         return Placement(asked, used, kind, available, None)
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:used]))
     return Placement(asked, used, kind, available, "keras.distribution.DataParallel")
+
+
+_PLACE: dict[str | None, Callable[[int, int | None], Placement]] = {
+    "tf.distribute.MirroredStrategy": _tensorflow,  # by the backend's `data_parallel`
+    "keras.distribution.DataParallel": _jax,
+}
 
 
 def replicas(model: Any, placement: Placement) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.trial.data.fit_input import fit_input, max_steps
 from fitspeed.trial.data.sources import Data
@@ -48,7 +49,7 @@ def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
         steps_per_epoch=steps, shuffle=True,
     )
     adapter.on_epoch_begin()
-    if keras.backend.backend() == "tensorflow":
+    if backend_of(keras.backend.backend()).feeds_arrays_through_tf_data:
         return iter(adapter.get_tf_dataset()), adapter
     return iter(adapter.get_numpy_iterator()), adapter
 

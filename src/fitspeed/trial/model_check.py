@@ -24,6 +24,7 @@ from typing import Any
 
 import keras
 
+from fitspeed.core.backends import backend_of
 from fitspeed.trial import matmul_rate, model_lints, train_graph
 
 TOP_LAYERS = 8
@@ -93,7 +94,7 @@ def examine(model: keras.Model, config: Any, data: Any, batch: int, metrics: dic
     scopes = None
     flops: dict[str, Any] = {"error": f"FLOPs are counted with TensorFlow's profiler; the {config.backend} "
                                       "backend is not supported yet"}
-    if config.backend == "tensorflow":
+    if backend_of(config.backend).counts_flops:
         traced = train_graph.trace(model, x, y)
         scopes, flops = traced.scopes, traced.flops
         if metrics.get("jit_compile_resolved"):

@@ -12,6 +12,7 @@ apart and never enters the speed figures, because the profiler slows it.
 | jax        | `jax.profiler.start_trace/stop_trace`     | `LOGDIR/plugins/profile/RUN/HOST.xplane.pb`         |
 | torch      | `torch.profiler.profile` + TensorBoard handler | `LOGDIR/HOST_PID.TIME.pt.trace.json`           |
 
+Each backend's profiler and hint are `fitspeed.machine.frameworks`'s.
 `fitspeed.trial.trace_ops` then ranks the ops by self time. A profiler that fails
 leaves the measurement standing: the record's `profile` carries the error.
 Frameworks are imported inside the functions; `open_hint` is parent-safe.
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fitspeed.machine.frameworks import framework_of
+
 TOP_N = 10
 
 
@@ -33,38 +36,7 @@ def open_hint(backend: str, logdir: str) -> list[str]:
     >>> open_hint("tensorflow", "prof/run")[0]
     'tensorboard --logdir prof/run'
     """
-    if backend == "torch":
-        return [
-            f"tensorboard --logdir {logdir}",
-            "needs: pip install tensorboard torch-tb-profiler",
-            "or: open the .pt.trace.json in https://ui.perfetto.dev or chrome://tracing",
-        ]
-    return [
-        f"tensorboard --logdir {logdir}",
-        "needs: pip install tensorboard xprof  (xprof is the profile plugin, formerly tensorboard-plugin-profile)",
-        f"or: pip install xprof; xprof --logdir={logdir} --port=6006",
-    ]
-
-
-def _tracer(backend: str, logdir: Path) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(start, stop) for the backend's profiler, writing under `logdir`."""
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return (lambda: tf.profiler.experimental.start(str(logdir))), tf.profiler.experimental.stop
-    if backend == "jax":
-        import jax
-
-        return (lambda: jax.profiler.start_trace(str(logdir))), jax.profiler.stop_trace
-    import torch
-
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available():
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    profiler = torch.profiler.profile(
-        activities=activities, on_trace_ready=torch.profiler.tensorboard_trace_handler(str(logdir))
-    )
-    return profiler.start, profiler.stop
+    return framework_of(backend).trace_hint(logdir)
 
 
 def _window_callback(first: int, last: int, start: Callable[[], None], stop: Callable[[], None]) -> Any:
@@ -116,7 +88,7 @@ def capture(
     result: dict[str, Any] = {"logdir": str(logdir), "backend": backend, "steps": steps,
                               "open": open_hint(backend, str(logdir))}
     try:
-        start, stop = _tracer(backend, logdir)
+        start, stop = framework_of(backend).tracer(logdir)
         window = _window_callback(n - 1, n + steps - 1, start, stop)
         model.fit(
             **fit_input(data, n + steps, batch),

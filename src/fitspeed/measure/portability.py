@@ -86,14 +86,15 @@ def ties(script: str | Path) -> list[Tie]:
     return found
 
 
-def why_not(script: str | Path, backend: str, current: str = "tensorflow") -> str | None:
-    """Why `script` cannot be moved to `backend`, or None when nothing ties it to another one.
+def why_not(script: str | Path, target: str, current: str = "tensorflow") -> str | None:
+    """Why `script` cannot be moved to the `target` backend, or None when nothing ties it to another one.
 
     `current` is the backend the script runs on now: a script fitspeed cannot
     read stays on it.
     """
     for tie in ties(script):
-        if tie.backend != backend and not (tie.backend is None and backend == current):
+        runs_on = tie.backend or current
+        if runs_on != target:
             return tie.reason()
     return None
 

@@ -15,7 +15,8 @@ measures it: from 6 baseline trials of a screen (one every four trials, the
 first left out as a cold start) and 4 earlier A/A-like pairs.
 
 For each of the tuner's designs (`fitspeed.search.decider`: the verification,
-one-sided 2.5% split over its fallbacks, looks from 3 to 10 pairs; a
+one-sided 2.5% split over its fallbacks (4/7 of it on the newest of three),
+looks from 3 to 10 pairs; a
 combination step, one-sided 20%, looks from 1 to 10) and each true ratio, it prints: how often the decision said "faster",
 "slower"/"no gain", "not confirmed"; the mean pairs; and over the runs that
 said "faster", how often the interval held the true ratio.
@@ -113,7 +114,7 @@ def table(design: Design, ratios: tuple[float, ...], runs: int, cv: float, heavy
 PAIRS, MIN_GAIN = 5, 0.05  # `fitspeed tune`'s defaults
 DESIGNS = {  # the tuner's own designs, as it builds them
     "verification (one incumbent)": verify_design(PAIRS, MIN_GAIN, 1),
-    "verification (one of three)": verify_design(PAIRS, MIN_GAIN, 3),
+    "verification (the newest of three)": verify_design(PAIRS, MIN_GAIN, 3),
     "combination step": combine_design(PAIRS, MIN_GAIN),
 }
 

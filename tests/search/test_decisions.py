@@ -117,6 +117,31 @@ def test_verification_falls_back_to_the_incumbent_before() -> None:
     assert [d["verdict"] for d in verified][-1] == "faster" and verified[0]["verdict"] != "faster"
 
 
+def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incumbent() -> None:
+    # the newest incumbent (jit_compile on top) is slower than it looked, so the one before it is verified too:
+    # the newest is tried at 2/3 of the one-sided 2.5%, the one before at 1/3 (together 2.5%, fixed in advance)
+    verifying = []
+
+    def truth(config: TrialConfig, call: int) -> float:
+        factor = 1.8 if config.steps_per_execution == 64 else 1.0
+        if config.jit_compile is True:
+            factor *= 0.8 / 1.8 if verifying else 1.4
+        return factor
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, VerificationStarted):
+            verifying.append(event.config)
+
+    tuner, verdict = tune(Fake(truth), "steps_per_execution,jit_compile", trials=30, on_event=on_event)
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    alphas = [d["design"]["alpha"] for d in verified]
+    assert len(alphas) == 2 and verdict["claimed"] is True
+    assert alphas == pytest.approx([0.025 * 2 / 3, 0.025 / 3]) and sum(alphas) == pytest.approx(0.025)
+    assert verdict["design"]["alpha"] == pytest.approx(0.025 / 3)  # the claim states its own level
+    # the newest may take 10 pairs (2 x --pairs), a fallback at most 5 (--pairs)
+    assert [d["design"]["max_pairs"] for d in verified] == [10, 5]
+
+
 def test_a_failing_knob_is_recorded_and_skipped() -> None:
     fake = Fake(effects({("data_format", "channels_first"): 0.0, ("steps_per_execution", 64): 2.0}))
     tuner, verdict = tune(fake, "steps_per_execution,data_format")

@@ -3,9 +3,11 @@
 The newest incumbent is compared with the defaults in fresh pairs
 (`Decider`, `verify_design`); if that is not confirmed faster, the incumbent
 before it, and so on, at most MAX_FALLBACKS. The one-sided 2.5% error is
-split evenly over the incumbents it may try (Bonferroni), so on a machine
+split over the incumbents it may try (Bonferroni with weights fixed before
+the first pair, halving from the newest: `verify_share`), so on a machine
 where nothing helps the study claims a speed-up at most 2.5% of the time,
-whichever of them it claims. The chain is fixed before the verification's
+whichever of them it claims. An incumbent it falls back to is verified in
+at most `--pairs` pairs, the newest in twice that. The chain is fixed before the verification's
 first trial and none of its trials was seen by the search, so the split
 holds. "Keep the defaults" when none is confirmed.
 
@@ -34,7 +36,8 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
     design = verify_design(pairs, min_gain, len(candidates))
     tried: list[dict[str, Any]] = []
     verification: dict[str, Any] | None = None
-    for config in candidates:
+    for index, config in enumerate(candidates):
+        design = verify_design(pairs, min_gain, len(candidates), index)
         emit(VerificationStarted(config, design.max_pairs))
         decision = decider.decide("verify", base, config, design, budgeted=False)
         tried.append(decision)

@@ -60,7 +60,7 @@ from optuna.trial import FrozenTrial, TrialState
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import TrialRunner, TrialSpec, throughput
 from fitspeed.core.sequential import Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
@@ -105,7 +105,6 @@ from fitspeed.search.workers import POLL_S, Busy, Workers
 
 __all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_probe"]
 
-Runner = Callable[[TrialSpec], dict[str, Any]]
 MAX_DUPLICATE_ASKS = 25
 SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
@@ -140,7 +139,7 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
 
 
 class Tuner:
-    def __init__(self, settings: TuneSettings, run: Runner = run_trial, on_event: OnEvent | None = None) -> None:
+    def __init__(self, settings: TuneSettings, run: TrialRunner = run_trial, on_event: OnEvent | None = None) -> None:
         self.settings = settings
         self.run_trial = run
         self.emit: OnEvent = on_event or (lambda event: None)

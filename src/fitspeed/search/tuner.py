@@ -60,7 +60,7 @@ from optuna.trial import FrozenTrial, TrialState
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
-from fitspeed.core.record import TrialRunner, TrialSpec, throughput
+from fitspeed.core.record import TrialRunner, throughput
 from fitspeed.core.sequential import Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial

@@ -360,3 +360,50 @@ def test_tune_tries_no_steps_per_execution_beyond_the_scripts_epoch(tmp_path: Pa
     tried = {t.user_attrs["config"]["steps_per_execution"] for name in optuna.get_all_study_names(storage)
              for t in optuna.load_study(study_name=name, storage=storage).trials if "config" in t.user_attrs}
     assert tried and max(tried) <= 5, tried
+
+
+# -- the backend as a knob (a script that uses Keras's API alone) ------------------
+
+
+def _needs(*backends: str) -> None:
+    import importlib.util
+
+    missing = [name for name in backends if importlib.util.find_spec(name) is None]
+    if missing and os.environ.get("CI") != "true":  # CI installs the extras: there it must run
+        pytest.skip(f"needs the {', '.join(missing)} backend installed")
+
+
+def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_the_one_in_best_json(
+        tmp_path: Path) -> None:
+    _needs("jax", "torch")
+    from fitspeed.search import best_json
+
+    script = ["--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "2"]
+    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "4", "--pairs", "2", "--json",
+                 "--storage", f"sqlite:///{tmp_path}/s.db", *script, cwd=tmp_path, timeout=600)
+    summary = measured(result)
+    screened = {row["config"]: row for row in summary["trials"] if row["phase"] == "sweep"}
+    assert {"backend=jax", "backend=torch"} <= set(screened), list(screened)
+    assert all(row["status"] == "ok" for row in screened.values()), screened
+    # `run` trains the script, unchanged, on the backend best.json names, to its end
+    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": {
+        "backend": "jax"}}})
+    snippet = json.loads((tmp_path / "best.json").read_text())["snippet"]
+    assert 'os.environ["KERAS_BACKEND"] = "jax"' in snippet
+    report = tmp_path / "report.json"
+    ran = cli("run", "best.json", "--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "3",
+              "--report", str(report), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(report.read_text()) == {"backend": "jax", "epochs_run": 3}
+
+
+def test_a_script_that_imports_tensorflow_is_offered_no_other_backend_and_the_screen_says_why(
+        tmp_path: Path) -> None:
+    result = cli("tune", *QUICK, "--knobs", "backend,steps_per_execution", "--space", "steps_per_execution=4",
+                 "--trials", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras"),
+                 cwd=tmp_path, timeout=600)
+    summary = measured(result)
+    assert not [row for row in summary["trials"] if "backend=" in row["config"]]
+    reasons = {reason for knobs, reason in summary["skipped_groups"] if "backend" in knobs}
+    assert reasons == {"long_train.py:25 imports tensorflow, so the script runs on the tensorflow backend only"}

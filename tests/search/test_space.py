@@ -116,3 +116,40 @@ def test_the_search_space_skips_with_the_same_reason_the_knob_refuses_with(backe
             assert not dim.searched
     skipped = {dim.knob for dim in dims if dim.skipped in backend_of(backend).cannot_turn.values()}
     assert skipped == set(backend_of(backend).cannot_turn) & {dim.knob for dim in dims}
+
+
+# -- the backend as a knob --------------------------------------------------------------------------------------
+
+
+def test_the_other_installed_backends_are_alternatives_and_a_missing_one_names_its_extra() -> None:
+    from fitspeed.search.space import backend_dimension, skipped
+
+    jax_only = backend_dimension(TrialConfig(), "tiny", installed=lambda name: name in ("tensorflow", "jax"))
+    assert (jax_only.values, jax_only.each, jax_only.skipped) == (("jax",), True, None)
+    assert skipped([jax_only]) == {"backend=torch": "PyTorch is not installed: pip install 'fitspeed[torch]'"}
+    from_jax = backend_dimension(TrialConfig(backend="jax"), "model.keras", installed=lambda name: True)
+    assert from_jax.values == ("tensorflow", "torch")  # a .keras file runs anywhere
+    none = backend_dimension(TrialConfig(), "tiny", installed=lambda name: name == "tensorflow")
+    assert none.values == () and "pip install 'fitspeed[jax]' for JAX, 'fitspeed[torch]' for PyTorch" in str(none.skipped)
+    # what this machine has: the space offers exactly the installed ones
+    import importlib.util
+
+    here = tuple(name for name in ("jax", "torch") if importlib.util.find_spec(name) is not None)
+    dims = by_knob(default_space("tiny", TrialConfig(), has_gpu=False, cores=2))
+    assert dims["backend"][0].values == here
+
+
+def test_a_script_or_builder_tied_to_one_framework_is_offered_no_other_backend(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from fitspeed.search.space import backend_dimension
+
+    every = lambda name: True  # noqa: E731
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nimport tensorflow as tf\nds = tf.data.Dataset.range(4)\n")
+    dim = backend_dimension(TrialConfig(), "script:train.py", script=str(script), installed=every)
+    assert dim.values == () and dim.skipped == "train.py:2 imports tensorflow, so the script runs on the tensorflow backend only"
+    (tmp_path / "mymodels.py").write_text("import keras\nfrom keras import ops\n\n\ndef build():\n    import torch\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    builder = backend_dimension(TrialConfig(), "mymodels:build", installed=every)
+    assert builder.values == ("torch",)  # its torch calls run on the torch backend
+    (tmp_path / "plain.py").write_text("import keras\n\n\ndef build():\n    return keras.Sequential()\n")
+    assert backend_dimension(TrialConfig(), "plain:build", installed=every).values == ("jax", "torch")

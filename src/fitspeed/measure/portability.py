@@ -16,6 +16,7 @@ is tied to the backend it already runs on, with that reason.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,26 @@ def why_not(script: str | Path, target: str, current: str = "tensorflow") -> str
         runs_on = tie.backend or current
         if runs_on != target:
             return tie.reason()
+    return None
+
+
+def module_file(model: str, path: list[str] | None = None) -> Path | None:
+    """The source file of a builder `package.module:function`, found on `path` (sys.path) without importing it.
+
+    None for a built-in model, a `.keras` file, or a module not found as a file.
+
+    >>> module_file("tiny") is None, module_file("model.keras") is None
+    (True, True)
+    """
+    module, sep, _ = model.partition(":")
+    if not sep or not module:
+        return None
+    parts = module.split(".")
+    for entry in path if path is not None else ["", *sys.path]:
+        folder = Path(entry or ".").joinpath(*parts)
+        for candidate in (folder.with_suffix(".py"), folder / "__init__.py"):
+            if candidate.is_file():
+                return candidate
     return None
 
 

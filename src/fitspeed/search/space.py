@@ -9,18 +9,20 @@ a dimension's values, and un-skips it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from fitspeed.core.backends import Backend, backend_of
+from fitspeed.core.backends import NAMES, Backend, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
 from fitspeed.core.knobs import get_knob
 from fitspeed.core.workloads import MODELS
 from fitspeed.machine.environment import onednn_default, onednn_exported
+from fitspeed.measure import portability
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Dimension:
     cost_only: bool = False  # measured alone for its cost, never recommended for speed
     alone: bool = False  # judged by the screen alone: combined only if the screen showed min_gain
     each: bool = False  # alternatives, not a ladder: the screen measures every value, not the next only if one fails
+    left_out: tuple[tuple[Any, str], ...] = ()  # values not tried, each with why (a backend not installed)
 
     @property
     def searched(self) -> bool:
@@ -68,8 +71,12 @@ def default_space(
     cores: int | None = None,
     data: str | None = None,
     onednn_on: bool | None | Literal["detect"] = "detect",
+    script: str | None = None,
 ) -> list[Dimension]:
     """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind.
+
+    `script` is the file of a user's training command: the backends it ties
+    itself to (`fitspeed.measure.portability`) decide whether another is tried.
 
     `onednn_on` is whether the baseline's trials run with oneDNN on ("detect":
     TF_ENABLE_ONEDNN_OPTS where this process exports it, else TensorFlow's
@@ -87,6 +94,7 @@ def default_space(
     # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
     dims.append(Dimension("precision", precision, each=True))
+    dims.append(backend_dimension(base, model, script))
     dims.append(_onednn(base, onednn_on))
     if _image_model(model) is False:
         dims.append(Dimension("data_format", (), "the model has no image layers"))
@@ -100,6 +108,54 @@ def default_space(
     dims.append(Dimension("deterministic", (True,), cost_only=True))
     dims.extend(input_space(data_kind(data), base, cores))
     return [_drop_baseline(d, base) for d in dims]
+
+
+def backend_dimension(base: TrialConfig, model: str, script: str | None = None,
+                      installed: Callable[[str], bool] | None = None) -> Dimension:
+    """The other Keras backends, each measured on its own defaults: those installed that the model can run on.
+
+    A built-in model and a `.keras` file run on any backend. A user's script
+    or builder module that imports a framework (or sets KERAS_BACKEND) is
+    offered none, with the file and line that tie it. A backend not installed
+    is left out and named with the pip extra that installs it.
+
+    >>> dim = backend_dimension(TrialConfig(), "tiny", installed=lambda name: name == "jax")
+    >>> dim.values, dim.left_out
+    (('jax',), (('torch', "PyTorch is not installed: pip install 'fitspeed[torch]'"),))
+    >>> backend_dimension(TrialConfig(), "tiny", installed=lambda name: False).skipped
+    "no other backend is installed: pip install 'fitspeed[jax]' for JAX, 'fitspeed[torch]' for PyTorch"
+    """
+    is_installed = installed or (lambda name: importlib.util.find_spec(name) is not None)
+    others = [backend_of(name) for name in NAMES if name != base.backend]
+    here = [other for other in others if is_installed(other.name)]
+    left_out = tuple((other.name, f"{other.title} is not installed: pip install 'fitspeed{other.extra}'")
+                     for other in others if other not in here)
+    if not here:
+        extras = ", ".join(f"'fitspeed{other.extra}' for {other.title}" for other in others)
+        return Dimension("backend", (), f"no other backend is installed: pip install {extras}")
+    source = script or portability.module_file(model)
+    if source is not None:
+        tied = {other.name: portability.why_not(source, other.name, base.backend) for other in here}
+        reasons = [why for why in tied.values() if why]
+        here = [other for other in here if tied[other.name] is None]
+        if not here:
+            return Dimension("backend", (), reasons[0], left_out=left_out)
+    return Dimension("backend", tuple(other.name for other in here), each=True, left_out=left_out)
+
+
+def skipped(dims: Iterable[Dimension]) -> dict[str, str]:
+    """What the search leaves out and why: a whole knob by its name, one value as `knob=value`.
+
+    >>> skipped([Dimension("onednn", (), "TensorFlow alone"), Dimension("backend", ("jax",), left_out=(("torch", "not installed"),))])
+    {'onednn': 'TensorFlow alone', 'backend=torch': 'not installed'}
+    """
+    out: dict[str, str] = {}
+    for dim in dims:
+        if dim.skipped:
+            out[dim.knob] = dim.skipped
+        for value, why in dim.left_out:
+            out[f"{dim.knob}={value}"] = why
+    return out
 
 
 def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimension]:

@@ -99,6 +99,7 @@ from fitspeed.search.space import (
     input_space,
     only,
     override,
+    skipped,
 )
 from fitspeed.search.verification import verify
 from fitspeed.search.workers import POLL_S, Busy, Workers
@@ -147,7 +148,7 @@ class Tuner:
         self.dims: list[Dimension] = only(
             override(
                 default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0]),
-                              data=settings.data),
+                              data=settings.data, script=(settings.script or {}).get("file")),
                 settings.space,
                 settings.base,
             ),
@@ -163,7 +164,7 @@ class Tuner:
              "script": {"file": Path(settings.script["file"]).name if settings.script.get("file") else None,
                         "sha256": settings.script.get("sha256")} if settings.script else None,
              "min_gain": settings.min_gain,
-             "skipped": {d.knob: d.skipped for d in self.dims if d.skipped},
+             "skipped": skipped(self.dims),
              "environment": host, "fitspeed_version": host["fitspeed"],
              "host_kind": {"cpu": host["cpu"], "cpu_count": host["cpu_count"],
                            "gpus": [g.get("name") for g in environment.nvidia_gpus()[0]]}},
@@ -425,7 +426,7 @@ class Tuner:
         self.dims = only(override([d for d in self.dims if d.knob not in names] + learned,
                                   self.settings.space, self.base), self.settings.knobs)
         self.choices = choices(self.dims, self.base)
-        self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
+        self.study.set_user_attr("skipped", skipped(self.dims))
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))
 
     def _fit_epoch(self, baseline: dict[str, Any]) -> None:
@@ -447,7 +448,7 @@ class Tuner:
             dims.append(dim)
         self.dims = dims  # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
         self.epoch_steps = int(epoch)
-        self.study.set_user_attr("skipped", {d.knob: d.skipped for d in self.dims if d.skipped})
+        self.study.set_user_attr("skipped", skipped(self.dims))
 
     # -- the screen ---------------------------------------------------------
 

@@ -12,41 +12,15 @@ in what order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
-from fitspeed.search.decider import Decider, decision_id
+from fitspeed.search.decider import decision_id
 from fitspeed.search.factorial import MAX_FACTORS, design, estimate
-from fitspeed.search.ledger import Ledger
-from fitspeed.search.settings import TuneSettings
-from fitspeed.search.space import Dimension
+from fitspeed.search.searcher import Searcher
 
 
-
-class Searcher(Protocol):
-    """What the combination phase needs of the tuner that runs it (`fitspeed.search.tuner.Tuner`).
-
-    Named here so this module never imports the tuner, which imports it.
-    """
-
-    dims: list[Dimension]
-    settings: TuneSettings
-    base: TrialConfig
-    ledger: Ledger
-    decider: Decider
-
-    def measure(self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, wait: bool = True, ahead: int = 0) -> dict[str, Any] | None: ...
-
-    def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any: ...
-
-    def _spent(self, ahead: int = 0) -> bool: ...
-
-    def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None: ...
-
-    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig: ...
 
 RACE_ROUNDS = 2  # the changes left are raced on top of a new incumbent at most this often
 BIG = 1.25  # a change that screened at this ratio or more is decided alone, before the bundle

@@ -61,15 +61,14 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialRunner, throughput
-from fitspeed.core.sequential import Step
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
+from fitspeed.search.batch_sizes import BatchSizes
+from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
 from fitspeed.search.combination import Combination
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
-    STOP_SHARE,
-    VERIFY_MIN_PAIRS,
     Decider,
     choose_design,
     combine_design,
@@ -91,6 +90,8 @@ from fitspeed.search.ledger import (
     guard_key,
     guard_run_key,
 )
+from fitspeed.search.sampler import Sampler
+from fitspeed.search.screen import Screen
 from fitspeed.search.settings import TuneSettings, next_batch_probe
 from fitspeed.search.space import (
     Dimension,
@@ -102,41 +103,10 @@ from fitspeed.search.space import (
     skipped,
 )
 from fitspeed.search.verification import verify
-from fitspeed.search.workers import POLL_S, Busy, Workers
+from fitspeed.search.workers import BUSY, POLL_S, Busy, Workers
 
 __all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_probe"]
 
-MAX_DUPLICATE_ASKS = 25
-SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
-CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
-DECISIONS = 5  # the default budget pays for the screen, the verification and this many decisions of 2 pairs
-VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS + 1  # kept inside --trials: a verification's first look is 6 trials, 7.0 on average in the simulator
-BUSY: dict[str, Any] = {"status": "busy"}  # measure(wait=False): another worker measures it now
-
-
-def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int]:
-    """What `trials` buys on this space: the screen, the decisions on its best candidates, the verification.
-
-    The screen measures one value of each knob (every value of a knob whose
-    values are alternatives), and the baseline again after every
-    SCREEN_GROUP of them; a knob measured for its cost alone (deterministic)
-    takes one trial; a decision is counted at 2 pairs; the verification at
-    its first look, VERIFY_MIN_PAIRS.
-
-    >>> from fitspeed.search.space import Dimension
-    >>> plan = budget_plan([Dimension("a", (1,)), Dimension("b", (1, 2), each=True)], 12, 5)
-    >>> plan["screen"], plan["smallest"], plan["decisions"]
-    (5, 16, 0)
-    """
-    screened = sum(len(d.values) if d.each else 1 for d in dims if d.searched and not d.cost_only
-                   and d.knob != "batch_size")
-    costs = sum(1 for d in dims if d.searched and d.cost_only)  # measured once for their cost, in the budget
-    screen = screened + costs + 1 + -(-screened // SCREEN_GROUP)  # the baseline first, then after each group
-    decision = 2 * 2
-    smallest = screen + decision + VERIFY_RESERVE
-    left = max(0, trials - VERIFY_RESERVE - screen)
-    return {"screen": screen, "verify": VERIFY_RESERVE, "decision": decision, "smallest": smallest,
-            "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + DECISIONS * decision}
 
 
 class Tuner:
@@ -373,11 +343,11 @@ class Tuner:
         self._learn_data_kind(baseline)
         self._fit_epoch(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
-        promising = self._screen(sweep)
+        promising = Screen(self).run(sweep)
         Combination(self).combine(promising)
-        self._costs(sweep)
-        self._sample()
-        self._batch_sizes()
+        Screen(self).costs(sweep)
+        Sampler(self).run()
+        BatchSizes(self).run()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
 
@@ -452,69 +422,6 @@ class Tuner:
 
     # -- the screen ---------------------------------------------------------
 
-    def _screen(self, sweep: list[Dimension]) -> list[tuple[TrialConfig, float]]:
-        """Each knob's most promising value once, the baseline again after every SCREEN_GROUP of them.
-
-        A knob's next value is screened only when the one before it failed or
-        came in at CLEARLY_SLOWER or less (`--space` lists them most promising
-        first), except where the values are alternatives (`Dimension.each`:
-        both mixed precisions, since a CPU may run either one fast). Returns the single changes worth combining, most promising
-        first, with their ratio to the median baseline figure; those that came
-        in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
-        Knobs measured only for their cost wait until after the combination.
-        """
-        queue = [(dim, 0, False) for dim in sweep if not dim.cost_only]
-        measured: list[tuple[TrialConfig, float | None]] = []
-        number = 0
-        while queue:
-            dim, index, deferred = queue.pop(0)
-            config = self._config(knob_values={dim.knob: dim.values[index]})
-            if config is None:
-                record: dict[str, Any] | None = None
-            else:
-                if not deferred:
-                    if number and number % SCREEN_GROUP == 0 \
-                            and self.measure(self.base, "baseline", f"#screen{number}", wait=False) is None:
-                        break
-                    number += 1
-                reference = self.ledger.screen_reference()
-                record = self.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference,
-                                      wait=deferred)
-                if record is BUSY:  # another worker measures it: come back to it at the end
-                    queue.append((dim, index, True))
-                    continue
-                if record is None:
-                    break
-                measured.append((config, throughput(record)))
-            speed = throughput(record) if record else None
-            reference = self.ledger.screen_reference()
-            if index + 1 < len(dim.values) and (dim.each or speed is None
-                                                or (reference and speed <= CLEARLY_SLOWER * reference)):
-                queue.append((dim, index + 1, False))
-        if measured:  # close the last group with the baseline
-            self.measure(self.base, "baseline", f"#screen{number}")
-        self._settle(("baseline", "sweep"))  # every worker ranks the same screen
-        reference = self.ledger.screen_reference()
-        promising = []
-        for config, speed in measured:
-            if speed is None or reference is None:
-                continue  # a failure is shown as such in the table; it is not combined
-            ratio = speed / reference
-            if ratio <= CLEARLY_SLOWER:
-                self.decider.store("screen", self.base, config, [(reference, speed)],
-                                   Step("slower", 1, ratio, None, None, 0.0), None)
-                continue
-            promising.append((config, ratio))
-        return sorted(promising, key=lambda item: item[1], reverse=True)
-
-    def _costs(self, sweep: list[Dimension]) -> None:
-        """Knobs measured alone for their cost (deterministic), never recommended for speed."""
-        for dim in sweep:
-            if dim.cost_only and dim.values:
-                config = self._config(knob_values={dim.knob: dim.values[0]})
-                if config is None or self.measure(config, "sweep") is None:
-                    return
-
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         """`config` if fresh pairs find it faster than `incumbent` and its loss passes the guard.
 
@@ -549,85 +456,6 @@ class Tuner:
         if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
             return None  # past the end of the script's epoch (`_fit_epoch`): never measured
         return config
-
-    def _sample(self) -> None:
-        """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""
-        duplicates = 0
-        while not self._spent() and self.choices and duplicates < MAX_DUPLICATE_ASKS:
-            # a joint configuration far slower than the incumbent (a slow precision, say) is cut short
-            figure = self.ledger.figure(self.ledger.incumbent())
-            stop_below = figure and STOP_SHARE * figure
-            left = self.workers.waiting()  # a dead worker's trial first: Optuna's ask would take it anyway
-            if left:
-                self._run_orphan(left[0])
-                continue
-            with self.workers.lock.held():  # asking and claiming are one step: no two workers take one config
-                if self._spent() or self.workers.waiting():
-                    continue
-                trial = self.workers.ask(self._distributions())
-                config = self._config(knob_values=dict(trial.params))
-                if config is None:  # a combination the backend cannot do: not measured
-                    duplicates += 1
-                    self.study.tell(trial, state=TrialState.FAIL)
-                    continue
-                key = studies.config_key(config)
-                done = studies.measured(self.study)
-                measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
-                claimed = None if measured_before else self.workers.claim(
-                    key, self._attrs(config, "sampler", key, stop_below), self._params(config), self._distributions(),
-                    room=lambda: True, asked=trial)
-            if claimed is None or isinstance(claimed, (Busy, FrozenTrial)):  # alone, or in a decision's pairs
-                duplicates += 1
-                if isinstance(claimed, Busy):  # another worker measures it right now: its figure, once in
-                    self.measure(config, "sampler")
-                value = self.ledger.figure(config)
-                if value is None:
-                    self.study.tell(trial, state=TrialState.FAIL)
-                else:
-                    self.study.tell(trial, value)
-                continue
-            duplicates = 0
-            speed = throughput(self._run(claimed, config, "sampler", stop_below))
-            incumbent = self.ledger.incumbent()
-            while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
-                figure = self.ledger.figure(incumbent)
-                if not (speed and figure and speed > figure * (1 + self.settings.min_gain)):
-                    break
-                after = self._challenge(incumbent, config, "sampler")
-                if after in (incumbent, config):
-                    break
-                incumbent = after
-
-
-    def _batch_sizes(self) -> None:
-        """Throughput against batch size, up to the first that runs out of memory.
-
-        Asked for explicitly, so outside the --trials budget. After an
-        out-of-memory, sizes between the last that fit and the first that did
-        not are bisected (multiples of 8) to find the largest that fits.
-        """
-        fits: list[int] = []
-        for size in sorted(self.settings.batch_sizes):
-            status = self._batch_size_status(size)
-            if status == "oom":
-                low, high = max(fits, default=0), size
-                while True:
-                    middle = next_batch_probe(low, high)
-                    if middle is None:
-                        break
-                    if self._batch_size_status(middle) == "oom":
-                        high = middle
-                    else:
-                        low = middle
-                break  # larger batches will not fit either
-            if status == "ok":
-                fits.append(size)
-
-    def _batch_size_status(self, size: int) -> str | None:
-        config = self._config(knob_values={"batch_size": size})
-        record = self.measure(config, "batch_size", budgeted=False) if config else None
-        return record["status"] if record else None
-
 
     # -- the answer ---------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""Optuna's sampler (TPE) over the joint space, with the rest of the search's budget.
+
+A configuration it finds faster than the incumbent's figure is compared with
+the incumbent in fresh pairs (`Tuner._challenge`) before it replaces it.
+"""
+
+from __future__ import annotations
+
+from optuna.trial import FrozenTrial, TrialState
+
+from fitspeed.core.record import throughput
+from fitspeed.search import studies
+from fitspeed.search.decider import STOP_SHARE
+from fitspeed.search.searcher import Searcher
+from fitspeed.search.workers import Busy
+
+MAX_DUPLICATE_ASKS = 25
+
+
+class Sampler:
+    """The sampler phase of one tuner's search."""
+
+    def __init__(self, tuner: Searcher) -> None:
+        self.tuner = tuner
+
+    def run(self) -> None:
+        """Optuna's sampler over the joint space; a configuration it finds faster is confirmed in pairs."""
+        duplicates = 0
+        while not self.tuner._spent() and self.tuner.choices and duplicates < MAX_DUPLICATE_ASKS:
+            # a joint configuration far slower than the incumbent (a slow precision, say) is cut short
+            figure = self.tuner.ledger.figure(self.tuner.ledger.incumbent())
+            stop_below = figure and STOP_SHARE * figure
+            left = self.tuner.workers.waiting()  # a dead worker's trial first: Optuna's ask would take it anyway
+            if left:
+                self.tuner._run_orphan(left[0])
+                continue
+            with self.tuner.workers.lock.held():  # asking and claiming are one step: no two workers take one config
+                if self.tuner._spent() or self.tuner.workers.waiting():
+                    continue
+                trial = self.tuner.workers.ask(self.tuner._distributions())
+                config = self.tuner._config(knob_values=dict(trial.params))
+                if config is None:  # a combination the backend cannot do: not measured
+                    duplicates += 1
+                    self.tuner.study.tell(trial, state=TrialState.FAIL)
+                    continue
+                key = studies.config_key(config)
+                done = studies.measured(self.tuner.study)
+                measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
+                claimed = None if measured_before else self.tuner.workers.claim(
+                    key, self.tuner._attrs(config, "sampler", key, stop_below), self.tuner._params(config), self.tuner._distributions(),
+                    room=lambda: True, asked=trial)
+            if claimed is None or isinstance(claimed, (Busy, FrozenTrial)):  # alone, or in a decision's pairs
+                duplicates += 1
+                if isinstance(claimed, Busy):  # another worker measures it right now: its figure, once in
+                    self.tuner.measure(config, "sampler")
+                value = self.tuner.ledger.figure(config)
+                if value is None:
+                    self.tuner.study.tell(trial, state=TrialState.FAIL)
+                else:
+                    self.tuner.study.tell(trial, value)
+                continue
+            duplicates = 0
+            speed = throughput(self.tuner._run(claimed, config, "sampler", stop_below))
+            incumbent = self.tuner.ledger.incumbent()
+            while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
+                figure = self.tuner.ledger.figure(incumbent)
+                if not (speed and figure and speed > figure * (1 + self.tuner.settings.min_gain)):
+                    break
+                after = self.tuner._challenge(incumbent, config, "sampler")
+                if after in (incumbent, config):
+                    break
+                incumbent = after

@@ -1,0 +1,57 @@
+"""What the phases of a search need of the tuner that runs them (`fitspeed.search.tuner.Tuner`).
+
+The screen, the combination, the sampler and the batch-size sweep are each
+a module of their own that takes the tuner as a `Searcher`: named here, so
+that none of them imports the tuner, which imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.search.decider import Decider
+from fitspeed.search.ledger import Ledger
+from fitspeed.search.settings import TuneSettings
+from fitspeed.search.space import Dimension
+from fitspeed.search.workers import Workers
+
+
+class Searcher(Protocol):
+    dims: list[Dimension]
+    choices: dict[str, tuple[Any, ...]]
+    settings: TuneSettings
+    base: TrialConfig
+    ledger: Ledger
+    decider: Decider
+    study: optuna.Study
+    workers: Workers
+
+    def measure(self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
+                stop_below: float | None = None, wait: bool = True, ahead: int = 0) -> dict[str, Any] | None: ...
+
+    def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any: ...
+
+    def _spent(self, ahead: int = 0) -> bool: ...
+
+    def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None: ...
+
+    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig: ...
+
+    def _settle(self, phases: tuple[str, ...] | None = None) -> None: ...
+
+    def _run(self, trial: optuna.Trial, config: TrialConfig, phase: str,
+             stop_below: float | None = None) -> dict[str, Any]: ...
+
+    def _run_orphan(self, trial: FrozenTrial) -> None: ...
+
+    def _distributions(self) -> dict[str, BaseDistribution]: ...
+
+    def _attrs(self, config: TrialConfig, phase: str, key: str, stop_below: float | None) -> dict[str, Any]: ...
+
+    def _params(self, config: TrialConfig) -> dict[str, Any]: ...

@@ -48,15 +48,6 @@ class VerificationStarted:
 
 
 @dataclass(frozen=True)
-class VerificationTrial:
-    """One trial of the verification landed (`arm` a is the baseline, b the best)."""
-
-    arm: str
-    pair: int
-    record: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class DecisionMade:
     """A paired comparison decided (or ran out of pairs): `decision` holds its pairs, interval and verdict."""
 
@@ -71,6 +62,6 @@ class Note:
 
 
 TuneEvent = Union[
-    TrialStarted, TrialFinished, GuardChecked, DecisionMade, VerificationStarted, VerificationTrial, Note
+    TrialStarted, TrialFinished, GuardChecked, DecisionMade, VerificationStarted, Note
 ]
 OnEvent = Callable[[TuneEvent], None]

@@ -76,6 +76,7 @@ import optuna
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
+from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.search import tuner as tuner_module
@@ -87,6 +88,9 @@ RECORDED = Path(__file__).parent / "scenarios"
 SEED_BASES = {"dev": 0, "report": 1_000_000}  # development and reporting seeds never meet
 MAX_STUDIES = 10_000  # offsets 0..9999 from the base
 RIGHT_WITHIN = 0.97  # an answer within 3% of the true best is right
+# The simulated machine has no backend axis: the search runs without it, so that a study never depends on
+# which backends happen to be installed where the simulator runs (the space of the fifth round and before).
+SIMULATED_KNOBS = tuple(knob.name for knob in KNOBS if knob.name != "backend")
 
 Item = tuple[str, Any]  # (knob, value)
 
@@ -158,7 +162,7 @@ class Scenario:
     def settings(self, model: str) -> dict[str, Any]:
         """TuneSettings fields for this scenario: its model, and a recorded grid's space."""
         if not self.grid:
-            return {"model": self.model or model}
+            return {"model": self.model or model, "knobs": SIMULATED_KNOBS}
         return {"model": self.model or model, "knobs": tuple(self.grid),
                 "space": tuple(f"{k}={','.join(map(str, v))}" for k, v in self.grid.items())}
 

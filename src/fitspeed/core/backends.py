@@ -44,6 +44,12 @@ class Backend:
     import_line: ClassVar[str | None] = None  # how the snippet imports the module its thread settings live in
     cannot_turn: ClassVar[Mapping[str, str]] = {}  # knob -> why no value but the default runs here
 
+    def is_installed(self) -> bool:
+        """Whether its framework's package is installed here; found, never imported."""
+        import importlib.util
+
+        return importlib.util.find_spec(self.name) is not None
+
     def cannot(self, knob: str) -> str | None:
         """Why this backend runs `knob` at its default only, or None when it can turn it.
 

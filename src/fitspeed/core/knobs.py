@@ -416,9 +416,7 @@ def get_knob(name: str) -> Knob:
 
 def check_backend_installed(backend: str) -> None:
     """Refuse a backend whose package is not installed, without importing it."""
-    import importlib.util
-
-    if importlib.util.find_spec(backend) is None:
+    if not backend_of(backend).is_installed():
         extra = backend_of(backend).extra
         raise KnobError(
             f"The {backend} backend is not installed in this environment. Received: "

@@ -113,10 +113,9 @@ def module_file(model: str, path: list[str] | None = None) -> Path | None:
         return None
     parts = module.split(".")
     for entry in path if path is not None else ["", *sys.path]:
-        folder = Path(entry or ".").joinpath(*parts)
-        for candidate in (folder.with_suffix(".py"), folder / "__init__.py"):
-            if candidate.is_file():
-                return candidate
+        source = _source(Path(entry or ".").joinpath(*parts))
+        if source is not None:
+            return source
     return None
 
 
@@ -142,11 +141,18 @@ def _own_module(module: str, level: int, here: Path, root: Path) -> list[Path]:
     found = []
     for start in dict.fromkeys(starts):
         for n in range(len(parts), 0, -1):  # `import a.b.c` runs a, a.b and a.b.c
-            target = start.joinpath(*parts[:n])
-            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-                if candidate.is_file():
-                    found.append(candidate)
+            source = _source(start.joinpath(*parts[:n]))
+            if source is not None:
+                found.append(source)
     return found
+
+
+def _source(target: Path) -> Path | None:
+    """The file a module path names: `target.py`, or a package's `target/__init__.py`."""
+    for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _sets_backend(node: ast.AST) -> str | None:
@@ -169,7 +175,8 @@ def _is_text(node: ast.AST, text: str) -> bool:
 
 def _looks_like_python(file: Path) -> bool:
     try:
-        first = file.open(encoding="utf-8", errors="replace").readline()
+        with file.open(encoding="utf-8", errors="replace") as text:
+            first = text.readline()
     except OSError:
         return False
     return first.startswith("#!") and "python" in first

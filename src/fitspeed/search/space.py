@@ -9,7 +9,6 @@ a dimension's values, and un-skips it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -125,9 +124,8 @@ def backend_dimension(base: TrialConfig, model: str, script: str | None = None,
     >>> backend_dimension(TrialConfig(), "tiny", installed=lambda name: False).skipped
     "no other backend is installed: pip install 'fitspeed[jax]' for JAX, 'fitspeed[torch]' for PyTorch"
     """
-    is_installed = installed or (lambda name: importlib.util.find_spec(name) is not None)
     others = [backend_of(name) for name in NAMES if name != base.backend]
-    here = [other for other in others if is_installed(other.name)]
+    here = [other for other in others if (installed(other.name) if installed else other.is_installed())]
     left_out = tuple((other.name, f"{other.title} is not installed: pip install 'fitspeed{other.extra}'")
                      for other in others if other not in here)
     if not here:

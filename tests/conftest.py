@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -11,7 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +31,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     sits idle; started first, the short tests fill in around it.
     """
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder `build` fills once for the whole run, its workers included (pytest -n); its path.
+
+    For what several tests read (a tuned study, a baseline's guard runs): a
+    module-scoped fixture is built again on each worker, and again on one
+    worker whenever another module's test ran in between. The first test to
+    ask builds it while any other waits; a build that fails is tried again by
+    the next test that asks, and fails it the same way.
+    """
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # this run's folder, above each worker's own
+    folder = base / f"built-{name}"
+    with open(base / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
 
 
 def missing(what: str) -> None:

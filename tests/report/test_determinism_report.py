@@ -7,21 +7,24 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, console_errors
-from conftest import fitspeed
+from conftest import built_once, fitspeed
 
 QUICK = ["--steps", "4", "--repeats", "1"]
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("determinism")
+def _measure_and_report(folder: Path) -> None:
     for knobs in ([], ["--set", "deterministic=true"]):
         result = fitspeed("measure", "tiny", *knobs, *QUICK, cwd=folder)
         assert result.returncode == 0, result.stderr
     result = fitspeed("report", "fitspeed-results.jsonl", "--out", "report", "--tables", cwd=folder)
     assert result.returncode == 0, result.stderr
     (folder / "report.stdout").write_text(result.stdout)
-    return folder
+
+
+@pytest.fixture(scope="session")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two measurements of tiny, the second deterministic, and their report (made once for the run)."""
+    return built_once(tmp_path_factory, "determinism", _measure_and_report)
 
 
 def test_the_record_carries_the_weight_hash_check(measured: Path) -> None:

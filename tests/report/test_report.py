@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pytest
 from browser import chromium, console_errors, full_screenshot, images
-from conftest import QUICK, fitspeed, fitspeed_in_process
+from conftest import QUICK, built_once, fitspeed, fitspeed_in_process
 
 # Markup that would run if any user string reached the page unescaped.
 EVIL = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real, small study whose name is a script tag, and its report."""
-    folder = tmp_path_factory.mktemp("tuned")
+def _tune_and_report(folder: Path) -> None:
     storage = f"sqlite:///{folder / 'fitspeed.db'}"
     result = fitspeed("tune", "tiny", "--study", EVIL, "--knobs", "steps_per_execution", "--trials", "3",
                       "--pairs", "2", "--storage", storage, *QUICK, cwd=folder)
@@ -26,7 +23,12 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # the tables are tune's and show's: a report after a tune (run.sh) does not print them a second time
     assert "each knob alone" not in result.stdout and "verdict:" in result.stdout
     assert "report written to report/index.html" in result.stderr
-    return folder / "report"
+
+
+@pytest.fixture(scope="session")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real, small study whose name is a script tag, and its report (made once for the run)."""
+    return built_once(tmp_path_factory, "tuned", _tune_and_report) / "report"
 
 
 @pytest.mark.slow

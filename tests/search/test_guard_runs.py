@@ -1,7 +1,7 @@
 """The numerics guard on real training: each run is a real train-mode trial in its own process.
 
 The baseline (tiny: two conv + BatchNormalization blocks) trains once at the
-guard's 3 seeds for the module; each candidate trains at the same seeds and is
+guard's 3 seeds for the run; each candidate trains at the same seeds and is
 judged by `guard.judge`. Good numerics changes must pass, and a broken learning
 rate (the test-only FITSPEED_TEST_FAULT) must fail. Nothing here is timed.
 """
@@ -9,11 +9,14 @@ rate (the test-only FITSPEED_TEST_FAULT) must fail. Nothing here is timed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import built_once
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec
@@ -39,9 +42,15 @@ def _runs(records: list[dict[str, Any]]) -> list[guard.GuardRun]:
     return [guard.GuardRun.from_record(r) for r in records]
 
 
-@pytest.fixture(scope="module")
-def baseline() -> list[guard.GuardRun]:
-    runs = _runs(_records(TrialConfig()))
+def _train_baseline(folder: Path) -> None:
+    (folder / "records.json").write_text(json.dumps(_records(TrialConfig())))
+
+
+@pytest.fixture(scope="session")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> list[guard.GuardRun]:
+    """The defaults trained at the guard's seeds, once for the run."""
+    records = json.loads((built_once(tmp_path_factory, "guard-baseline", _train_baseline) / "records.json").read_text())
+    runs = _runs(records)
     assert all(r.val_loss is not None and r.val_accuracy is not None for r in runs)
     assert len({r.val_loss for r in runs}) == 3  # the seeds differ: a spread to judge against
     return runs

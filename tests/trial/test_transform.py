@@ -12,10 +12,11 @@ import doctest
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import child_env
+from conftest import built_once, child_env
 
 CHILD = r"""
 import json, sys
@@ -94,13 +95,18 @@ print(json.dumps(out))
 BACKEND_REFUSAL = "cannot run on this machine's backend"
 
 
-@pytest.fixture(scope="module")
-def rewritten() -> dict[str, Any]:
+def _rewrite_all(folder: Path) -> None:
     env = child_env()
     env["TF_ENABLE_ONEDNN_OPTS"] = "1"
     result = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    (folder / "rewritten.json").write_text(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def rewritten(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The child's rewrites, run once for the run."""
+    return json.loads((built_once(tmp_path_factory, "rewritten", _rewrite_all) / "rewritten.json").read_text())
 
 
 def equal_or_cannot_run(result: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from conftest import QUICK, child_env, fitspeed, fitspeed_in_process
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.measure import results
 from fitspeed.search import best_json
 
 
@@ -182,6 +183,8 @@ def check_refused(folder: Path, run, args: list[str], words: list[str], code: in
     assert {k: v for k, v in after.items() if k in before} == before, text
     made = set(after) - set(before)
     assert made <= ({"fitspeed-results.jsonl"} if code == 1 else set()), made
+    if code == 1:  # the failed trial is recorded
+        assert [r["status"] for r in results.read(folder / "fitspeed-results.jsonl")[0]] == ["failed"]
     return text
 
 

@@ -4,30 +4,33 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import child_env, fitspeed
+from conftest import built_once, child_env, fitspeed
 from rich.console import Console
 
 from fitspeed.cli.convert import print_conversion
 
+# two models, saved in one process: a small convnet, and the same with a Reshape where it flattens
 BUILD = """
 import sys, keras
 from keras import layers
-inputs = keras.Input((12, 12, 3))
-x = layers.Conv2D(6, 3, activation="relu")(inputs)
-x = layers.BatchNormalization(axis=-1)(x)
-x = layers.MaxPooling2D()(x)
-x = layers.Flatten()(x)
-x = layers.Dense(16, activation="relu")(x)
-model = keras.Model(inputs, layers.Dense(10, activation="softmax")(x))
-model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-bn = model.layers[2]
-bn.set_weights([w + 0.5 for w in bn.get_weights()])  # statistics that show a wrong axis
-model.save(sys.argv[1])
+for path, flatten in ((sys.argv[1], layers.Flatten), (sys.argv[2], lambda: layers.Reshape((-1,)))):
+    inputs = keras.Input((12, 12, 3))
+    x = layers.Conv2D(6, 3, activation="relu")(inputs)
+    x = layers.BatchNormalization(axis=-1)(x)
+    x = layers.MaxPooling2D()(x)
+    x = flatten()(x)
+    x = layers.Dense(16, activation="relu")(x)
+    model = keras.Model(inputs, layers.Dense(10, activation="softmax")(x))
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    bn = model.layers[2]
+    bn.set_weights([w + 0.5 for w in bn.get_weights()])  # statistics that show a wrong axis
+    model.save(path)
 """
 
 COMPARE = """
@@ -51,8 +54,15 @@ def python(code: str, *args: str, cwd: Path) -> str:
     return result.stdout
 
 
-def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path) -> None:
-    python(BUILD, "model.keras", cwd=workdir)
+@pytest.fixture(scope="session")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """model.keras and reshaped.keras (BUILD), saved once for the run."""
+    return built_once(tmp_path_factory, "convert-models",
+                      lambda folder: python(BUILD, "model.keras", "reshaped.keras", cwd=folder))
+
+
+def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path, saved: Path) -> None:
+    shutil.copy(saved / "model.keras", workdir)
     there = fitspeed("convert", "model.keras", "--set", "data_format=channels_first", "-o", "first.keras",
                      "--json", cwd=workdir)
     assert there.returncode == 0, there.stderr
@@ -73,8 +83,8 @@ def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path) ->
 
 
 @pytest.mark.slow
-def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(workdir: Path) -> None:
-    python(BUILD, "model.keras", cwd=workdir)
+def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(workdir: Path, saved: Path) -> None:
+    shutil.copy(saved / "model.keras", workdir)
     result = fitspeed("convert", "model.keras", "--set", "precision=mixed_bfloat16", "-o", "bf16.keras", "--json",
                       cwd=workdir)
     record = json.loads(result.stdout)
@@ -88,9 +98,8 @@ def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(wo
     assert last.startswith("computes in float32: it makes the model's output")
 
 
-def test_a_layer_it_cannot_rewrite_is_refused_by_name(workdir: Path) -> None:
-    code = BUILD.replace("x = layers.Flatten()(x)", "x = layers.Reshape((-1,))(x)")
-    python(code, "model.keras", cwd=workdir)
+def test_a_layer_it_cannot_rewrite_is_refused_by_name(workdir: Path, saved: Path) -> None:
+    shutil.copy(saved / "reshaped.keras", workdir / "model.keras")
     result = fitspeed("convert", "model.keras", "--set", "data_format=channels_first", "-o", "fast.keras",
                       cwd=workdir)
     assert result.returncode == 1

@@ -61,6 +61,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
                       lambda folder: python(BUILD, "model.keras", "reshaped.keras", cwd=folder))
 
 
+@pytest.mark.slow
 def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path, saved: Path) -> None:
     shutil.copy(saved / "model.keras", workdir)
     there = fitspeed("convert", "model.keras", "--set", "data_format=channels_first", "-o", "first.keras",
@@ -140,6 +141,7 @@ def test_the_changes_print_layer_by_layer() -> None:
     assert "parameters 1,234 → 1,234; output dtype float32; checked on tensorflow, oneDNN on" in text
 
 
+@pytest.mark.slow
 def test_a_lambda_layer_is_named_with_the_way_to_convert_a_trusted_file(tmp_path: Path) -> None:
     # issue 25, item 6: Keras's safe-mode error (exit 1) ended in "Save it with Keras 3's model.save", which was done
     make = (

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURES, QUICK, child_env
 
 SCRIPT = FIXTURES / "scripts" / "long_train.py"
@@ -18,6 +19,7 @@ def _fitspeed(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Complete
                           text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured_again(tmp_path: Path) -> None:
     # A user's venv is not active: `python` on PATH has no fitspeed (issue 25, items 4 and 5).
     bare = tmp_path / "bare"
@@ -52,6 +54,7 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
     assert best["script"]["file"] == "long_train.py" and len(best["script"]["sha256"]) == 64
 
 
+@pytest.mark.slow
 def test_show_opens_the_study_used_last_and_no_tune_overwrites_anothers_best_json(tmp_path: Path) -> None:
     # issue 25, item 13: `show` took the study created last; each tune replaced best.json; a lock file was left.
     env = child_env()

@@ -92,6 +92,7 @@ def test_every_configuration_row_counts_its_trials_and_they_add_up_to_the_study(
     assert sum(counts) == len(measured) and f"over {len(measured)} trial process(es)" in lead, (counts, lead)
 
 
+@pytest.mark.slow
 def test_report_from_a_results_file_escapes_the_workload_name(workdir: Path) -> None:
     result = fitspeed("compare", "tiny", "--b", "steps_per_execution=8", "--pairs", "2", *QUICK, cwd=workdir)
     assert result.returncode == 0, result.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import psutil
+import pytest
 from conftest import child_env, fitspeed, json_out, sigint_default
 from fitspeed.search.storages import open_storage
 from optuna.trial import TrialState
@@ -26,6 +27,7 @@ def trials(storage: str, name: str) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
+@pytest.mark.slow
 def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     args = ["tune", "tiny", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
@@ -67,6 +69,7 @@ def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     assert "steps_per_execution=64" in shown.stdout
 
 
+@pytest.mark.slow
 def test_float16_overflow_is_rejected_for_numerics(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     result = fitspeed("tune", "userwork:overflow_model", "--data", "userwork:arrays", "--knobs", "precision",
@@ -92,6 +95,7 @@ def test_study_for_another_workload_is_refused(workdir: Path) -> None:
     assert missing.returncode == 2 and "No study named 'nope'" in missing.stderr
 
 
+@pytest.mark.slow
 def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     # fitspeed cycles a whole epoch of arrays, so memory grows with the batch: 1200 MiB caps it
@@ -110,6 +114,7 @@ def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
     assert summary["best"]["config"]["batch_size"] == 32  # batch size is never slipped into "best"
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     args = ["tune", "tiny", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,

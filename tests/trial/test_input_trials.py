@@ -141,6 +141,7 @@ def test_make_images_then_doctor(workdir: Path) -> None:
     assert len(lines) == 4  # input, compute, together, epochs
 
 
+@pytest.mark.slow
 def test_doctor_profiles_a_python_loader(workdir: Path) -> None:
     result = fitspeed("doctor", "tiny", "--data", "pyloader", "--no-fixes", "--steps", "4", "--repeats", "1",
                       "--epochs", "2", "--json", cwd=workdir)

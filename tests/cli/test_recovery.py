@@ -60,7 +60,7 @@ def test_show_opens_the_study_used_last_and_no_tune_overwrites_anothers_best_jso
     env = child_env()
 
     def tune(study: str) -> subprocess.CompletedProcess[str]:
-        done = _fitspeed(env, tmp_path, "tune", "tiny", *QUICK, "--trials", "2", "--knobs", "steps_per_execution",
+        done = _fitspeed(env, tmp_path, "tune", "tiny", *QUICK, "--trials", "1", "--knobs", "steps_per_execution",
                          "--study", study, "--json")
         assert done.returncode == 0, (done.stdout, done.stderr)
         return done

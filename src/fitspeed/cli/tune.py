@@ -64,7 +64,7 @@ def tune(
     monitor: MonitorOpt = False,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
     from fitspeed.search.events import (
         DecisionMade,
         GuardChecked,

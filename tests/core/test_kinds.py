@@ -1,4 +1,4 @@
-"""Status, mode and data kind are enums in core, and travel as their text."""
+"""Status, mode, verdict and data kind are enums in core, and travel as their text."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pytest
 import fitspeed.core
 from fitspeed.core.data_ref import DataKind, DataRef, SourceKind
 from fitspeed.core.record import Mode, Status, TrialSpec, decode, encode, new_record
+from fitspeed.core.sequential import Design, Verdict, step
 
-ENUMS = (Status, Mode, DataKind, SourceKind)
+ENUMS = (Status, Mode, Verdict, DataKind, SourceKind)
+FIELDS = {"status", "mode", "verdict", "kind"}  # names whose value is one of these enums
 CORE = Path(fitspeed.core.__file__).parent
 
 
@@ -26,6 +28,12 @@ def test_a_record_crosses_the_process_boundary_as_text_and_comes_back_typed() ->
     assert DataRef("images", "photos").kind is SourceKind.IMAGES
 
 
+def test_a_decision_ends_in_a_verdict_that_travels_as_its_text() -> None:
+    decided = step([1.5] * 3, Design(0.025, 10, 3, 0.0))
+    assert decided.verdict is Verdict.FASTER
+    assert json.loads(json.dumps(decided.to_dict()))["verdict"] == Verdict.FASTER == "faster"
+
+
 def test_unknown_values_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown trial mode"):
         TrialSpec(model="tiny", mode="sprint")  # type: ignore[arg-type]
@@ -35,15 +43,37 @@ def test_unknown_values_are_refused() -> None:
         DataRef("ftp", "x")  # type: ignore[arg-type]
 
 
+def _strings(nodes: list[ast.expr]) -> list[tuple[int, str]]:
+    found = []
+    for side in nodes:
+        if isinstance(side, ast.IfExp):
+            found += _strings([side.body, side.orelse])
+            continue
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        found += [(item.lineno, item.value) for item in items
+                  if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    return found
+
+
+def _named(target: ast.expr) -> str:
+    return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+
+
 def _compared_strings(tree: ast.AST) -> list[tuple[int, str]]:
-    """Every string constant compared with == / != / in (a docstring's examples are not code)."""
+    """Every string constant compared with == / != / in, or given to a status, mode, verdict or kind
+    (assigned, as a keyword or as a Step's first argument); a docstring's examples are not code."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            for side in [node.left, *node.comparators]:
-                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
-                found += [(item.lineno, item.value) for item in items
-                          if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+            found += _strings([node.left, *node.comparators])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_named(target) in FIELDS for target in targets):
+                found += _strings([node.value])
+        elif isinstance(node, ast.Call):
+            found += _strings([k.value for k in node.keywords if k.arg in FIELDS])
+            if _named(node.func) == "Step" and node.args:
+                found += _strings([node.args[0]])
     return found
 
 

@@ -12,7 +12,7 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
-from fitspeed.search.events import Note, TrialStarted, TuneEvent, VerificationStarted
+from fitspeed.search.events import GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
 from fitspeed.search.summary import study_data, study_summary
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -363,7 +363,12 @@ def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_i
     truth = effects({("precision", "mixed_bfloat16"): 2.0})
     by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
     fake = HeldOut(truth, lambda config, seed: by_seed[seed] + (0.8 if config.precision != "float32" else 0.0))
-    tuner, verdict = tune(fake, "precision")
+    checked: list[GuardChecked] = []
+    tuner, verdict = tune(fake, "precision",
+                          on_event=lambda event: checked.append(event) if isinstance(event, GuardChecked) else None)
     assert verdict["claimed"] is False or TrialConfig.from_dict(verdict["config"]).precision == "float32"
     check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
     assert check is not None and not check["ok"] and check["runs"] == {"baseline": 3, "candidate": 3}
+    # the event carries the guard's typed verdict, the same one the study stores as plain data
+    bf16 = [e.verdict for e in checked if e.config == TrialConfig(precision="mixed_bfloat16")]
+    assert [(v.ok, v.runs) for v in bf16] == [(False, (3, 3))] and bf16[0].reason == check["reason"]

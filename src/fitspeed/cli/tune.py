@@ -119,8 +119,8 @@ def tune(
                               + tables.monitor_brief(record.get("monitor")),
                               highlight=False)
                 case GuardChecked(config, verdict):
-                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict['ok'] else 'rejected'}, "
-                              f"{verdict['reason']}", highlight=False)
+                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, "
+                              f"{verdict.reason}", highlight=False)
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.search.guard import GuardVerdict
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class GuardChecked:
     """The numerics guard's verdict on a configuration that changes numerics."""
 
     config: TrialConfig
-    verdict: dict[str, Any]
+    verdict: GuardVerdict
 
 
 @dataclass(frozen=True)

@@ -289,9 +289,10 @@ class Tuner:
         script = self.settings.script is not None
         if script or not guard.passes_at_first_seed(baseline[0], candidate[0]):
             baseline, candidate = self._guard_curve(self.base), self._guard_curve(config)
-        verdict = studies.plain(guard.judge(baseline, candidate, script=script).to_dict())
+        judged = guard.judge(baseline, candidate, script=script)
+        verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
-        self.emit(GuardChecked(config, verdict))
+        self.emit(GuardChecked(config, judged))
         return dict(verdict)
 
     def _guard_curve(self, config: TrialConfig) -> list[guard.GuardRun]:

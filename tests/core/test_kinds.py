@@ -10,7 +10,8 @@ import pytest
 
 import fitspeed.core
 from fitspeed.core.data_ref import DataKind, DataRef, SourceKind
-from fitspeed.core.record import Mode, Status, TrialSpec, decode, encode, new_record
+from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec, decode, encode, new_record
+from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design, Verdict, step
 
 ENUMS = (Status, Mode, Verdict, DataKind, SourceKind)
@@ -32,6 +33,33 @@ def test_a_decision_ends_in_a_verdict_that_travels_as_its_text() -> None:
     decided = step([1.5] * 3, Design(0.025, 10, 3, 0.0))
     assert decided.verdict is Verdict.FASTER
     assert json.loads(json.dumps(decided.to_dict()))["verdict"] == Verdict.FASTER == "faster"
+
+
+def test_a_record_reads_typed_and_loses_nothing_on_the_way_back() -> None:
+    spec = TrialSpec(model="tiny", config=TrialConfig(precision="mixed_bfloat16"), stop_below=900.0)
+    metrics = {"samples_per_s": {"median": 812.5, "min": 800.0, "max": 830.0, "cv": 0.01, "n": 5},
+               "ms_per_step": 39.4, "batch_size": 32, "loss_curve": [2.3, float("nan")], "final_loss": None,
+               "stopped_early": {"after": "the warm-up", "stop_below": 900.0}, "compile_s": 1.5}
+    sent = new_record(spec, Status.OK, metrics=metrics, notes=["stopped after the warm-up"],
+                      monitor={"cpu_percent_mean": 180.0}, rewrite={"changes": []})
+    text = decode(encode(sent))
+    assert text is not None
+    record = TrialRecord.from_dict(text)
+    assert record.status is Status.OK and record.spec == spec and record.spec.config.precision == "mixed_bfloat16"
+    assert record.throughput == 812.5 and record.metrics is not None
+    assert record.metrics.loss_curve == (2.3, None)  # NaN travels as null, as the record's JSON holds it
+    assert record.metrics.stopped_early == {"after": "the warm-up", "stop_below": 900.0}
+    assert record.metrics.other == {"compile_s": 1.5} and record.notes == ("stopped after the warm-up",)
+    assert record.extra == {"monitor": {"cpu_percent_mean": 180.0}, "rewrite": {"changes": []}}
+    back = record.to_dict()
+    assert {k: v for k, v in back["metrics"].items()} == {k: v for k, v in text["metrics"].items() if v is not None}
+    assert {k: v for k, v in back.items() if k != "metrics"} == {k: v for k, v in text.items() if k != "metrics"}
+    assert TrialRecord.from_dict(back) == record
+    failed = TrialRecord.from_dict(new_record(spec, Status.OOM, reason="out of memory"))
+    assert failed.throughput is None and failed.metrics is None and failed.reason == "out of memory"
+    assert Metrics.from_dict({"samples_per_s": {"median": 5.0}}).samples_per_s.n == 1  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown status"):
+        TrialRecord.from_dict({**text, "status": "fine"})
 
 
 def test_unknown_values_are_refused() -> None:

@@ -28,11 +28,11 @@ from fitspeed.cli.options import (
     parse_int_list,
     parse_memory,
 )
-from fitspeed.cli.workload import check_user_error, data_ref, training_script
+from fitspeed.cli.workload import data_ref, training_script
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import brief_reason, throughput
+from fitspeed.core.record import brief_reason
 from fitspeed.core.sequential import level
 from fitspeed.core.workloads import check_model
 
@@ -111,12 +111,12 @@ def tune(
                 case TrialFinished(phase, record):
                     if phase != "batch_size":
                         progress.advance(task)
-                    speed = throughput(record)
-                    label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
-                    check_user_error(record)
-                    err.print(f"{phase:>9} {label}: {record['status']}"
-                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.get('reason'))})")
-                              + tables.monitor_brief(record.get("monitor")),
+                    speed = record.throughput
+                    if record.user_error:  # a record that failed on the user's input ends the command
+                        raise UserError(record.reason or "")
+                    err.print(f"{phase:>9} {record.spec.config.label()}: {record.status}"
+                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.reason)})")
+                              + tables.monitor_brief(record.extra.get("monitor")),
                               highlight=False)
                 case GuardChecked(config, verdict):
                     err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, "

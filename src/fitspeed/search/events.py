@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialRecord
 from fitspeed.search.guard import GuardVerdict
 
 
@@ -29,7 +30,7 @@ class TrialFinished:
     """A trial's record has landed in the study."""
 
     phase: str
-    record: dict[str, Any]
+    record: TrialRecord
 
 
 @dataclass(frozen=True)

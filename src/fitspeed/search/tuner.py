@@ -60,7 +60,7 @@ from optuna.trial import FrozenTrial, TrialState
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
-from fitspeed.core.record import TrialRunner, throughput
+from fitspeed.core.record import TrialRecord, TrialRunner, throughput
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
@@ -220,7 +220,7 @@ class Tuner:
         except UpdateFinishedTrialError:  # its heartbeat lapsed and another worker took it as dead
             self.emit(Note(f"trial {trial.number} was taken for a dead worker's (its heartbeat lapsed); "
                            "another worker measures it again"))
-        self.emit(TrialFinished(phase, record))
+        self.emit(TrialFinished(phase, TrialRecord.from_dict(record)))
         return record
 
     def _run_orphan(self, trial: FrozenTrial) -> None:

@@ -12,7 +12,9 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
-from fitspeed.search.events import GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
+from fitspeed.core.sequential import Verdict
+from fitspeed.search.decision import Decision
+from fitspeed.search.events import DecisionMade, GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
 from fitspeed.search.summary import study_data, study_summary
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -102,12 +104,19 @@ def test_verification_falls_back_to_the_incumbent_before() -> None:
             factor *= 0.8 / 1.8 if verifying else 1.4
         return factor
 
+    announced: list[Decision] = []
+
     def on_event(event: TuneEvent) -> None:
         if isinstance(event, VerificationStarted):
             verifying.append(event.config)
+        if isinstance(event, DecisionMade):
+            announced.append(event.decision)
 
     fake = Fake(truth)
     tuner, verdict = tune(fake, "steps_per_execution,jit_compile", trials=30, on_event=on_event)
+    # every decision is announced once, typed, as the study stores it
+    assert {d.id: d for d in announced} == {d["id"]: Decision.from_dict(d) for d in tuner.decisions()}
+    assert [d.verdict for d in announced if d.purpose == "verify"][-1] is Verdict.FASTER
     chain = [c.label() for c in tuner.incumbents()]
     assert chain[-1] == "steps_per_execution=64 jit_compile=True", chain
     assert verdict["claimed"] is True and verdict["fell_back"] is True

@@ -124,21 +124,21 @@ def tune(
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):
-                    interval = (f", {level(decision.get('confidence', 0.95))} CI "
-                                f"{decision['low']:.2f}–{decision['high']:.2f}"
-                                if decision.get("low") is not None else "")
-                    if decision["purpose"] == "screen":  # one trial against the baseline's median: no pairs
-                        err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, its trial at "
-                                  f"{decision['ratio']:.2f}× the median of the screen's baseline trials", highlight=False)
-                        return
-                    if decision["purpose"] == "race":  # one pair that only orders the candidates
-                        ratio = f"{decision['ratio']:.2f}× in one pair" if decision.get("ratio") else "no pair"
-                        err.print(f"{'raced':>9} {decision['b_label']} against {decision['a_label']}: {ratio}",
+                    interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
+                                if decision.low is not None and decision.high is not None else "")
+                    if decision.purpose == "screen":  # one trial against the baseline's median: no pairs
+                        err.print(f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
+                                  f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials",
                                   highlight=False)
                         return
-                    said = "bundled" if decision["purpose"] == "bundle" else "decided"
-                    err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
-                              f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
+                    if decision.purpose == "race":  # one pair that only orders the candidates
+                        ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
+                        err.print(f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}",
+                                  highlight=False)
+                        return
+                    said = "bundled" if decision.purpose == "bundle" else "decided"
+                    err.print(f"{said:>9} {decision.b_label} against {decision.a_label}: "
+                              f"{decision.verdict} after {len(decision.pairs)} pair(s){interval}",
                               highlight=False)
                 case Note(text):
                     err.print(text, highlight=False)

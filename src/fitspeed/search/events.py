@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord
+from fitspeed.search.decision import Decision
 from fitspeed.search.guard import GuardVerdict
 
 
@@ -53,7 +54,7 @@ class VerificationStarted:
 class DecisionMade:
     """A paired comparison decided (or ran out of pairs): `decision` holds its pairs, interval and verdict."""
 
-    decision: dict[str, Any]
+    decision: Decision
 
 
 @dataclass(frozen=True)

@@ -381,3 +381,18 @@ def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_i
     # the event carries the guard's typed verdict, the same one the study stores as plain data
     bf16 = [e.verdict for e in checked if e.config == TrialConfig(precision="mixed_bfloat16")]
     assert [(v.ok, v.runs) for v in bf16] == [(False, (3, 3))] and bf16[0].reason == check["reason"]
+
+
+def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes() -> None:
+    notes: list[str] = []
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("steps_per_execution",))
+    tuner = Tuner(settings, run=Fake(lambda config, call: 1.0),
+                  on_event=lambda event: notes.append(event.text) if isinstance(event, Note) else None)
+    for _ in range(3):  # as the sampler proposes it again and again
+        assert tuner._config({**TrialConfig().to_dict(), "backend": "torch", "steps_per_execution": 64}) is None
+    assert tuner._config({"backend": "torch", "steps_per_execution": 16}) is None  # another reason: said too
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
+    assert "steps_per_execution=16" in notes[1]
+

@@ -126,6 +126,7 @@ class Tuner:
         )
         self.choices = choices(self.dims, self.base)
         self.epoch_steps: int | None = None  # a script's steps per epoch, once its baseline said (`_fit_epoch`)
+        self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
         host = environment.host(settings.base.backend)
         self.study, storage = studies.open_study(
             settings.study_name,
@@ -452,7 +453,12 @@ class Tuner:
         try:
             config = self.base.replace(**knob_values)
         except KnobError as error:
-            self.emit(Note(f"skipped {knob_values}: {error}"))
+            # the sampler proposes such combinations again and again: say each reason once, with the changes only
+            if str(error) not in self.refused:
+                self.refused.add(str(error))
+                changes = {k: v for k, v in knob_values.items() if getattr(self.base, k, v) != v}
+                label = " ".join(f"{k}={v}" for k, v in changes.items()) or "the defaults"
+                self.emit(Note(f"not measured: {label}. {error}"))
             return None
         if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
             return None  # past the end of the script's epoch (`_fit_epoch`): never measured

@@ -456,9 +456,8 @@ class Tuner:
             # the sampler proposes such combinations again and again: say each reason once, with the changes only
             if str(error) not in self.refused:
                 self.refused.add(str(error))
-                changes = {k: v for k, v in knob_values.items() if getattr(self.base, k, v) != v}
-                label = " ".join(f"{k}={v}" for k, v in changes.items()) or "the defaults"
-                self.emit(Note(f"not measured: {label}. {error}"))
+                label = " ".join(f"{k}={v}" for k, v in knob_values.items() if getattr(self.base, k, v) != v)
+                self.emit(Note(f"not measured: {label or 'the defaults'}. {error}"))
             return None
         if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
             return None  # past the end of the script's epoch (`_fit_epoch`): never measured

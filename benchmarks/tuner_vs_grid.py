@@ -131,8 +131,8 @@ def main() -> None:
         def show(event: TuneEvent) -> None:
             if isinstance(event, TrialFinished):
                 record = event.record
-                print(f"tuner {TrialConfig.from_dict(record['spec']['knobs']).label():55s} "
-                      f"{record['status']:7s} {throughput(record) or 0:10.0f}", flush=True)
+                print(f"tuner {record.spec.config.label():55s} {record.status:7s} {record.throughput or 0:10.0f}",
+                      flush=True)
 
         tuner = Tuner(settings, on_event=show)
         tuner.run()

@@ -23,8 +23,8 @@ from conftest import QUICK, child_env, fitspeed, fitspeed_in_process
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core import best_json
 from fitspeed.measure import results
-from fitspeed.search import best_json
 
 
 def digests(folder: Path) -> dict[str, str]:

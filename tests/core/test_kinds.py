@@ -1,4 +1,4 @@
-"""Status, mode and data kind are enums in core, and travel as their text."""
+"""Status, mode, verdict and data kind are enums in core, and travel as their text."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import pytest
 
 import fitspeed.core
 from fitspeed.core.data_ref import DataKind, DataRef, SourceKind
-from fitspeed.core.record import Mode, Status, TrialSpec, decode, encode, new_record
+from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec, decode, encode, new_record
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.sequential import Design, Verdict, step
 
-ENUMS = (Status, Mode, DataKind, SourceKind)
+ENUMS = (Status, Mode, Verdict, DataKind, SourceKind)
+FIELDS = {"status", "mode", "verdict", "kind"}  # names whose value is one of these enums
 CORE = Path(fitspeed.core.__file__).parent
 
 
@@ -26,6 +29,39 @@ def test_a_record_crosses_the_process_boundary_as_text_and_comes_back_typed() ->
     assert DataRef("images", "photos").kind is SourceKind.IMAGES
 
 
+def test_a_decision_ends_in_a_verdict_that_travels_as_its_text() -> None:
+    decided = step([1.5] * 3, Design(0.025, 10, 3, 0.0))
+    assert decided.verdict is Verdict.FASTER
+    assert json.loads(json.dumps(decided.to_dict()))["verdict"] == Verdict.FASTER == "faster"
+
+
+def test_a_record_reads_typed_and_loses_nothing_on_the_way_back() -> None:
+    spec = TrialSpec(model="tiny", config=TrialConfig(precision="mixed_bfloat16"), stop_below=900.0)
+    metrics = {"samples_per_s": {"median": 812.5, "min": 800.0, "max": 830.0, "cv": 0.01, "n": 5},
+               "ms_per_step": 39.4, "batch_size": 32, "loss_curve": [2.3, float("nan")], "final_loss": None,
+               "stopped_early": {"after": "the warm-up", "stop_below": 900.0}, "compile_s": 1.5}
+    sent = new_record(spec, Status.OK, metrics=metrics, notes=["stopped after the warm-up"],
+                      monitor={"cpu_percent_mean": 180.0}, rewrite={"changes": []})
+    text = decode(encode(sent))
+    assert text is not None
+    record = TrialRecord.from_dict(text)
+    assert record.status is Status.OK and record.spec == spec and record.spec.config.precision == "mixed_bfloat16"
+    assert record.throughput == 812.5 and record.metrics is not None
+    assert record.metrics.loss_curve == (2.3, None)  # NaN travels as null, as the record's JSON holds it
+    assert record.metrics.stopped_early == {"after": "the warm-up", "stop_below": 900.0}
+    assert record.metrics.other == {"compile_s": 1.5} and record.notes == ("stopped after the warm-up",)
+    assert record.extra == {"monitor": {"cpu_percent_mean": 180.0}, "rewrite": {"changes": []}}
+    back = record.to_dict()
+    assert {k: v for k, v in back["metrics"].items()} == {k: v for k, v in text["metrics"].items() if v is not None}
+    assert {k: v for k, v in back.items() if k != "metrics"} == {k: v for k, v in text.items() if k != "metrics"}
+    assert TrialRecord.from_dict(back) == record
+    failed = TrialRecord.from_dict(new_record(spec, Status.OOM, reason="out of memory"))
+    assert failed.throughput is None and failed.metrics is None and failed.reason == "out of memory"
+    assert Metrics.from_dict({"samples_per_s": {"median": 5.0}}).samples_per_s.n == 1  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown status"):
+        TrialRecord.from_dict({**text, "status": "fine"})
+
+
 def test_unknown_values_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown trial mode"):
         TrialSpec(model="tiny", mode="sprint")  # type: ignore[arg-type]
@@ -35,15 +71,37 @@ def test_unknown_values_are_refused() -> None:
         DataRef("ftp", "x")  # type: ignore[arg-type]
 
 
+def _strings(nodes: list[ast.expr]) -> list[tuple[int, str]]:
+    found = []
+    for side in nodes:
+        if isinstance(side, ast.IfExp):
+            found += _strings([side.body, side.orelse])
+            continue
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        found += [(item.lineno, item.value) for item in items
+                  if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    return found
+
+
+def _named(target: ast.expr) -> str:
+    return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+
+
 def _compared_strings(tree: ast.AST) -> list[tuple[int, str]]:
-    """Every string constant compared with == / != / in (a docstring's examples are not code)."""
+    """Every string constant compared with == / != / in, or given to a status, mode, verdict or kind
+    (assigned, as a keyword or as a Step's first argument); a docstring's examples are not code."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            for side in [node.left, *node.comparators]:
-                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
-                found += [(item.lineno, item.value) for item in items
-                          if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+            found += _strings([node.left, *node.comparators])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_named(target) in FIELDS for target in targets):
+                found += _strings([node.value])
+        elif isinstance(node, ast.Call):
+            found += _strings([k.value for k in node.keywords if k.arg in FIELDS])
+            if _named(node.func) == "Step" and node.args:
+                found += _strings([node.args[0]])
     return found
 
 

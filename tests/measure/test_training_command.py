@@ -102,7 +102,7 @@ def test_a_15_epoch_trial_stops_after_its_timed_windows_without_saving(tmp_path:
 
 
 def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(tmp_path: Path) -> None:
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
 
     best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": {
         "steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1, "inter_op_threads": 2}}})
@@ -118,7 +118,7 @@ def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(tmp_path:
 
 def test_run_trains_the_model_its_trial_timed(tmp_path: Path) -> None:
     # issue 25, item 1: the trial timed a model with float32 outputs; `run` trained the unchanged one (bf16 outputs)
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
 
     knobs = {"steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1}
     command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras")]
@@ -139,7 +139,7 @@ def test_run_trains_the_model_its_trial_timed(tmp_path: Path) -> None:
 
 
 def test_run_exits_with_the_scripts_status(tmp_path: Path) -> None:
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
 
     best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"config": {}}})
     result = cli("run", "best.json", "--", PY, str(SCRIPTS / "exits_early.py"), cwd=tmp_path)
@@ -322,7 +322,7 @@ def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path
 
 def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_path: Path) -> None:
     # issue 25, item 3: a best.json from `tune tiny` ran against a script with no word
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
 
     best_json.write(tmp_path / "best.json", {"study": "tiny-synthetic", "model": "tiny", "script": None,
                                               "baseline": {"config": {}},
@@ -366,7 +366,7 @@ def _needs(*backends: str) -> None:
 def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_the_one_in_best_json(
         tmp_path: Path) -> None:
     _needs("jax", "torch")
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
 
     script = ["--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "2"]
     result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "4", "--pairs", "2", "--json",

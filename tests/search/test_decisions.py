@@ -12,7 +12,9 @@ import pytest
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
-from fitspeed.search.events import Note, TrialStarted, TuneEvent, VerificationStarted
+from fitspeed.core.sequential import Verdict
+from fitspeed.search.decision import Decision
+from fitspeed.search.events import DecisionMade, GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
 from fitspeed.search.summary import study_data, study_summary
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -102,12 +104,19 @@ def test_verification_falls_back_to_the_incumbent_before() -> None:
             factor *= 0.8 / 1.8 if verifying else 1.4
         return factor
 
+    announced: list[Decision] = []
+
     def on_event(event: TuneEvent) -> None:
         if isinstance(event, VerificationStarted):
             verifying.append(event.config)
+        if isinstance(event, DecisionMade):
+            announced.append(event.decision)
 
     fake = Fake(truth)
     tuner, verdict = tune(fake, "steps_per_execution,jit_compile", trials=30, on_event=on_event)
+    # every decision is announced once, typed, as the study stores it
+    assert {d.id: d for d in announced} == {d["id"]: Decision.from_dict(d) for d in tuner.decisions()}
+    assert [d.verdict for d in announced if d.purpose == "verify"][-1] is Verdict.FASTER
     chain = [c.label() for c in tuner.incumbents()]
     assert chain[-1] == "steps_per_execution=64 jit_compile=True", chain
     assert verdict["claimed"] is True and verdict["fell_back"] is True
@@ -363,7 +372,27 @@ def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_i
     truth = effects({("precision", "mixed_bfloat16"): 2.0})
     by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
     fake = HeldOut(truth, lambda config, seed: by_seed[seed] + (0.8 if config.precision != "float32" else 0.0))
-    tuner, verdict = tune(fake, "precision")
+    checked: list[GuardChecked] = []
+    tuner, verdict = tune(fake, "precision",
+                          on_event=lambda event: checked.append(event) if isinstance(event, GuardChecked) else None)
     assert verdict["claimed"] is False or TrialConfig.from_dict(verdict["config"]).precision == "float32"
     check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
     assert check is not None and not check["ok"] and check["runs"] == {"baseline": 3, "candidate": 3}
+    # the event carries the guard's typed verdict, the same one the study stores as plain data
+    bf16 = [e.verdict for e in checked if e.config == TrialConfig(precision="mixed_bfloat16")]
+    assert [(v.ok, v.runs) for v in bf16] == [(False, (3, 3))] and bf16[0].reason == check["reason"]
+
+
+def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes() -> None:
+    notes: list[str] = []
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("steps_per_execution",))
+    tuner = Tuner(settings, run=Fake(lambda config, call: 1.0),
+                  on_event=lambda event: notes.append(event.text) if isinstance(event, Note) else None)
+    for _ in range(3):  # as the sampler proposes it again and again
+        assert tuner._config({**TrialConfig().to_dict(), "backend": "torch", "steps_per_execution": 64}) is None
+    assert tuner._config({"backend": "torch", "steps_per_execution": 16}) is None  # another reason: said too
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
+    assert "steps_per_execution=16" in notes[1]
+

@@ -2,25 +2,92 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec
 from fitspeed.measure.runner import run_trial
+from fitspeed.trial.measurement import Timed
 
 
-def test_a_trial_far_below_the_incumbent_stops_after_its_warm_up(tmp_path: Path) -> None:
-    # batch 4 cannot reach a billion samples/s: it stops after the warm-up, as ok, with its figure
+def test_a_trial_far_below_the_incumbent_stops_early(tmp_path: Path) -> None:
+    # batch 4 cannot reach a billion samples/s: it stops after the warm-up (if its steady execution took
+    # MIN_CHECK_S or more on this CPU) or after its first timed window, as ok, with its figure
     spec = TrialSpec(model="tiny", steps=64, repeats=5, config=TrialConfig(batch_size=4), stop_below=1e9)
     record = run_trial(spec, env=child_env(), cwd=tmp_path)
     assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
     metrics = record["metrics"]
-    assert metrics["stopped_early"] == {"after": "the warm-up", "stop_below": 1e9}
-    assert 0 < metrics["samples_per_s"]["median"] < 1e9
-    assert "window_s" not in metrics  # no timed window ran
-    assert record["notes"] and record["notes"][0].startswith("stopped after the warm-up")
+    after = metrics["stopped_early"]["after"]
+    assert after in ("the warm-up", "its first timed window") and metrics["stopped_early"]["stop_below"] == 1e9
+    assert 0 < metrics["samples_per_s"]["median"] < 1e9 and metrics["samples_per_s"]["n"] == 1
+    assert "window_s" not in metrics  # no whole set of timed windows ran
+    assert record["notes"] and record["notes"][0].startswith(f"stopped after {after}")
+
+
+class _Model:
+    stop_training = False
+
+
+def _fake_fit(step_s: Callable[[int, int], float]) -> Callable[..., None]:
+    """A `measurement.Fit` that drives the real StepTimer through steps that sleep `step_s(fit, step)`
+    (fit 0 is the warm-up, fit 1 the timed windows, steps counted across epochs), with steps_per_execution 1."""
+    import time
+
+    fits = []
+
+    def fit(steps: int, epochs: int, timer: Any) -> None:
+        model = _Model()
+        timer.set_model(model)
+        number, count = len(fits), 0
+        fits.append(number)
+        timer.on_train_begin()
+        for epoch in range(epochs):
+            timer.on_epoch_begin(epoch)
+            for step in range(steps):
+                time.sleep(step_s(number, count))
+                count += 1
+                timer.on_train_batch_end(step, {"loss": 1.0})
+            timer.on_epoch_end(epoch, {"loss": 1.0})
+            if model.stop_training:
+                return
+
+    return fit
+
+
+def _timed(step_s: Callable[[int, int], float], stop_below: float) -> Any:
+    from fitspeed.trial import measurement
+
+    spec = TrialSpec(model="tiny", steps=20, repeats=3, stop_below=stop_below)
+    return measurement.timed_windows(spec, _fake_fit(step_s), 1, 10, 10_000, 0.0, {})
+
+
+def test_one_late_warm_up_step_does_not_cut_a_trial_that_runs_at_full_speed() -> None:
+    # 2 ms steps (5,000 samples/s at batch 10) and a bar at 2,500: the warm-up's steady step comes late
+    # (a 30 ms hiccup, 333 samples/s), but one step is no measurement, and the timed windows run whole
+    timed = _timed(lambda fit, step: 0.03 if (fit, step) == (0, 1) else 0.002, stop_below=2500.0)
+    assert isinstance(timed, Timed), timed
+    assert len(timed.windows) == 3 and 10 * 20 / max(timed.windows) > 2500.0
+
+
+def test_a_long_warm_up_below_the_bar_still_ends_the_trial() -> None:
+    # steps of 120 ms (83 samples/s): the steady execution lasts MIN_CHECK_S or more, and decides
+    record = _timed(lambda fit, step: 0.12, stop_below=2500.0)
+    assert isinstance(record, dict) and record["metrics"]["stopped_early"]["after"] == "the warm-up"
+    assert record["metrics"]["samples_per_s"]["median"] < 100
+
+
+def test_only_the_first_timed_window_may_cut_a_trial() -> None:
+    # a load burst in the second window (steps 5x slower) is a slow window: the trial runs its 3 windows
+    burst = _timed(lambda fit, step: 0.01 if fit == 1 and 21 <= step < 42 else 0.002, stop_below=2500.0)
+    assert isinstance(burst, Timed) and len(burst.windows) == 3
+    # a first window below the bar ends the trial there, with that window's figure
+    slow = _timed(lambda fit, step: 0.01 if fit == 1 else 0.002, stop_below=2500.0)
+    assert isinstance(slow, dict) and slow["metrics"]["stopped_early"]["after"] == "its first timed window"
+    assert slow["metrics"]["samples_per_s"]["median"] < 2500.0
 
 
 def test_a_trial_above_the_bar_runs_every_window(tmp_path: Path) -> None:

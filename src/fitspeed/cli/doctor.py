@@ -32,6 +32,7 @@ from fitspeed.cli.options import (
 )
 from fitspeed.cli.workload import check_user_error, data_ref, profile_dir, training_script, trial_spec
 from fitspeed.core.record import Mode
+from fitspeed.core.sequential import Verdict
 from fitspeed.measure import results
 
 
@@ -147,7 +148,7 @@ def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:
                       f"`fitspeed compare` before using it", highlight=False)
     for fix in summary["no_gain"]:
         detail = fix["measured"] or f"{fix['status']}: {fix['reason']}"
-        if fix.get("confirmed") and fix["confirmed"]["verdict"] != "faster":
+        if fix.get("confirmed") and fix["confirmed"]["verdict"] != Verdict.FASTER:
             detail += f"; not confirmed in {fix['confirmed']['pairs']} interleaved pair(s) ({fix['confirmed']['verdict']})"
         console.print(f"no gain from {_sets(fix['change'])}: {detail}", highlight=False)
     for name, reason in summary["failed"].items():

@@ -17,9 +17,10 @@ def run_script(
     force: Annotated[bool, typer.Option("--force", help="Say nothing when best.json was tuned on another workload or another version of the script (give it before CONFIG).")] = False,
 ) -> None:
     """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
+    from fitspeed.core import best_json
     from fitspeed.measure import training_command
 
-    chosen, best = training_command.load_config(config)
+    chosen, best = best_json.read(config)
     command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
     err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
     raise typer.Exit(training_command.run(chosen, command, seed=seed, best=best, force=force))

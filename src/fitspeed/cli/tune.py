@@ -28,11 +28,11 @@ from fitspeed.cli.options import (
     parse_int_list,
     parse_memory,
 )
-from fitspeed.cli.workload import check_user_error, data_ref, training_script
+from fitspeed.cli.workload import data_ref, training_script
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import brief_reason, throughput
+from fitspeed.core.record import brief_reason
 from fitspeed.core.sequential import level
 from fitspeed.core.workloads import check_model
 
@@ -64,7 +64,7 @@ def tune(
     monitor: MonitorOpt = False,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
-    from fitspeed.search import best_json
+    from fitspeed.core import best_json
     from fitspeed.search.events import (
         DecisionMade,
         GuardChecked,
@@ -111,34 +111,34 @@ def tune(
                 case TrialFinished(phase, record):
                     if phase != "batch_size":
                         progress.advance(task)
-                    speed = throughput(record)
-                    label = TrialConfig.from_dict(record["spec"]["knobs"]).label()
-                    check_user_error(record)
-                    err.print(f"{phase:>9} {label}: {record['status']}"
-                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.get('reason'))})")
-                              + tables.monitor_brief(record.get("monitor")),
+                    speed = record.throughput
+                    if record.user_error:  # a record that failed on the user's input ends the command
+                        raise UserError(record.reason or "")
+                    err.print(f"{phase:>9} {record.spec.config.label()}: {record.status}"
+                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.reason)})")
+                              + tables.monitor_brief(record.extra.get("monitor")),
                               highlight=False)
                 case GuardChecked(config, verdict):
-                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict['ok'] else 'rejected'}, "
-                              f"{verdict['reason']}", highlight=False)
+                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, "
+                              f"{verdict.reason}", highlight=False)
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):
-                    interval = (f", {level(decision.get('confidence', 0.95))} CI "
-                                f"{decision['low']:.2f}–{decision['high']:.2f}"
-                                if decision.get("low") is not None else "")
-                    if decision["purpose"] == "screen":  # one trial against the baseline's median: no pairs
-                        err.print(f"{'screened':>9} {decision['b_label']}: {decision['verdict']}, its trial at "
-                                  f"{decision['ratio']:.2f}× the median of the screen's baseline trials", highlight=False)
-                        return
-                    if decision["purpose"] == "race":  # one pair that only orders the candidates
-                        ratio = f"{decision['ratio']:.2f}× in one pair" if decision.get("ratio") else "no pair"
-                        err.print(f"{'raced':>9} {decision['b_label']} against {decision['a_label']}: {ratio}",
+                    interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
+                                if decision.low is not None and decision.high is not None else "")
+                    if decision.purpose == "screen":  # one trial against the baseline's median: no pairs
+                        err.print(f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
+                                  f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials",
                                   highlight=False)
                         return
-                    said = "bundled" if decision["purpose"] == "bundle" else "decided"
-                    err.print(f"{said:>9} {decision['b_label']} against {decision['a_label']}: "
-                              f"{decision['verdict']} after {len(decision['pairs'])} pair(s){interval}",
+                    if decision.purpose == "race":  # one pair that only orders the candidates
+                        ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
+                        err.print(f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}",
+                                  highlight=False)
+                        return
+                    said = "bundled" if decision.purpose == "bundle" else "decided"
+                    err.print(f"{said:>9} {decision.b_label} against {decision.a_label}: "
+                              f"{decision.verdict} after {len(decision.pairs)} pair(s){interval}",
                               highlight=False)
                 case Note(text):
                     err.print(text, highlight=False)

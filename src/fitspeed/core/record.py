@@ -11,13 +11,14 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.stats import Spread
 
 SCHEMA_VERSION = 1
 MARKER = "--fitspeed-record--"
@@ -146,6 +147,120 @@ class TrialSpec:
         values = dict(values)
         config = TrialConfig.from_dict(values.pop("knobs"))
         return cls(config=config, **values)
+
+
+def _spread(figure: Mapping[str, Any]) -> Spread:
+    """A record's figure as a `Spread`; a figure given as its median alone spreads nowhere.
+
+    >>> _spread({"median": 812.5})
+    Spread(median=812.5, min=812.5, max=812.5, cv=0.0, n=1)
+    """
+    median = float(figure["median"])
+    return Spread(median, float(figure.get("min", median)), float(figure.get("max", median)),
+                  float(figure.get("cv") or 0.0), int(figure.get("n", 1)))
+
+
+_METRIC_FIELDS = ("ms_per_step", "batch_size", "final_loss", "val_loss", "val_accuracy")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What a trial measured, typed. Each mode measures its own figures, so each is optional;
+    those without a field of their own (doctor's, predict's, the compile time) stay in `other`."""
+
+    samples_per_s: Spread | None = None  # the timed windows' samples/s: median, min, max, CV, n
+    ms_per_step: float | None = None
+    batch_size: int | None = None
+    loss_curve: tuple[float | None, ...] = ()  # the loss at each epoch's end (a train-mode run's curve)
+    final_loss: float | None = None
+    val_loss: float | None = None  # on held-out data after training (`TrialSpec.validate`)
+    val_accuracy: float | None = None
+    stopped_early: Mapping[str, Any] | None = None  # where a trial below `stop_below` stopped
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Metrics:
+        rest = dict(values)
+        figure = rest.pop("samples_per_s", None)
+        known = {name: rest.pop(name) for name in _METRIC_FIELDS if name in rest}
+        return cls(samples_per_s=_spread(figure) if figure else None,
+                   loss_curve=tuple(rest.pop("loss_curve", None) or ()),
+                   stopped_early=rest.pop("stopped_early", None), other=rest, **known)
+
+    def to_dict(self) -> dict[str, Any]:
+        values: dict[str, Any] = dict(self.other)
+        if self.samples_per_s is not None:
+            values["samples_per_s"] = self.samples_per_s.to_dict()
+        values.update({name: getattr(self, name) for name in _METRIC_FIELDS if getattr(self, name) is not None})
+        if self.loss_curve:
+            values["loss_curve"] = list(self.loss_curve)
+        if self.stopped_early is not None:
+            values["stopped_early"] = dict(self.stopped_early)
+        return values
+
+
+_RECORD_FIELDS = ("schema", "kind", "id", "created", "status", "reason", "user_error", "spec", "metrics", "notes",
+                  "environment", "stderr_tail")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A trial's record, typed: what the child sent back, as the parent reads it.
+
+    The record crosses the process boundary and lands in the study as JSON
+    (`encode`, `decode`, `to_json`); `from_dict` and `to_dict` are the one
+    way between that text and this type. What a command adds beside the
+    fields every record has (the monitor's summary, a model rewrite, a
+    script's description) is kept in `extra`, so nothing is lost on the way.
+
+    >>> record = TrialRecord.from_dict(decode(encode(new_record(
+    ...     TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 812.5, "min": 800.0,
+    ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0}))))
+    >>> record.status, record.throughput, record.spec.model, record.extra["monitor"]["cpu_percent_mean"]
+    (<Status.OK: 'ok'>, 812.5, 'tiny', 180.0)
+    >>> TrialRecord.from_dict(record.to_dict()) == record
+    True
+    """
+
+    id: str
+    status: Status
+    spec: TrialSpec
+    created: str = ""
+    reason: str | None = None
+    user_error: bool = False
+    metrics: Metrics | None = None
+    notes: tuple[str, ...] = ()
+    environment: Mapping[str, Any] | None = None
+    stderr_tail: str | None = None
+    schema: int = SCHEMA_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TrialRecord:
+        if values.get("status") not in STATUSES:
+            raise ValueError(f"unknown status {values.get('status')!r}")
+        metrics = values.get("metrics")
+        return cls(id=str(values.get("id", "")), status=Status(values["status"]),
+                   spec=TrialSpec.from_dict(values["spec"]), created=str(values.get("created", "")),
+                   reason=values.get("reason"), user_error=bool(values.get("user_error")),
+                   metrics=Metrics.from_dict(metrics) if metrics else None,
+                   notes=tuple(values.get("notes") or ()), environment=values.get("environment"),
+                   stderr_tail=values.get("stderr_tail"), schema=int(values.get("schema", SCHEMA_VERSION)),
+                   extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema, "kind": "trial", "id": self.id, "created": self.created,
+                "status": self.status, "reason": self.reason, "user_error": self.user_error,
+                "spec": self.spec.to_dict(), "metrics": self.metrics.to_dict() if self.metrics else None,
+                "notes": list(self.notes), "environment": dict(self.environment) if self.environment else None,
+                "stderr_tail": self.stderr_tail, **self.extra}
+
+    @property
+    def throughput(self) -> float | None:
+        """The median samples/s of an ok record, else None (`throughput` on the record's dict)."""
+        if self.status != Status.OK or self.metrics is None or self.metrics.samples_per_s is None:
+            return None
+        return self.metrics.samples_per_s.median
 
 
 TrialRunner = Callable[[TrialSpec], dict[str, Any]]

@@ -52,6 +52,7 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 HUBER_K = 1.345  # Huber's constant: 95% efficiency under Gaussian noise
 HUBER_VARIANCE = 1.0 / 0.95  # the M-estimate's variance relative to the mean's, at that constant
@@ -217,6 +218,15 @@ def pooled_noise(groups: Sequence[Sequence[float]], nulls: Sequence[float] = (),
     return Noise(math.sqrt(sum(min(r, clip) ** 2 for r in residuals) / df), df, source)
 
 
+class Verdict(StrEnum):
+    """How a sequential comparison of B against A ended (`Step.verdict`)."""
+
+    FASTER = "faster"  # the interval lies above 1
+    SLOWER = "slower"  # it lies below 1
+    NO_GAIN = "no gain"  # an 80% interval's upper end lies below 1 + min_gain
+    NOT_CONFIRMED = "not confirmed"  # the last look came first
+
+
 @dataclass(frozen=True)
 class Step:
     """Where a sequential comparison stands: `verdict` None means take another pair.
@@ -226,7 +236,7 @@ class Step:
     came first). `ratio` is the Huber estimate turned back into a ratio.
     """
 
-    verdict: str | None
+    verdict: Verdict | None
     pairs: int
     ratio: float | None
     low: float | None
@@ -252,7 +262,7 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
     A 1.5x win is decided at the first look, not before:
 
     >>> [step([1.5] * n, design, prior).verdict for n in (1, 2, 3)]
-    [None, None, 'faster']
+    [None, None, <Verdict.FASTER: 'faster'>]
 
     One starved baseline trial (a 0.4x load burst, so a pair at 2.5x) among
     pairs that show nothing creates no claim, and a starved candidate trial
@@ -261,7 +271,7 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
     >>> step([1.01, 0.99, 2.5, 1.0], design, prior).verdict is None
     True
     >>> step([1.5, 0.6, 1.52], design, prior).verdict
-    'faster'
+    <Verdict.FASTER: 'faster'>
 
     Futility is decided on an interval: pairs that show nothing end as "no
     gain" once an 80% interval's upper end falls below 1 + min_gain (here
@@ -270,9 +280,9 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
 
     >>> combine = Design(0.05, 8, 2, 0.05)
     >>> [step([1.0] * n, combine, Noise(0.05, 12)).verdict for n in (1, 2)]
-    [None, 'no gain']
+    [None, <Verdict.NO_GAIN: 'no gain'>]
     >>> step([1.06] * 8, combine, Noise(0.3, 12)).verdict
-    'not confirmed'
+    <Verdict.NOT_CONFIRMED: 'not confirmed'>
     """
     n = len(ratios)
     if any(r <= 0 or not math.isfinite(r) for r in ratios):
@@ -286,7 +296,7 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
     prior_df = prior.df if prior and prior.sd > 0 else 0
     df = residual_df + prior_df
     if df == 0:
-        return Step("not confirmed" if n >= design.max_pairs else None, n, math.exp(middle), None, None,
+        return Step(Verdict.NOT_CONFIRMED if n >= design.max_pairs else None, n, math.exp(middle), None, None,
                     design.confidence, prior)
     squares = prior_df * (prior.sd ** 2 if prior else 0.0)
     if own:
@@ -303,15 +313,15 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
     half = boundary(design, prior_df) * scale * math.sqrt(HUBER_VARIANCE / n)
     futile_half = design.futility_z * scale * math.sqrt(HUBER_VARIANCE / n)
     low, high = math.exp(center - half), math.exp(center + half)
-    verdict: str | None = None
+    verdict: Verdict | None = None
     if n >= design.min_pairs and low > 1:
-        verdict = "faster"
+        verdict = Verdict.FASTER
     elif n >= design.futile_from and high < 1:
-        verdict = "slower"
+        verdict = Verdict.SLOWER
     elif n >= design.futile_from and math.exp(center + futile_half) < 1 + design.min_gain:
-        verdict = "no gain"
+        verdict = Verdict.NO_GAIN
     elif n >= design.max_pairs:
-        verdict = "not confirmed"
+        verdict = Verdict.NOT_CONFIRMED
     return Step(verdict, n, math.exp(center), low, high, design.confidence, noise)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
 from fitspeed.core.record import Mode, OnTrial, TrialRunner, TrialSpec, throughput
-from fitspeed.core.sequential import Design, pair_order, step
+from fitspeed.core.sequential import Design, Verdict, pair_order, step
 
 HIGH = 0.20
 MODERATE = 0.05
@@ -169,7 +169,7 @@ class Diagnosis:
         out["failed"] = {n: r.get("reason") for n, r in self.records.items() if r["status"] != "ok"}
         ranked = sorted(self.fixes, key=lambda f: f.get("gain") or 0.0, reverse=True)
         confirmed = [f for f in ranked if (f.get("gain") or 0) >= MIN_GAIN
-                     and (f.get("confirmed") or {}).get("verdict") == "faster"]
+                     and (f.get("confirmed") or {}).get("verdict") == Verdict.FASTER]
         out["recommendations"] = confirmed
         out["unconfirmed"] = [f for f in ranked if f not in confirmed and (f.get("gain") or 0) >= MIN_GAIN
                               and not f.get("confirmed")]
@@ -211,7 +211,7 @@ def _confirm(fix: dict[str, Any], base: TrialConfig, pairs: int,
         result = step([b / a for a, b in figures], design)
         if result.verdict:
             break
-    fix["confirmed"] = {**result.to_dict(), "verdict": result.verdict or "not confirmed", "figures": figures,
+    fix["confirmed"] = {**result.to_dict(), "verdict": result.verdict or Verdict.NOT_CONFIRMED, "figures": figures,
                         "design": design.to_dict()}
 
 

@@ -150,21 +150,6 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def load_config(path: str | Path) -> tuple[TrialConfig, dict[str, Any] | None]:
-    """The configuration in a best.json from `fitspeed tune` (or a JSON object of knob values), read once,
-    and the whole best.json (for its provenance), or None for a bare configuration."""
-    try:
-        data = json.loads(Path(path).read_text())
-        values = data["best"]["config"] if "best" in data else data.get("config", data)
-        config = TrialConfig.from_dict(dict(values))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UserError(
-            f"Expected a best.json written by `fitspeed tune`. Received: {str(path)!r} ({error}). "
-            "Run `fitspeed tune ... -- CMD` first, or give the path of its best.json."
-        ) from None
-    return config, data if data.get("kind") == "best" else None
-
-
 def provenance(best: dict[str, Any], script: dict[str, Any]) -> str | None:
     """Why a best.json may not fit this command: tuned on another workload, another script, or another version of it.
 

@@ -24,7 +24,7 @@ from fitspeed.core.files import write_atomically
 from fitspeed.core.record import to_json
 from fitspeed.report import plot_data
 from fitspeed.report.numbers import number, ratio
-from fitspeed.search import best_json
+from fitspeed.core import best_json
 
 CAPTIONS = {
     "time_bars": ("Time per configuration",

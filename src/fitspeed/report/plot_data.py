@@ -68,7 +68,7 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
         phase = "compare" if chosen.get("compare_id") else "measure"
         rows.append({"number": number, "phase": phase, "config": chosen["spec"]["knobs"], "record": chosen})
 
-    defaults = TrialConfig(backend=trials[0]["spec"]["knobs"].get("backend", "tensorflow"))
+    defaults = TrialConfig(backend=trials[0]["spec"]["knobs"].get("backend", TrialConfig().backend))
     keys = {config_key(TrialConfig.from_dict(r["config"])) for r in rows}
     if comparisons:
         base = comparisons[-1]["a"]

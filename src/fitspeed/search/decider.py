@@ -46,6 +46,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Design, Step, pair_order, step
 from fitspeed.search import studies
+from fitspeed.search.decision import Decision
 from fitspeed.search.events import DecisionMade, OnEvent
 from fitspeed.search.ledger import DECISION, Ledger
 from fitspeed.search.storages import StudyLock
@@ -222,5 +223,5 @@ class Decider:
         with self.lock.held():  # one order for all workers
             changed = self.ledger.put_decision(ident, decision)
         if changed:
-            self.emit(DecisionMade(decision))
+            self.emit(DecisionMade(Decision.from_dict(decision)))
         return decision

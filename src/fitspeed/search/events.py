@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialRecord
+from fitspeed.search.decision import Decision
+from fitspeed.search.guard import GuardVerdict
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class TrialFinished:
     """A trial's record has landed in the study."""
 
     phase: str
-    record: dict[str, Any]
+    record: TrialRecord
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class GuardChecked:
     """The numerics guard's verdict on a configuration that changes numerics."""
 
     config: TrialConfig
-    verdict: dict[str, Any]
+    verdict: GuardVerdict
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class VerificationStarted:
 class DecisionMade:
     """A paired comparison decided (or ran out of pairs): `decision` holds its pairs, interval and verdict."""
 
-    decision: dict[str, Any]
+    decision: Decision
 
 
 @dataclass(frozen=True)

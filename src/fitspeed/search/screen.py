@@ -11,7 +11,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
-from fitspeed.core.sequential import Step
+from fitspeed.core.sequential import Step, Verdict
 from fitspeed.search.budget import SCREEN_GROUP
 from fitspeed.search.decider import STOP_SHARE
 from fitspeed.search.searcher import Searcher
@@ -77,7 +77,7 @@ class Screen:
             ratio = speed / reference
             if ratio <= CLEARLY_SLOWER:
                 self.tuner.decider.store("screen", self.tuner.base, config, [(reference, speed)],
-                                   Step("slower", 1, ratio, None, None, 0.0), None)
+                                   Step(Verdict.SLOWER, 1, ratio, None, None, 0.0), None)
                 continue
             promising.append((config, ratio))
         return sorted(promising, key=lambda item: item[1], reverse=True)

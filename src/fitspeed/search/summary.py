@@ -15,7 +15,7 @@ import optuna
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
-from fitspeed.core.sequential import level
+from fitspeed.core.sequential import Verdict, level
 from fitspeed.search import guard
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of
 from fitspeed.search.studies import config_key
@@ -77,7 +77,7 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     verdict = decision["verdict"]
     if purpose in ("race", "choose"):
         low = high = None
-        verdict = "raced" if purpose == "race" else ("kept" if verdict == "faster" else "not kept")
+        verdict = "raced" if purpose == "race" else ("kept" if verdict == Verdict.FASTER else "not kept")
     return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,
             "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
             "ratio": decision.get("ratio"), "low": low, "high": high,
@@ -195,7 +195,7 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             decision = decided[key]
             outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
                        f"({len(decision.get('pairs') or [])} pair(s))")
-            if decision["verdict"] == "faster":
+            if decision["verdict"] == Verdict.FASTER:
                 outcome = "faster"
         elif metrics.get("stopped_early"):
             outcome = (f"slower: cut short after {metrics['stopped_early']['after']}"

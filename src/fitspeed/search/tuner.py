@@ -60,7 +60,7 @@ from optuna.trial import FrozenTrial, TrialState
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
-from fitspeed.core.record import TrialRunner, throughput
+from fitspeed.core.record import TrialRecord, TrialRunner, throughput
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
@@ -126,6 +126,7 @@ class Tuner:
         )
         self.choices = choices(self.dims, self.base)
         self.epoch_steps: int | None = None  # a script's steps per epoch, once its baseline said (`_fit_epoch`)
+        self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
         host = environment.host(settings.base.backend)
         self.study, storage = studies.open_study(
             settings.study_name,
@@ -220,7 +221,7 @@ class Tuner:
         except UpdateFinishedTrialError:  # its heartbeat lapsed and another worker took it as dead
             self.emit(Note(f"trial {trial.number} was taken for a dead worker's (its heartbeat lapsed); "
                            "another worker measures it again"))
-        self.emit(TrialFinished(phase, record))
+        self.emit(TrialFinished(phase, TrialRecord.from_dict(record)))
         return record
 
     def _run_orphan(self, trial: FrozenTrial) -> None:
@@ -289,9 +290,10 @@ class Tuner:
         script = self.settings.script is not None
         if script or not guard.passes_at_first_seed(baseline[0], candidate[0]):
             baseline, candidate = self._guard_curve(self.base), self._guard_curve(config)
-        verdict = studies.plain(guard.judge(baseline, candidate, script=script).to_dict())
+        judged = guard.judge(baseline, candidate, script=script)
+        verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
-        self.emit(GuardChecked(config, verdict))
+        self.emit(GuardChecked(config, judged))
         return dict(verdict)
 
     def _guard_curve(self, config: TrialConfig) -> list[guard.GuardRun]:
@@ -451,7 +453,11 @@ class Tuner:
         try:
             config = self.base.replace(**knob_values)
         except KnobError as error:
-            self.emit(Note(f"skipped {knob_values}: {error}"))
+            # the sampler proposes such combinations again and again: say each reason once, with the changes only
+            if str(error) not in self.refused:
+                self.refused.add(str(error))
+                label = " ".join(f"{k}={v}" for k, v in knob_values.items() if getattr(self.base, k, v) != v)
+                self.emit(Note(f"not measured: {label or 'the defaults'}. {error}"))
             return None
         if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
             return None  # past the end of the script's epoch (`_fit_epoch`): never measured

@@ -28,13 +28,13 @@ trial runs in a fresh one. `before_import` must run before keras is imported.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core import best_json
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.machine.frameworks import framework_of
@@ -75,16 +75,9 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
 
 
 def _as_config(config: TrialConfig | Mapping[str, Any] | str | Path) -> TrialConfig:
-    """A TrialConfig from itself, a mapping of knob values, or a best.json's path."""
+    """A TrialConfig from itself, a mapping of knob values, or a best.json's path (`best_json.read`)."""
     if isinstance(config, (str, Path)):
-        try:
-            data = json.loads(Path(config).read_text())
-            config = dict(data["best"]["config"])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UserError(
-                f"Expected a best.json written by `fitspeed tune`. Received: {str(config)!r} ({error}). "
-                "Pass the best.json that `fitspeed tune` wrote, or a dict of knobs."
-            ) from None
+        return best_json.read(config)[0]
     if not isinstance(config, TrialConfig):
         config = TrialConfig.from_dict(dict(config))  # type: ignore[arg-type]
     return config

@@ -10,10 +10,17 @@ So a user's script is cut short exactly as a built-in model is:
    the first execution). With `spec.stop_below` (the tuner sets it on a
    candidate), a timer (`fitspeed.trial.cutoff`) cuts a warm-up short that is
    still running when it would have ended at `stop_below`, plus a grace for
-   compiling; a warm-up that finished below it ends the trial there.
+   compiling; a warm-up that finished below it ends the trial there, if its
+   steady execution lasted MIN_CHECK_S or more. A shorter one is no
+   measurement: one step of a small model takes milliseconds, and on a loaded
+   CPU one late step would put it below any bar (a tune of `tiny` beside other
+   work cut data_autotune=False at 0.21x and inter_op_threads=1 at 0.17x of
+   the baseline, on one step each). Then the first timed window decides.
 2. The timed windows: `spec.repeats` epochs of warm-up + `steps` steps, the
-   clock read at execution edges (`fitspeed.trial.timing.StepTimer`); the
-   first window below `stop_below` ends the trial.
+   clock read at execution edges (`fitspeed.trial.timing.StepTimer`); a first
+   window below `stop_below` ends the trial, with that window's figure. Later
+   windows never cut it: a trial that reached its second window is worth
+   its median.
 
 A trial cut short is an "ok" record with the figure it reached and
 `metrics.stopped_early` saying where it stopped.
@@ -33,6 +40,8 @@ from fitspeed.trial import cutoff
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.trial.timing import StepTimer
+
+MIN_CHECK_S = 0.1  # a warm-up's steady execution shorter than this does not decide `stop_below`
 
 Fit = Callable[[int, int, "StepTimer"], None]  # fit(steps per epoch, epochs, timer): one call of the real fit()
 End = Callable[[dict[str, Any]], None]  # write a record and end the process (the cut-off timer's last act)
@@ -90,7 +99,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
     if warm.nonfinite:
         return new_record(spec, Status.NAN, reason=warm.nonfinite, environment=env, **fields)
-    if spec.stop_below and steady_s > 0 and n * batch / steady_s < spec.stop_below:
+    if spec.stop_below and steady_s >= MIN_CHECK_S and n * batch / steady_s < spec.stop_below:
         return stopped_early(spec, "the warm-up", [n * batch / steady_s], batch, first_s, build_s,
                              warm.epoch_losses, env, **fields)
     steps = timed_steps(spec, n, steady_s, cap)

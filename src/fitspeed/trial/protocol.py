@@ -46,6 +46,7 @@ from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record, write_record
 from fitspeed.trial import apply, faults, measurement
+from fitspeed.trial.keras_import import import_keras
 from fitspeed.trial.transform import Refused
 
 
@@ -53,7 +54,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     """Run the protocol and return an `ok` or `nan` record."""
     config = spec.config
     apply.before_import(config, spec.seed)
-    import keras  # noqa: F401  (imported after the environment is set)
+    import_keras(config.backend)  # after the environment is set
 
     from fitspeed.machine import environment
     from fitspeed.trial import doctor, models

@@ -31,8 +31,9 @@ class StepTimer(keras.callbacks.Callback):
     async_safe = True  # let Keras keep dispatching batch callbacks off the main thread
 
     def __init__(self, marks: tuple[int, ...], stop_below: float | None = None, samples: float = 0.0) -> None:
-        """With `stop_below`, training stops after the first epoch whose window (the first and
-        last mark, `samples` samples) ran below that many samples/s; `stopped` says so."""
+        """With `stop_below`, training stops after the first epoch if its window (the first and
+        last mark, `samples` samples) ran below that many samples/s; `stopped` says so. Only the
+        first window decides: a load burst in a later one is a slow window, not a reason to stop."""
         super().__init__()
         self.marks = frozenset(marks)
         self.stop_below = stop_below
@@ -70,7 +71,7 @@ class StepTimer(keras.callbacks.Callback):
         if loss is not None:
             self.epoch_losses.append(float(loss))
         self.epoch_s.append(time.perf_counter() - self._epoch_began)
-        if self.stop_below and self.marks:
+        if self.stop_below and self.marks and len(self.epoch_s) == 1:
             window = self.span(epoch, min(self.marks), max(self.marks))
             if window and self.samples / window < self.stop_below:
                 self.stopped = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.search.best_json import snippet
+from fitspeed.core.best_json import snippet
 
 
 def test_the_snippet_applies_every_tf_data_knob_to_a_real_pipeline() -> None:

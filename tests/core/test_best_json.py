@@ -12,7 +12,8 @@ import pytest
 from conftest import child_env, missing
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.search import best_json
+from fitspeed.core.errors import UserError
+from fitspeed.core import best_json
 
 PLAIN_SCRIPT = """
 import json, sys
@@ -88,6 +89,28 @@ def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     # data_format is no process-wide setting: fitspeed.rewrite_model(model, ...) rewrites the model itself
     assert result.stdout.split() == ["mixed_bfloat16", "channels_last", "1"]
+
+
+def test_one_reader_gives_the_verdicts_knobs_to_run_and_apply(tmp_path: Path) -> None:
+    """An unconfirmed best is shown in the study but never applied: `read` gives the baseline's knobs,
+    and a hand-written object of knobs (bare, or under "config") reads as itself."""
+    from fitspeed.trial.apply import _as_config
+
+    fast = TrialConfig(steps_per_execution=16, precision="mixed_bfloat16")
+    baseline = TrialConfig(intra_op_threads=1)
+    summary = {"best": {"config": fast.to_dict(), "claimed": False}, "baseline": {"config": baseline.to_dict()}}
+    path = best_json.write(tmp_path / "best.json", summary)
+    config, whole = best_json.read(path)
+    assert config == baseline and _as_config(path) == baseline
+    assert whole is not None and whole["best"]["config"]["precision"] == "mixed_bfloat16"
+    claimed = best_json.write(tmp_path / "claimed.json", {**summary, "best": {**summary["best"], "claimed": True}})
+    assert best_json.read(claimed)[0] == fast == _as_config(claimed)
+    bare = tmp_path / "knobs.json"
+    bare.write_text(json.dumps({"config": {"steps_per_execution": 4}}))
+    assert best_json.read(bare) == (TrialConfig(steps_per_execution=4), None)
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(UserError, match="Expected a best.json written by `fitspeed tune`"):
+        best_json.read(tmp_path / "broken.json")
 
 
 def test_onednn_is_exported_as_an_environment_variable(tmp_path: Path) -> None:

@@ -1,4 +1,7 @@
-"""`best.json`: the verified configuration and the code that applies it.
+"""`best.json`: the verified configuration and the code that applies it, written and read here only.
+
+`write` writes it (`fitspeed tune`); `read` reads it back, for `fitspeed run`
+and `fitspeed.apply(path)` alike, with one rule for what counts as a best.json.
 
 The snippet uses Keras's own API, so it works in a plain Keras script with no
 fitspeed installed, but for the model rewrite: data_format (and an output layer
@@ -214,6 +217,36 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
             "the study itself is saved."
         ) from None
     return target
+
+
+def read(path: str | Path) -> tuple[TrialConfig, dict[str, Any] | None]:
+    """The configuration in a best.json, and the whole file when `fitspeed tune` wrote it.
+
+    A best.json's configuration is `best.config` (the knobs its snippet
+    applies are those of the verdict, `knobs`); a hand-written JSON object of
+    knob values, or one holding them under "config", is read as a bare
+    configuration, and then the second value is None (no provenance to check).
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "knobs.json").write_text('{"steps_per_execution": 8}')
+    >>> config, whole = read(folder / "knobs.json")
+    >>> config.steps_per_execution, whole
+    (8, None)
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+        if data.get("kind") == "best":
+            values = data["knobs"] if "knobs" in data else data["best"]["config"]
+        else:
+            values = data["best"]["config"] if "best" in data else data.get("config", data)
+        config = TrialConfig.from_dict(dict(values))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserError(
+            f"Expected a best.json written by `fitspeed tune`, or a JSON object of knob values. "
+            f"Received: {str(path)!r} ({error}). Run `fitspeed tune` first, or give the path of its best.json."
+        ) from None
+    return config, data if data.get("kind") == "best" else None
 
 
 def set_aside(path: str | Path, study: str) -> Path | None:

@@ -1,0 +1,76 @@
+"""A paired decision, typed: B against A in fresh pairs, as the decider stores and announces it.
+
+The study stores a decision as plain data under its key (`ledger`);
+`Decision.from_dict` reads that back, and the `DecisionMade` event carries
+the typed decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.sequential import Noise, Verdict
+
+
+@dataclass(frozen=True)
+class Decision:
+    """`b` against `a`, for `purpose` (screen, combine, bundle, choose, race, sampler, verify, ...).
+
+    `pairs` holds each pair's samples/s as (a, b), `orders` the order each
+    ran in ("AB" or "BA"); `ratio` is the estimate of b/a and `low`..`high`
+    its interval at `confidence`, None where there were too few pairs.
+
+    >>> decision = Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
+    ...     "verdict": "faster", "pairs": [[100.0, 150.0]], "orders": ["BA"], "ratio": 1.5, "low": 1.2,
+    ...     "high": 1.9, "confidence": 0.9, "noise": {"sd": 0.1, "df": 8, "source": "the screen"}, "why": None})
+    >>> decision.verdict, decision.b_label, decision.noise.df
+    (<Verdict.FASTER: 'faster'>, 'jit_compile=True', 8)
+    """
+
+    id: str
+    purpose: str
+    a: TrialConfig
+    b: TrialConfig
+    verdict: Verdict
+    pairs: tuple[tuple[float, float], ...] = ()
+    orders: tuple[str, ...] = ()
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float = 0.95
+    noise: Noise | None = None
+    min_gain: float | None = None
+    why: str | None = None
+    design: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def a_label(self) -> str:
+        return self.a.label()
+
+    @property
+    def b_label(self) -> str:
+        return self.b.label()
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Decision:
+        noise = values.get("noise")
+        return cls(
+            id=str(values["id"]), purpose=str(values["purpose"]),
+            a=TrialConfig.from_dict(dict(values["a"])), b=TrialConfig.from_dict(dict(values["b"])),
+            verdict=Verdict(values.get("verdict") or Verdict.NOT_CONFIRMED),
+            pairs=tuple((float(a), float(b)) for a, b in values.get("pairs") or ()),
+            orders=tuple(values.get("orders") or ()), ratio=values.get("ratio"), low=values.get("low"),
+            high=values.get("high"), confidence=float(values.get("confidence") or 0.95),
+            noise=Noise(float(noise["sd"]), int(noise["df"]), str(noise.get("source", ""))) if noise else None,
+            min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "ratio": self.ratio, "low": self.low, "high": self.high,
+                "confidence": self.confidence, "noise": self.noise.to_dict() if self.noise else None,
+                "id": self.id, "purpose": self.purpose, "a": self.a.to_dict(), "b": self.b.to_dict(),
+                "a_label": self.a_label, "b_label": self.b_label, "pairs": [list(p) for p in self.pairs],
+                "orders": list(self.orders), "design": dict(self.design) if self.design else None,
+                "min_gain": self.min_gain, "why": self.why}

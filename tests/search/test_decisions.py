@@ -13,8 +13,11 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.core.sequential import Verdict
+from fitspeed.search import verification
+from fitspeed.search.decider import combine_design
 from fitspeed.search.decision import Decision
 from fitspeed.search.events import DecisionMade, GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
+from fitspeed.search.polish import Polish
 from fitspeed.search.summary import study_data, study_summary
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -48,10 +51,10 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
-def tune(fake: Fake, knobs: str, trials: int = 30,
-         on_event: Callable[[TuneEvent], None] | None = None) -> tuple[Tuner, dict[str, Any]]:
+def tune(fake: Fake, knobs: str, trials: int = 30, on_event: Callable[[TuneEvent], None] | None = None,
+         space: tuple[str, ...] = ()) -> tuple[Tuner, dict[str, Any]]:
     settings = TuneSettings(model="tiny", trials=trials, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                            steps=64, repeats=3, knobs=tuple(knobs.split(",")))
+                            steps=64, repeats=3, knobs=tuple(knobs.split(",")), space=space)
     tuner = Tuner(settings, run=fake, on_event=on_event)
     return tuner, tuner.run()
 
@@ -93,9 +96,32 @@ def test_clashing_winners_never_both_become_the_answer() -> None:
     assert verdict["estimate"]["ci_low"] > 1.0
 
 
-def test_verification_falls_back_to_the_incumbent_before() -> None:
-    # steps_per_execution=64 is a real 1.8x; jit_compile on top looks 1.4x during the search,
-    # then (once verification starts) the combination is slower than the defaults
+def test_the_verification_tries_only_the_newest_incumbent_at_the_whole_level() -> None:
+    # jit_compile on top of steps_per_execution=64 looks 1.4x during the search, then is slower than the
+    # defaults once the verification starts: no fallback is tried, so the study keeps the defaults
+    verifying = []
+
+    def truth(config: TrialConfig, call: int) -> float:
+        factor = 1.8 if config.steps_per_execution == 64 else 1.0
+        if config.jit_compile is True:
+            factor *= 0.8 / 1.8 if verifying else 1.4
+        return factor
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, VerificationStarted):
+            verifying.append(event.config)
+
+    tuner, verdict = tune(Fake(truth), "steps_per_execution,jit_compile", trials=30, on_event=on_event)
+    assert [c.label() for c in verifying] == ["steps_per_execution=64 jit_compile=True"]
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert [d["design"]["alpha"] for d in verified] == [pytest.approx(0.025)]
+    assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
+
+
+def test_verification_falls_back_to_the_incumbent_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    # with fallbacks allowed (MAX_FALLBACKS): steps_per_execution=64 is a real 1.8x; jit_compile on top
+    # looks 1.4x during the search, then (once verification starts) the combination is slower than the defaults
+    monkeypatch.setattr(verification, "MAX_FALLBACKS", 3)
     verifying = []
 
     def truth(config: TrialConfig, call: int) -> float:
@@ -126,9 +152,12 @@ def test_verification_falls_back_to_the_incumbent_before() -> None:
     assert [d["verdict"] for d in verified][-1] == "faster" and verified[0]["verdict"] != "faster"
 
 
-def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incumbent() -> None:
-    # the newest incumbent (jit_compile on top) is slower than it looked, so the one before it is verified too:
-    # the newest is tried at 2/3 of the one-sided 2.5%, the one before at 1/3 (together 2.5%, fixed in advance)
+def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incumbent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # with fallbacks allowed: the newest incumbent (jit_compile on top) is slower than it looked, so the one
+    # before it is verified too: the newest is tried at 2/3 of the one-sided 2.5%, the one before at 1/3
+    # (together 2.5%, fixed in advance)
+    monkeypatch.setattr(verification, "MAX_FALLBACKS", 3)
     verifying = []
 
     def truth(config: TrialConfig, call: int) -> float:
@@ -396,3 +425,71 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes() -> None:
     assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
     assert "steps_per_execution=16" in notes[1]
 
+
+def polished(truth: Callable[[TrialConfig, int], float], incumbent: TrialConfig,
+             promising: list[tuple[TrialConfig, float]], knobs: str,
+             before: Callable[[Tuner], None] | None = None) -> Tuner:
+    """A tuner whose search left `incumbent` as the newest incumbent and screened `promising`; then the polish."""
+    settings = TuneSettings(model="tiny", trials=40, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=tuple(knobs.split(",")))
+    tuner = Tuner(settings, run=Fake(truth))
+    tuner.workers.start("cpu", None)
+    try:
+        tuner.measure(tuner.base, "baseline")
+        tuner.ledger.chain_add(incumbent, over=tuner.base)
+        if before:
+            before(tuner)
+        Polish(tuner).run(promising)
+    finally:
+        tuner.workers.stop()
+    return tuner
+
+
+def test_the_polish_puts_the_left_out_small_changes_on_top_of_the_final_incumbent() -> None:
+    # the search ended on steps_per_execution=64 (1.8x); inter_op_threads=1 (1.10x) and data_autotune=False
+    # (neutral) screened well and were never judged on top of it; one_dnn screened slow, and
+    # intra_op_threads=1 is already set: the polish puts the first two on top, in 3 fresh pairs, and keeps them
+    truth = effects({("steps_per_execution", 64): 1.8, ("inter_op_threads", 1): 1.10, ("data_autotune", False): 1.0})
+    incumbent = TrialConfig(steps_per_execution=64)
+    promising = [(TrialConfig(inter_op_threads=1), 0.97), (TrialConfig(data_autotune=False), 1.02),
+                 (TrialConfig(steps_per_execution=16), 1.5), (TrialConfig(jit_compile=True), 0.85)]
+    tuner = polished(truth, incumbent, promising, "steps_per_execution,jit_compile,inter_op_threads,data_autotune")
+    steps = [d for d in tuner.decisions() if d["purpose"] == "polish"]
+    assert [d["b_label"] for d in steps] == ["steps_per_execution=64 inter_op_threads=1 data_autotune=False"]
+    assert steps[0]["verdict"] == "faster" and len(steps[0]["pairs"]) == 3
+    assert tuner.ledger.incumbent() == incumbent.replace(inter_op_threads=1, data_autotune=False)
+    # its pairs are its own: trials of the polish phase, none measured before it
+    own = [t for t in tuner.study.get_trials() if f"#{steps[0]['id']}:" in t.user_attrs.get("config_key", "")]
+    assert len(own) == 6 and {t.user_attrs["phase"] for t in own} == {"polish"}
+
+
+def test_a_polish_step_that_loses_is_tried_again_without_its_worst_screened_change() -> None:
+    # data_autotune=False is truly 0.7x on top of steps_per_execution=64 (it screened 0.95x alone)
+    truth = effects({("steps_per_execution", 64): 1.8, ("inter_op_threads", 1): 1.10, ("data_autotune", False): 0.7})
+    incumbent = TrialConfig(steps_per_execution=64)
+    promising = [(TrialConfig(inter_op_threads=1), 1.02), (TrialConfig(data_autotune=False), 0.95)]
+    tuner = polished(truth, incumbent, promising, "steps_per_execution,inter_op_threads,data_autotune")
+    steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
+    assert steps == [("steps_per_execution=64 inter_op_threads=1 data_autotune=False", "slower"),
+                     ("steps_per_execution=64 inter_op_threads=1", "faster")], steps
+    assert tuner.ledger.incumbent() == incumbent.replace(inter_op_threads=1)
+
+
+def test_the_polish_leaves_out_a_big_change_that_lost_on_top_of_the_incumbent() -> None:
+    # jit_compile (1.3x) and channels_first (1.28x) each win alone and clash together (0.4x): channels_first
+    # lost on top of the incumbent that holds jit_compile, so the polish puts only inter_op_threads=1 on top
+    truth = effects({("steps_per_execution", 64): 1.8, ("jit_compile", True): 1.3,
+                     ("data_format", "channels_first"): 1.28, ("inter_op_threads", 1): 1.1},
+                    clash=(("jit_compile", True), ("data_format", "channels_first")), clash_factor=0.4 / 1.3 / 1.28)
+    incumbent = TrialConfig(steps_per_execution=64, jit_compile=True)
+    promising = [(TrialConfig(data_format="channels_first"), 1.28), (TrialConfig(inter_op_threads=1), 1.0)]
+
+    def lost(tuner: Tuner) -> None:
+        decision = tuner.decider.decide("combine", incumbent, incumbent.replace(data_format="channels_first"),
+                                        combine_design(5, 0.05))
+        assert decision["verdict"] == "slower"
+
+    tuner = polished(truth, incumbent, promising, "steps_per_execution,jit_compile,data_format,inter_op_threads",
+                     before=lost)
+    steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
+    assert steps == [("steps_per_execution=64 jit_compile=True inter_op_threads=1", "faster")], steps

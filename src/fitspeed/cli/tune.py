@@ -136,7 +136,7 @@ def tune(
                         err.print(f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}",
                                   highlight=False)
                         return
-                    said = "bundled" if decision.purpose == "bundle" else "decided"
+                    said = {"bundle": "bundled", "polish": "polished"}.get(decision.purpose, "decided")
                     err.print(f"{said:>9} {decision.b_label} against {decision.a_label}: "
                               f"{decision.verdict} after {len(decision.pairs)} pair(s){interval}",
                               highlight=False)

@@ -36,7 +36,7 @@ class Combination:
     def __init__(self, tuner: Searcher) -> None:
         self.tuner = tuner
 
-    def combine(self, promising: list[tuple[TrialConfig, float]]) -> None:
+    def combine(self, promising: list[tuple[TrialConfig, float]], hold: int = 0) -> None:
         """Add each promising change on top of the incumbent; keep it only if fresh pairs say it helps.
 
         First the (at most MAX_ALONE) changes that screened at BIG or more, in
@@ -52,7 +52,8 @@ class Combination:
         new incumbent (a change may help only beside another): one fresh pair
         each, which only orders them; the ones whose pair came out ahead are
         then decided in that order, on pairs of their own. A round that
-        changed the incumbent races what is left once more on top of it.
+        changed the incumbent races what is left once more on top of it. The
+        race leaves `hold` trials of the budget for a later phase (the polish).
 
         A change judged alone (`Dimension.alone`: turning off oneDNN where
         TensorFlow turned it on) is combined only if its screen trial gained.
@@ -85,6 +86,11 @@ class Combination:
                 incumbent, _ = self._try(incumbent, config, "choose")
         waiting = again + weak
         incumbent, waiting = self._joint(incumbent, waiting, dict(promising))
+        with self.tuner.ledger.held_back(hold):  # the race leaves `hold` trials for a later phase
+            self._race_rounds(incumbent, waiting)
+
+    def _race_rounds(self, incumbent: TrialConfig, waiting: list[TrialConfig]) -> None:
+        """Race what is still waiting on top of `incumbent`, and decide those whose pair came out ahead."""
         for _ in range(RACE_ROUNDS):
             if not waiting or self.tuner._spent():
                 return

@@ -24,8 +24,9 @@ The designs (`combine_design`, `verify_design`):
   1.10x half of it, and the simulated search was right 9 points less
   often). The claim is the verification's, made on fresh pairs;
 - the verification asks "is the answer faster than the defaults?", one-sided
-  at 2.5% split over the incumbents it may fall back to, halving from the
-  newest (`verify_share`: a 95% repeated interval when there is one, 2/3 of
+  at 2.5% split over the incumbents it may fall back to (the newest alone
+  while `verification.MAX_FALLBACKS` is 1), halving from the newest
+  (`verify_share`: a 95% repeated interval when there is one, 2/3 of
   2.5% for the newest of two), looks from 3 pairs, so that one starved trial
   on either side can neither make nor hide a claim; up to 2 x `--pairs` pairs
   for the newest, `--pairs` for an incumbent it falls back to.

@@ -21,9 +21,11 @@ nowhere else:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import optuna
@@ -79,7 +81,8 @@ class Ledger:
         self.base = base
         self.trials = trials
         self.time_s = time_s
-        self.reserve = reserve  # budgeted trials kept for the verification
+        self.reserve = reserve  # budgeted trials kept for the verification (and, while `held_back`, a later phase)
+        self.held = 0  # of which kept for a later phase (`held_back`)
         self.started = time.perf_counter()
 
     # -- the budget ----------------------------------------------------------
@@ -94,6 +97,21 @@ class Ledger:
     def search_budget(self) -> int:
         """The trials the search may use: --trials less what the verification is expected to need."""
         return max(0, self.trials - self.reserve)
+
+    @contextlib.contextmanager
+    def held_back(self, trials: int) -> Iterator[None]:
+        """Within it, the search's budget is `trials` smaller (kept for a later phase)."""
+        self.reserve += trials
+        self.held += trials
+        try:
+            yield
+        finally:
+            self.reserve -= trials
+            self.held -= trials
+
+    def left(self) -> int:
+        """Trials of the search's budget not yet claimed."""
+        return max(0, self.search_budget() - self.claimed())
 
     def spent(self, ahead: int = 0) -> bool:
         """The search's budget is used up, or would be after `ahead` more trials."""
@@ -151,6 +169,10 @@ class Ledger:
     def factorial(self, ident: str) -> dict[str, Any] | None:
         found = self.study.user_attrs.get(FACTORIAL + ident)
         return dict(found) if found else None
+
+    def factorials(self) -> list[dict[str, Any]]:
+        """Every stored joint estimate."""
+        return [dict(v) for k, v in self.study.user_attrs.items() if k.startswith(FACTORIAL) and v]
 
     def put_factorial(self, ident: str, factorial: dict[str, Any]) -> None:
         self.study.set_user_attr(FACTORIAL + ident, studies.plain(factorial))

@@ -62,8 +62,9 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     >>> row["change"], row["pairs"], row["interval"]
     ('jit_compile=True', 2, '1.20–1.80 (95%)')
 
-    A race pair only orders the candidates, and a head-to-head choice keeps
-    the better estimate: neither has an interval or a verdict of its own.
+    A race pair only orders the candidates, and a head-to-head choice (or a
+    polish step) keeps the better estimate: none has an interval or a verdict
+    of its own.
 
     >>> decision_row({"purpose": "race", "a_label": "defaults", "b_label": "jit_compile=True",
     ...               "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
@@ -75,7 +76,7 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     low, high = decision.get("low"), decision.get("high")
     purpose = decision["purpose"]
     verdict = decision["verdict"]
-    if purpose in ("race", "choose"):
+    if purpose in ("race", "choose", "polish"):
         low = high = None
         verdict = "raced" if purpose == "race" else ("kept" if verdict == Verdict.FASTER else "not kept")
     return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,

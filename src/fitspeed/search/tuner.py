@@ -20,12 +20,14 @@ The search, in order (every trial is one Optuna trial, one child process):
    decided again, together. What no bundle judged is raced and decided one
    at a time, on top of a later incumbent;
 3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
-   budget: a configuration it finds faster than the incumbent's figure is
-   compared with the incumbent in fresh pairs before it replaces it;
-4. verification (`fitspeed.search.verification`): the final incumbent against
-   the defaults in fresh pairs, each in a random order, at a one-sided 2.5%
-   split over the incumbents it may fall back to. Its verdict is the study's
-   one claim; "keep the defaults" when none is confirmed.
+   budget but POLISH_RESERVE trials (the race too leaves them): a configuration
+   it finds faster than the incumbent's figure meets it in fresh pairs first;
+4. the polish (`fitspeed.search.polish`): the screen's changes that the final
+   incumbent leaves out, on top of it together, kept if 3 fresh pairs lean
+   their way (a choice: the claim is the verification's);
+5. verification (`fitspeed.search.verification`): the final incumbent against
+   the defaults in fresh pairs, each in a random order, one-sided at 2.5%.
+   Its verdict is the study's one claim; "keep the defaults" when not confirmed.
 
 Budget: `--trials` trial processes in the study, the verification's included:
 the search stops VERIFY_RESERVE trials short of it, what a verification
@@ -90,6 +92,7 @@ from fitspeed.search.ledger import (
     guard_key,
     guard_run_key,
 )
+from fitspeed.search.polish import Polish, polish_design, polish_room
 from fitspeed.search.sampler import Sampler
 from fitspeed.search.screen import Screen
 from fitspeed.search.settings import TuneSettings, next_batch_probe
@@ -106,7 +109,6 @@ from fitspeed.search.verification import verify
 from fitspeed.search.workers import BUSY, POLL_S, Busy, Workers
 
 __all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_probe"]
-
 
 
 class Tuner:
@@ -346,9 +348,12 @@ class Tuner:
         self._fit_epoch(baseline)
         sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
         promising = Screen(self).run(sweep)
-        Combination(self).combine(promising)
-        Screen(self).costs(sweep)
-        Sampler(self).run()
+        hold = polish_room(budget_plan(self.dims, self.ledger.trials, self.settings.pairs))
+        Combination(self).combine(promising, hold)
+        with self.ledger.held_back(hold):  # room for the polish
+            Screen(self).costs(sweep)
+            Sampler(self).run()
+        Polish(self).run(promising)
         BatchSizes(self).run()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
@@ -436,8 +441,9 @@ class Tuner:
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
         earlier = self.ledger.decision(decision_id("combine", incumbent, config))
         # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
-        design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2))
-                  if purpose == "choose" else combine_design(self.settings.pairs, self.settings.min_gain))
+        design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2 - self.ledger.held))
+                  if purpose == "choose" else polish_design(self.settings.pairs, self.ledger.left()) if purpose == "polish"
+                  else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
         if decision["verdict"] != "faster":
@@ -478,7 +484,6 @@ class Tuner:
                 continue
             out.append((config, record))
         return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
-
 
     def finish(self) -> dict[str, Any]:
         """Verify the best incumbent against the defaults in fresh pairs; fall back to the one before it.

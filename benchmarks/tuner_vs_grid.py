@@ -10,7 +10,8 @@
    measures those knobs and values instead. Each knob's first value should be
    its default, so that the grid holds the defaults.
 2. The tuner, in a fresh SQLite study, with a third of the grid's trials.
-3. The grid's best and the tuner's best, measured again interleaved in
+3. The grid's best and the tuner's answer (its verified configuration, or the defaults
+   when it claims nothing), measured again interleaved in
    `--pairs` pairs, so the two are compared in one run, not across runs.
 
 Prints the tuner's best throughput as a fraction of the grid's best.
@@ -134,10 +135,8 @@ def main() -> None:
                 print(f"tuner {record.spec.config.label():55s} {record.status:7s} {record.throughput or 0:10.0f}",
                       flush=True)
 
-        tuner = Tuner(settings, on_event=show)
-        tuner.run()
-        ranked = tuner.candidates()
-        tuner_best = ranked[0][0] if ranked else TrialConfig()
+        answer = Tuner(settings, on_event=show).run()  # the study's answer: the verified one, or the defaults
+        tuner_best = TrialConfig.from_dict(answer["config"]) if answer.get("claimed") else TrialConfig()
 
     print()
     print(f"grid: {len(grid)} trials, best {grid_best.label()}")

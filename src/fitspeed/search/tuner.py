@@ -471,20 +471,6 @@ class Tuner:
 
     # -- the answer ---------------------------------------------------------
 
-    def candidates(self) -> list[tuple[TrialConfig, dict[str, Any]]]:
-        """Accepted configurations (batch size kept at the baseline's), fastest first."""
-        out = []
-        for trial in studies.measured(self.study).values():
-            config = TrialConfig.from_dict(trial.user_attrs["config"])
-            record = dict(trial.user_attrs["record"])
-            if config.batch_size != self.base.batch_size or throughput(record) is None:
-                continue
-            verdict = self.study.user_attrs.get(guard_key(config))
-            if guard.numeric_changes(config, self.base) and not (verdict and verdict["ok"]):
-                continue
-            out.append((config, record))
-        return sorted(out, key=lambda item: throughput(item[1]) or 0.0, reverse=True)
-
     def finish(self) -> dict[str, Any]:
         """Verify the best incumbent against the defaults in fresh pairs; fall back to the one before it.
 

@@ -367,3 +367,23 @@ def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_i
     assert verdict["claimed"] is False or TrialConfig.from_dict(verdict["config"]).precision == "float32"
     check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
     assert check is not None and not check["ok"] and check["runs"] == {"baseline": 3, "candidate": 3}
+
+
+def test_a_backends_own_knob_is_measured_on_top_of_it_and_kept_with_it() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: the space offers no backend=torch")
+    # PyTorch is a 1.5x; torch.compile (jit_compile=True there) another 1.6x on top of it, and nothing on TensorFlow
+    truth = effects({("backend", "torch"): 1.5}, clash=(("backend", "torch"), ("jit_compile", True)),
+                    clash_factor=1.6)
+    fake = Fake(truth)
+    tuner, verdict = tune(fake, "backend,jit_compile", trials=40)
+    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    # the screen measured it with its backend (never as jit_compile=True on TensorFlow alone, a no-op here)
+    sweep = [TrialConfig.from_dict(t.user_attrs["config"]) for t in tuner.study.trials
+             if t.user_attrs.get("phase") == "sweep"]
+    assert TrialConfig(backend="torch", jit_compile=True) in sweep, [c.label() for c in sweep]
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert (answer.backend, answer.jit_compile) == ("torch", True), decided
+    assert "steps_per_execution@torch" not in tuner.study.user_attrs["skipped"]  # --knobs left it out

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fitspeed.core.backends import BACKENDS
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
@@ -263,6 +264,15 @@ def print_knobs(console: Console) -> None:
         table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
                       ", ".join(knob.backends()), knob.description)
     console.print(table)
+    own = Table(title="each backend's own knobs: measured on top of it when tune tries it as another backend",
+                header_style="bold")
+    for column in ("knob", *(backend.title for backend in BACKENDS.values())):
+        own.add_column(column, overflow="fold")
+    for name in dict.fromkeys(k for backend in BACKENDS.values() for k in backend.own_knobs):
+        own.add_row(name, *("measured" if name in backend.own_knobs and backend.why_not_on_top(name) is None
+                            else f"skipped: {backend.why_not_on_top(name) or 'not its own'}"
+                            for backend in BACKENDS.values()))
+    console.print(own)
 
 
 def print_workloads(console: Console) -> None:

@@ -167,15 +167,25 @@ class Combination:
 
     def _members(self, incumbent: TrialConfig, waiting: list[TrialConfig],
                  screened: dict[TrialConfig, float]) -> list[TrialConfig]:
-        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first."""
+        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first.
+
+        A backend's own knob counts as its knob (`jit_compile` of `backend=torch
+        jit_compile=True`); changes on top of two other backends never share a
+        bundle: those of the best-screened one stay.
+        """
         chosen: dict[str, TrialConfig] = {}
         for single in waiting:
-            knob = next(iter(self._changes(single)), None)
+            changes = self._changes(single)
+            knob = next((k for k in changes if k != "backend"), "backend" if changes else None)
             if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
-        return sorted(chosen.values(), key=lambda c: -screened[c])
+        best = sorted(chosen.values(), key=lambda c: -screened[c])
+        switches = dict.fromkeys(c.backend for c in best)
+        switches.pop(incumbent.backend, None)
+        keep = {incumbent.backend, *list(switches)[:1]}  # one other backend per bundle: the best-screened one's
+        return [c for c in best if c.backend in keep]
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: str = "combine") -> tuple[TrialConfig, str | None]:
@@ -209,9 +219,12 @@ class Combination:
         """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
 
         With `swap`, a knob the incumbent sets to another value takes this
-        value instead: two alternatives compared head to head.
+        value instead: two alternatives compared head to head. A knob the
+        incumbent sets to this same value already is no clash: a backend's own
+        knob (`backend=torch jit_compile=True`) goes on top of an incumbent
+        that runs that backend.
         """
         changes = self._changes(single)
-        if not swap and any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
+        if not swap and any(getattr(incumbent, k) not in (getattr(self.tuner.base, k), v) for k, v in changes.items()):
             return None  # that knob is set already, to a value that ranked higher
         return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})

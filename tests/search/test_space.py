@@ -187,7 +187,7 @@ def test_the_default_space_holds_the_other_backends_own_knobs_and_space_or_knobs
     base = TrialConfig()
     dims = default_space("tiny", base, has_gpu=False, cores=2)
     offered = next(d for d in dims if d.knob == "backend").values
-    on = {d.name for d in dims if d.on and d.searched}
+    on = {d.name for d in dims if d.backend and d.searched}
     assert {name.split("@")[1] for name in on} == set(offered)
     if "torch" in offered:
         narrowed = override(dims, ["backend=jax"], base)
@@ -196,3 +196,17 @@ def test_the_default_space_holds_the_other_backends_own_knobs_and_space_or_knobs
         assert "jit_compile@torch" not in {d.name for d in only(dims, ["jit_compile"])}  # with the backend only
     with pytest.raises(KnobError, match="one of tensorflow, jax, torch"):
         only(dims, ["jit_compile@mxnet"])
+
+
+def test_auto_scale_loss_is_measured_only_under_mixed_float16() -> None:
+    dims = default_space("tiny", TrialConfig(), has_gpu=False, cores=2)
+    scaling = next(d for d in dims if d.knob == "auto_scale_loss")
+    # on float32 Keras scales nothing: turning it off there would be a no-op, so it is measured on mixed_float16
+    assert scaling.name == "auto_scale_loss@mixed_float16"
+    assert scaling.change(False) == {"precision": "mixed_float16", "auto_scale_loss": False}
+    on_fp16 = next(d for d in default_space("tiny", TrialConfig(precision="mixed_float16"), has_gpu=False)
+                   if d.knob == "auto_scale_loss")
+    assert (on_fp16.on, on_fp16.values) == (None, (False,))
+    assert [d.name for d in only(dims, ["auto_scale_loss"])] == []  # without precision, nothing to put it on
+    assert [d.name for d in only(dims, ["precision", "auto_scale_loss"])] == ["precision",
+                                                                              "auto_scale_loss@mixed_float16"]

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from fitspeed.core.backends import BACKENDS
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.keras_options import NOT_KNOBS
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
@@ -273,6 +274,12 @@ def print_knobs(console: Console) -> None:
                             else f"skipped: {backend.why_not_on_top(name) or 'not its own'}"
                             for backend in BACKENDS.values()))
     console.print(own)
+    options = Table(title="Keras options that are not knobs here", header_style="bold")
+    options.add_column("option", no_wrap=True)
+    options.add_column("why not", overflow="fold")
+    for option, why in NOT_KNOBS.items():
+        options.add_row(option, why)
+    console.print(options)
 
 
 def print_workloads(console: Console) -> None:

@@ -169,23 +169,25 @@ class Combination:
                  screened: dict[TrialConfig, float]) -> list[TrialConfig]:
         """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first.
 
-        A backend's own knob counts as its knob (`jit_compile` of `backend=torch
-        jit_compile=True`); changes on top of two other backends never share a
-        bundle: those of the best-screened one stay.
+        A knob measured on top of another counts as itself (`jit_compile` of
+        `backend=torch jit_compile=True`, `auto_scale_loss` of `precision=mixed_float16
+        auto_scale_loss=False`); members that set one knob to two values (two
+        backends) never share a bundle: the best-screened one stays.
         """
         chosen: dict[str, TrialConfig] = {}
         for single in waiting:
             changes = self._changes(single)
-            knob = next((k for k in changes if k != "backend"), "backend" if changes else None)
+            knob = list(changes)[-1] if changes else None  # a knob set on top of another is declared after it
             if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
-        best = sorted(chosen.values(), key=lambda c: -screened[c])
-        switches = dict.fromkeys(c.backend for c in best)
-        switches.pop(incumbent.backend, None)
-        keep = {incumbent.backend, *list(switches)[:1]}  # one other backend per bundle: the best-screened one's
-        return [c for c in best if c.backend in keep]
+        kept: list[TrialConfig] = []
+        for single in sorted(chosen.values(), key=lambda c: -screened[c]):
+            changes = self._changes(single)
+            if all(self._changes(other).get(k, v) == v for other in kept for k, v in changes.items()):
+                kept.append(single)  # members agree on every knob they share: one backend, one precision
+        return kept
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: str = "combine") -> tuple[TrialConfig, str | None]:

@@ -33,24 +33,31 @@ class Dimension:
     alone: bool = False  # judged by the screen alone: combined only if the screen showed min_gain
     each: bool = False  # alternatives, not a ladder: the screen measures every value, not the next only if one fails
     left_out: tuple[tuple[Any, str], ...] = ()  # values not tried, each with why (a backend not installed)
-    on: str | None = None  # measured on top of this other backend (one of its own knobs), not the baseline's
+    # measured on top of this other knob value, not the baseline's: another backend (one of its own knobs),
+    # or the precision that gives the knob a meaning (auto_scale_loss under mixed_float16)
+    on: tuple[str, Any] | None = None
 
     @property
     def name(self) -> str:
-        """The knob, and the backend it is measured on top of where that is not the baseline's.
+        """The knob, and the value it is measured on top of where that is not the baseline's.
 
-        >>> Dimension("jit_compile", (True,), on="torch").name
+        >>> Dimension("jit_compile", (True,), on=("backend", "torch")).name
         'jit_compile@torch'
         """
-        return f"{self.knob}@{self.on}" if self.on else self.knob
+        return f"{self.knob}@{self.on[1]}" if self.on else self.knob
 
     def change(self, value: Any) -> dict[str, Any]:
-        """The knob values one screen trial of `value` sets: the backend too where it is measured on top of one.
+        """The knob values one screen trial of `value` sets: the one it is measured on top of too.
 
-        >>> Dimension("jit_compile", (True,), on="torch").change(True)
+        >>> Dimension("jit_compile", (True,), on=("backend", "torch")).change(True)
         {'backend': 'torch', 'jit_compile': True}
         """
-        return {"backend": self.on, self.knob: value} if self.on else {self.knob: value}
+        return {self.on[0]: self.on[1], self.knob: value} if self.on else {self.knob: value}
+
+    @property
+    def backend(self) -> str | None:
+        """The other backend this is measured on top of, or None."""
+        return self.on[1] if self.on and self.on[0] == "backend" else None
 
     @property
     def searched(self) -> bool:
@@ -111,6 +118,7 @@ def default_space(
     # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
     dims.append(Dimension("precision", precision, each=True))
+    dims.append(_loss_scaling(base))
     others = backend_dimension(base, model, script)
     dims.append(others)
     dims.append(_onednn(base, onednn_on))
@@ -124,6 +132,19 @@ def default_space(
     dims.extend(input_space(data_kind(data), base, cores))
     dims.extend(own_knobs(others, base, has_gpu, cores))
     return [_drop_baseline(d, base) for d in dims]
+
+
+def _loss_scaling(base: TrialConfig) -> Dimension:
+    """auto_scale_loss=False, measured under mixed_float16, the one policy Keras scales the loss under.
+
+    >>> _loss_scaling(TrialConfig()).change(False)
+    {'precision': 'mixed_float16', 'auto_scale_loss': False}
+    >>> _loss_scaling(TrialConfig(precision="mixed_float16")).name
+    'auto_scale_loss'
+    """
+    if base.precision == "mixed_float16":
+        return Dimension("auto_scale_loss", (False,))
+    return Dimension("auto_scale_loss", (False,), on=("precision", "mixed_float16"))
 
 
 def _backend_knob(knob: str, backend: Backend, has_gpu: bool, cores: int) -> Dimension:
@@ -167,7 +188,7 @@ def own_knobs(others: Dimension, base: TrialConfig, has_gpu: bool, cores: int) -
             if not tried:
                 why = f"measured on top of {other.title}, which this search does not try: " + (
                     others.skipped or dict(others.left_out).get(name) or "left out by --space")
-            dims.append(replace(dim, values=() if why else dim.values, skipped=why, on=name))
+            dims.append(replace(dim, values=() if why else dim.values, skipped=why, on=("backend", name)))
     return dims
 
 
@@ -285,8 +306,8 @@ def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfi
         out.append(_drop_baseline(Dimension(name, values, cost_only=bool(kept and kept.cost_only),
                                             each=bool(kept and kept.each)), base))
         if name == "backend":  # a backend's own knobs are measured only where the backend is
-            out = [replace(d, values=(), skipped=f"measured on top of {backend_of(d.on).title}, which --space "
-                           "leaves out") if d.on and d.on not in values else d for d in out]
+            out = [replace(d, values=(), skipped=f"measured on top of {backend_of(d.backend).title}, which --space "
+                           "leaves out") if d.backend and d.backend not in values else d for d in out]
     return out
 
 
@@ -294,23 +315,26 @@ def only(dims: list[Dimension], knobs: Iterable[str]) -> list[Dimension]:
     """Search only the named knobs; the others keep the baseline's values.
 
     A backend's own knob is searched where `backend` is named too, and either
-    its knob (`jit_compile`: on every backend) or its own name (`jit_compile@torch`).
+    its knob (`jit_compile`: on every backend) or its own name (`jit_compile@torch`);
+    so is `auto_scale_loss@mixed_float16` where `precision` is.
 
     >>> dims = [Dimension("backend", ("torch",)), Dimension("jit_compile", (True,)),
-    ...         Dimension("jit_compile", (True,), on="torch")]
+    ...         Dimension("jit_compile", (True,), on=("backend", "torch"))]
     >>> [d.name for d in only(dims, ["backend", "jit_compile@torch"])]
     ['backend', 'jit_compile@torch']
     """
     names = [_knob_name(name.strip()) for name in knobs if name.strip()]
     if not names:
         return dims
-    return [d for d in dims if (d.knob in names or d.name in names) and (not d.on or "backend" in names)]
+    return [d for d in dims if (d.knob in names or d.name in names) and (not d.on or d.on[0] in names)]
 
 
 def _knob_name(text: str) -> str:
-    """A knob's name, or `knob@backend` for a backend's own knob; a KnobError for anything else."""
-    knob, at, backend = text.partition("@")
-    return get_knob(knob).name + (at + backend_of(backend).name if at else "")
+    """A knob's name, or `knob@backend` for a backend's own knob (`auto_scale_loss@mixed_float16`); else a KnobError."""
+    knob, at, on = text.partition("@")
+    if at and on == "mixed_float16":
+        return get_knob(knob).name + at + on
+    return get_knob(knob).name + (at + backend_of(on).name if at else "")
 
 
 def choices(dims: list[Dimension], base: TrialConfig) -> dict[str, tuple[Any, ...]]:

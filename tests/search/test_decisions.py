@@ -387,3 +387,17 @@ def test_a_backends_own_knob_is_measured_on_top_of_it_and_kept_with_it() -> None
     answer = TrialConfig.from_dict(verdict["config"])
     assert (answer.backend, answer.jit_compile) == ("torch", True), decided
     assert "steps_per_execution@torch" not in tuner.study.user_attrs["skipped"]  # --knobs left it out
+
+
+def test_auto_scale_loss_is_measured_and_kept_on_top_of_mixed_float16() -> None:
+    # float16 is a 1.5x, training it without the LossScaleOptimizer another 1.3x; off on float32 means nothing
+    truth = effects({("precision", "mixed_float16"): 1.5, ("precision", "mixed_bfloat16"): 1.1},
+                    clash=(("precision", "mixed_float16"), ("auto_scale_loss", False)), clash_factor=1.3)
+    tuner, verdict = tune(Fake(truth), "precision,auto_scale_loss", trials=40)
+    sweep = [TrialConfig.from_dict(t.user_attrs["config"]) for t in tuner.study.trials
+             if t.user_attrs.get("phase") == "sweep"]
+    assert TrialConfig(precision="mixed_float16", auto_scale_loss=False) in sweep, [c.label() for c in sweep]
+    assert TrialConfig(auto_scale_loss=False) not in sweep  # never measured as a no-op on float32
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert (answer.precision, answer.auto_scale_loss) == ("mixed_float16", False), [
+        (d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]

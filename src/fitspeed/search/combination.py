@@ -97,7 +97,7 @@ class Combination:
                 incumbent, verdict = self._try(incumbent, config)
                 if verdict in ("no gain", "not confirmed") and incumbent == before:
                     left.append(single)
-            waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
+            waiting = [s for s in waiting if s in left or self._adds(incumbent, s)] \
                 if incumbent != before else []
 
     def _joint(self, incumbent: TrialConfig, waiting: list[TrialConfig],
@@ -133,7 +133,7 @@ class Combination:
             return incumbent, waiting
         after, _ = self._try(incumbent, config, "bundle")
         if after == config:
-            return after, [s for s in waiting if self._on_top(after, s) is not None]
+            return after, [s for s in waiting if self._adds(after, s)]
         if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
             return after, waiting
         members = members[:MAX_FACTORS]
@@ -178,7 +178,7 @@ class Combination:
         for single in waiting:
             changes = self._changes(single)
             knob = list(changes)[-1] if changes else None  # a knob set on top of another is declared after it
-            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
+            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or not self._adds(incumbent, single):
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
@@ -216,6 +216,11 @@ class Combination:
     def _changes(self, config: TrialConfig) -> dict[str, Any]:
         """The knobs `config` sets differently from the baseline, with their values."""
         return {k: v for k, v in config.to_dict().items() if v != getattr(self.tuner.base, k)}
+
+    def _adds(self, incumbent: TrialConfig, single: TrialConfig) -> bool:
+        """Whether `single`'s change goes on top of `incumbent` and changes it."""
+        config = self._on_top(incumbent, single)
+        return config is not None and config != incumbent
 
     def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
         """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.

@@ -88,7 +88,8 @@ def guard_verdict(base: TrialSpec, candidate: TrialSpec, baseline_runs: dict[int
                f"{baseline_runs[seeds[0]].val_loss or baseline_runs[seeds[0]].final:.3g})" if verdict.ok else \
                f"failed: {verdict.reason}"
     if len(seeds) < 2:
-        return (f"not settled at seed {seeds[0]} (held-out loss {first.val_loss or first.final:.3g} against "
+        return (f"not settled at seed {seeds[0]} ({'held-out' if first.val_loss is not None else 'final training'} "
+                f"loss {first.val_loss or first.final:.3g} against "
                 f"{baseline_runs[seeds[0]].val_loss or baseline_runs[seeds[0]].final:.3g}); the tuner would "
                 f"run {guard.GUARD_SEEDS} seeds" if first.finite else f"failed: {first.trouble()}")
     candidate_runs = [first]

@@ -8,6 +8,7 @@ from typing import Any
 
 import optuna
 import pytest
+from conftest import missing
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
@@ -493,3 +494,37 @@ def test_the_polish_leaves_out_a_big_change_that_lost_on_top_of_the_incumbent() 
                      before=lost)
     steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
     assert steps == [("steps_per_execution=64 jit_compile=True inter_op_threads=1", "faster")], steps
+
+
+def test_a_backends_own_knob_is_measured_on_top_of_it_and_kept_with_it() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        missing("torch is not installed: the space offers no backend=torch")
+    # PyTorch is a 1.5x; torch.compile (jit_compile=True there) another 1.6x on top of it, and nothing on TensorFlow
+    truth = effects({("backend", "torch"): 1.5}, clash=(("backend", "torch"), ("jit_compile", True)),
+                    clash_factor=1.6)
+    fake = Fake(truth)
+    tuner, verdict = tune(fake, "backend,jit_compile", trials=40)
+    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    # the screen measured it with its backend (never as jit_compile=True on TensorFlow alone, a no-op here)
+    sweep = [TrialConfig.from_dict(t.user_attrs["config"]) for t in tuner.study.trials
+             if t.user_attrs.get("phase") == "sweep"]
+    assert TrialConfig(backend="torch", jit_compile=True) in sweep, [c.label() for c in sweep]
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert (answer.backend, answer.jit_compile) == ("torch", True), decided
+    assert "steps_per_execution@torch" not in tuner.study.user_attrs["skipped"]  # --knobs left it out
+
+
+def test_auto_scale_loss_is_measured_and_kept_on_top_of_mixed_float16() -> None:
+    # float16 is a 1.5x, training it without the LossScaleOptimizer another 1.3x; off on float32 means nothing
+    truth = effects({("precision", "mixed_float16"): 1.5, ("precision", "mixed_bfloat16"): 1.1},
+                    clash=(("precision", "mixed_float16"), ("auto_scale_loss", False)), clash_factor=1.3)
+    tuner, verdict = tune(Fake(truth), "precision,auto_scale_loss", trials=40)
+    sweep = [TrialConfig.from_dict(t.user_attrs["config"]) for t in tuner.study.trials
+             if t.user_attrs.get("phase") == "sweep"]
+    assert TrialConfig(precision="mixed_float16", auto_scale_loss=False) in sweep, [c.label() for c in sweep]
+    assert TrialConfig(auto_scale_loss=False) not in sweep  # never measured as a no-op on float32
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert (answer.precision, answer.auto_scale_loss) == ("mixed_float16", False), [
+        (d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]

@@ -31,7 +31,7 @@ def test_only_what_cannot_run_here_is_skipped_and_says_why() -> None:
     for backend in ("tensorflow", "jax", "torch"):
         for has_gpu in (False, True):
             dims = default_space("tiny", TrialConfig(backend=backend), has_gpu=has_gpu, cores=2)
-            skipped = {d.knob: d.skipped for d in dims if d.skipped and d.knob not in INPUT_KNOBS}
+            skipped = {d.knob: d.skipped for d in dims if d.skipped and d.knob not in INPUT_KNOBS and not d.on}
             allowed = {"steps_per_execution", "onednn", "intra_op_threads", "inter_op_threads"}
             assert set(skipped) <= allowed, skipped
             assert all(reason for reason in skipped.values())
@@ -108,7 +108,8 @@ def test_cost_only_knobs_are_not_sampled() -> None:
 
 @pytest.mark.parametrize("backend", NAMES)
 def test_the_search_space_skips_with_the_same_reason_the_knob_refuses_with(backend: str) -> None:
-    dims = default_space("tiny", TrialConfig(backend=backend), has_gpu=False, cores=4, onednn_on=False)
+    dims = [d for d in default_space("tiny", TrialConfig(backend=backend), has_gpu=False, cores=4, onednn_on=False)
+            if not d.on]  # another backend's own knobs say that backend's reasons (test_each_backend_brings_...)
     for dim in dims:
         reason = backend_of(backend).cannot(dim.knob)
         if reason:
@@ -153,3 +154,59 @@ def test_a_script_or_builder_tied_to_one_framework_is_offered_no_other_backend(t
     assert builder.values == ("torch",)  # its torch calls run on the torch backend
     (tmp_path / "plain.py").write_text("import keras\n\n\ndef build():\n    return keras.Sequential()\n")
     assert backend_dimension(TrialConfig(), "plain:build", installed=every).values == ("jax", "torch")
+
+
+# -- each backend's own knobs, measured on top of it ----------------------------------------------------------------
+
+
+def test_each_backend_brings_its_own_knobs_measured_on_top_of_it_or_skipped_with_why() -> None:
+    from fitspeed.search.space import Dimension, own_knobs, skipped
+
+    dims = own_knobs(Dimension("backend", ("jax", "torch")), TrialConfig(), has_gpu=False, cores=2)
+    searched = {d.name: d.values for d in dims if d.searched}
+    assert searched == {"steps_per_execution@jax": (64, 16, 4), "jit_compile@torch": (True,),
+                        "intra_op_threads@torch": (1,), "inter_op_threads@torch": (1,)}
+    why = skipped(dims)
+    assert why["steps_per_execution@torch"] == "the PyTorch backend of Keras runs one step per execution only"
+    assert "XLA already on JAX" in why["jit_compile@jax"]  # JAX's default: never measured as a no-op
+    assert "--xla_cpu_multi_thread_eigen=false" in why["intra_op_threads@jax"]
+    # the screen's trial sets the backend with the knob
+    jit = next(d for d in dims if d.name == "jit_compile@torch")
+    assert TrialConfig().replace(**jit.change(True)).changed() == {"backend": "torch", "jit_compile": True}
+    # a backend the search does not try brings none, and says why
+    left = own_knobs(Dimension("backend", ("jax",), left_out=(("torch", "PyTorch is not installed"),)),
+                     TrialConfig(), has_gpu=False, cores=2)
+    assert skipped(left)["jit_compile@torch"].endswith("which this search does not try: PyTorch is not installed")
+    # from a JAX baseline, TensorFlow's own knobs are tried on top of TensorFlow
+    from_jax = own_knobs(Dimension("backend", ("tensorflow",)), TrialConfig(backend="jax"), has_gpu=False, cores=2)
+    assert {d.name for d in from_jax if d.searched} == {"steps_per_execution@tensorflow", "jit_compile@tensorflow",
+                                                        "intra_op_threads@tensorflow", "inter_op_threads@tensorflow"}
+
+
+def test_the_default_space_holds_the_other_backends_own_knobs_and_space_or_knobs_narrow_them() -> None:
+    base = TrialConfig()
+    dims = default_space("tiny", base, has_gpu=False, cores=2)
+    offered = next(d for d in dims if d.knob == "backend").values
+    on = {d.name for d in dims if d.backend and d.searched}
+    assert {name.split("@")[1] for name in on} == set(offered)
+    if "torch" in offered:
+        narrowed = override(dims, ["backend=jax"], base)
+        assert "jit_compile@torch" not in {d.name for d in narrowed if d.searched}
+        assert {d.name for d in only(dims, ["backend", "jit_compile@torch"])} == {"backend", "jit_compile@torch"}
+        assert "jit_compile@torch" not in {d.name for d in only(dims, ["jit_compile"])}  # with the backend only
+    with pytest.raises(KnobError, match="one of tensorflow, jax, torch"):
+        only(dims, ["jit_compile@mxnet"])
+
+
+def test_auto_scale_loss_is_measured_only_under_mixed_float16() -> None:
+    dims = default_space("tiny", TrialConfig(), has_gpu=False, cores=2)
+    scaling = next(d for d in dims if d.knob == "auto_scale_loss")
+    # on float32 Keras scales nothing: turning it off there would be a no-op, so it is measured on mixed_float16
+    assert scaling.name == "auto_scale_loss@mixed_float16"
+    assert scaling.change(False) == {"precision": "mixed_float16", "auto_scale_loss": False}
+    on_fp16 = next(d for d in default_space("tiny", TrialConfig(precision="mixed_float16"), has_gpu=False)
+                   if d.knob == "auto_scale_loss")
+    assert (on_fp16.on, on_fp16.values) == (None, (False,))
+    assert [d.name for d in only(dims, ["auto_scale_loss"])] == []  # without precision, nothing to put it on
+    assert [d.name for d in only(dims, ["precision", "auto_scale_loss"])] == ["precision",
+                                                                              "auto_scale_loss@mixed_float16"]

@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fitspeed.core.backends import BACKENDS
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.keras_options import NOT_KNOBS
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
@@ -263,6 +265,21 @@ def print_knobs(console: Console) -> None:
         table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
                       ", ".join(knob.backends()), knob.description)
     console.print(table)
+    own = Table(title="each backend's own knobs: measured on top of it when tune tries it as another backend",
+                header_style="bold")
+    for column in ("knob", *(backend.title for backend in BACKENDS.values())):
+        own.add_column(column, overflow="fold")
+    for name in dict.fromkeys(k for backend in BACKENDS.values() for k in backend.own_knobs):
+        own.add_row(name, *("measured" if name in backend.own_knobs and backend.why_not_on_top(name) is None
+                            else f"skipped: {backend.why_not_on_top(name) or 'not its own'}"
+                            for backend in BACKENDS.values()))
+    console.print(own)
+    options = Table(title="Keras options that are not knobs here", header_style="bold")
+    options.add_column("option", no_wrap=True)
+    options.add_column("why not", overflow="fold")
+    for option, why in NOT_KNOBS.items():
+        options.add_row(option, why)
+    console.print(options)
 
 
 def print_workloads(console: Console) -> None:

@@ -5,7 +5,11 @@
 | knobs it cannot turn (`cannot`) | none                              | onednn, intra_op_threads,       | onednn, devices,       |
 |                                 |                                   | inter_op_threads                | steps_per_execution    |
 | onednn (TF_ENABLE_ONEDNN_OPTS)  | read at import                    | never read                      | never read             |
+| its own knobs, measured on top  | steps_per_execution, jit_compile, | steps_per_execution (jit_compile| jit_compile           |
+| of it when tune tries it as     | intra_op_threads, inter_op_threads| is its default; threads: none it| (torch.compile),       |
+| another backend (`own_knobs`)   |                                   | honours)                        | intra/inter_op_threads |
 | jit_compile="auto" resolves to  | XLA on a GPU only                 | XLA                             | no XLA                 |
+| jit_compile=True is             | XLA (tf.function jit_compile)     | XLA (jax.jit, as auto)          | torch.compile          |
 | data parallel (`devices`)       | tf.distribute.MirroredStrategy    | keras.distribution.DataParallel | none in Keras          |
 | a CPU split into N devices      | after import (tf.config)          | before import (XLA_FLAGS)       | -                      |
 | numpy arrays reach fit() as     | a tf.data pipeline Keras builds   | plain batches                   | plain batches          |
@@ -43,6 +47,11 @@ class Backend:
     splits_cpu_before_import: ClassVar[bool] = False  # `devices` on a CPU: XLA_FLAGS, read at import
     import_line: ClassVar[str | None] = None  # how the snippet imports the module its thread settings live in
     cannot_turn: ClassVar[Mapping[str, str]] = {}  # knob -> why no value but the default runs here
+    # The knobs measured on top of this backend when the search tries it as another backend (its own knobs);
+    # each is tried there, or skipped with `cannot` or `default_here` saying why.
+    own_knobs: ClassVar[tuple[str, ...]] = ("steps_per_execution", "jit_compile", "intra_op_threads",
+                                            "inter_op_threads")
+    default_here: ClassVar[Mapping[str, str]] = {}  # knob -> why its value to try is this backend's default already
 
     def is_installed(self) -> bool:
         """Whether its framework's package is installed here; found, never imported."""
@@ -59,6 +68,16 @@ class Backend:
         True
         """
         return self.cannot_turn.get(knob)
+
+    def why_not_on_top(self, knob: str) -> str | None:
+        """Why `knob` is not measured on top of this backend, or None when it is (one of `own_knobs`).
+
+        >>> backend_of("jax").why_not_on_top("jit_compile")
+        "jit_compile=auto is XLA already on JAX (Keras's default there); false would run each step eagerly"
+        >>> backend_of("torch").why_not_on_top("jit_compile") is None
+        True
+        """
+        return self.cannot(knob) or self.default_here.get(knob)
 
     def auto_jit_compile(self, has_gpu: bool) -> bool:
         """What Keras resolves jit_compile="auto" to (Trainer._resolve_auto_jit_compile)."""
@@ -149,7 +168,8 @@ class TensorFlow(Backend):
 
 
 _ONEDNN = "TF_ENABLE_ONEDNN_OPTS is read by TensorFlow alone"
-_NO_THREADS = "JAX has no per-process thread-pool setting that Keras exposes"
+_NO_THREADS = ("JAX has no thread-pool setting that it honours: Keras exposes none, and jax 0.10's CPU runtime "
+               "still runs a jitted matmul on several threads under XLA_FLAGS=--xla_cpu_multi_thread_eigen=false")
 
 
 class Jax(Backend):
@@ -159,6 +179,8 @@ class Jax(Backend):
     data_parallel = "keras.distribution.DataParallel"
     splits_cpu_before_import = True
     cannot_turn = {"onednn": _ONEDNN, "intra_op_threads": _NO_THREADS, "inter_op_threads": _NO_THREADS}
+    default_here = {"jit_compile": "jit_compile=auto is XLA already on JAX (Keras's default there); false would "
+                                   "run each step eagerly"}
 
     def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
         return [f"# (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
@@ -174,7 +196,7 @@ class Torch(Backend):
     import_line = "import torch"
     cannot_turn = {
         "onednn": _ONEDNN,
-        "steps_per_execution": "the PyTorch backend of Keras runs one step per execution only",
+        "steps_per_execution": "the PyTorch backend of Keras runs one step per execution only",  # its trainer raises
         "devices": ("Keras has no data-parallel distribution for the PyTorch backend (tf.distribute is "
                     "TensorFlow's, keras.distribution is JAX's)"),
     }

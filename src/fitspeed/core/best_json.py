@@ -107,6 +107,8 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
         compile_args.append(f"    steps_per_execution={config.steps_per_execution},")
     if "jit_compile" in changed:
         compile_args.append(f"    jit_compile={config.jit_compile!r},")
+    if "auto_scale_loss" in changed:
+        compile_args.append(f"    auto_scale_loss={config.auto_scale_loss!r},")
     if compile_args:
         lines += ["", "# Build and compile your model as before, adding these arguments:",
                   "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",

@@ -259,6 +259,17 @@ class KnobValues:
         ),
         changes_numerics=True,
     )
+    auto_scale_loss: bool = knob(
+        description="Loss scaling under mixed_float16: compile(auto_scale_loss=...) wraps the optimizer in a "
+        "LossScaleOptimizer (dynamic scale, skipped steps on inf); false trains without it (float16 gradients may "
+        "underflow: the guard decides). Under other policies Keras scales nothing: measured only on mixed_float16.",
+        values="true, false",
+        default=True,
+        scope="model",
+        stage="compile",
+        parse=lambda raw: _bool("auto_scale_loss", raw),
+        changes_numerics=True,
+    )
     data_format: str = knob(
         description="Image layout: the model is rewritten (layers' data_format, BatchNormalization axis, Flatten "
         "order, the input permuted inside it) and checked to compute the same; the data stays as it is.",

@@ -42,6 +42,8 @@ MODELS: dict[str, ModelInfo] = {
     for info in (
         ModelInfo("tiny", "small CNN that trains in seconds on a CPU", (16, 16, 3), 10, 5_610),
         ModelInfo("mlp", "overhead-bound MLP, Fashion-MNIST shape", (28, 28, 1), 10, 101_770),
+        ModelInfo("attention", "one transformer encoder block (4 heads, width 64) on 64 tokens of 16 features",
+                  (64, 16), 10, 35_338),
         ModelInfo("cnn-low", "article 000's low CNN (about 2.2M parameters), CIFAR shape", (32, 32, 3), 10, 2_201_418),
         ModelInfo("cnn-high", "article 000's high CNN (about 10.2M parameters), CIFAR shape", (32, 32, 3), 10, 10_164_322),
         ModelInfo("cnn10", "article 004's 10-layer CNN, CIFAR shape", (32, 32, 3), 10, 1_927_946),

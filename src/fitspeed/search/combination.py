@@ -103,7 +103,7 @@ class Combination:
                 incumbent, verdict = self._try(incumbent, config)
                 if verdict in ("no gain", "not confirmed") and incumbent == before:
                     left.append(single)
-            waiting = [s for s in waiting if s in left or self._on_top(incumbent, s) is not None] \
+            waiting = [s for s in waiting if s in left or self._adds(incumbent, s)] \
                 if incumbent != before else []
 
     def _joint(self, incumbent: TrialConfig, waiting: list[TrialConfig],
@@ -139,7 +139,7 @@ class Combination:
             return incumbent, waiting
         after, _ = self._try(incumbent, config, "bundle")
         if after == config:
-            return after, [s for s in waiting if self._on_top(after, s) is not None]
+            return after, [s for s in waiting if self._adds(after, s)]
         if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
             return after, waiting
         members = members[:MAX_FACTORS]
@@ -173,15 +173,27 @@ class Combination:
 
     def _members(self, incumbent: TrialConfig, waiting: list[TrialConfig],
                  screened: dict[TrialConfig, float]) -> list[TrialConfig]:
-        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first."""
+        """The waiting changes that screened at BUNDLE_FLOOR or better, one value per knob (its best), best first.
+
+        A knob measured on top of another counts as itself (`jit_compile` of
+        `backend=torch jit_compile=True`, `auto_scale_loss` of `precision=mixed_float16
+        auto_scale_loss=False`); members that set one knob to two values (two
+        backends) never share a bundle: the best-screened one stays.
+        """
         chosen: dict[str, TrialConfig] = {}
         for single in waiting:
-            knob = next(iter(self._changes(single)), None)
-            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or self._on_top(incumbent, single) is None:
+            changes = self._changes(single)
+            knob = list(changes)[-1] if changes else None  # a knob set on top of another is declared after it
+            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or not self._adds(incumbent, single):
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
-        return sorted(chosen.values(), key=lambda c: -screened[c])
+        kept: list[TrialConfig] = []
+        for single in sorted(chosen.values(), key=lambda c: -screened[c]):
+            changes = self._changes(single)
+            if all(self._changes(other).get(k, v) == v for other in kept for k, v in changes.items()):
+                kept.append(single)  # members agree on every knob they share: one backend, one precision
+        return kept
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: str = "combine") -> tuple[TrialConfig, str | None]:
@@ -211,13 +223,21 @@ class Combination:
         """The knobs `config` sets differently from the baseline, with their values."""
         return {k: v for k, v in config.to_dict().items() if v != getattr(self.tuner.base, k)}
 
+    def _adds(self, incumbent: TrialConfig, single: TrialConfig) -> bool:
+        """Whether `single`'s change goes on top of `incumbent` and changes it."""
+        config = self._on_top(incumbent, single)
+        return config is not None and config != incumbent
+
     def _on_top(self, incumbent: TrialConfig, single: TrialConfig, swap: bool = False) -> TrialConfig | None:
         """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
 
         With `swap`, a knob the incumbent sets to another value takes this
-        value instead: two alternatives compared head to head.
+        value instead: two alternatives compared head to head. A knob the
+        incumbent sets to this same value already is no clash: a backend's own
+        knob (`backend=torch jit_compile=True`) goes on top of an incumbent
+        that runs that backend.
         """
         changes = self._changes(single)
-        if not swap and any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
+        if not swap and any(getattr(incumbent, k) not in (getattr(self.tuner.base, k), v) for k, v in changes.items()):
             return None  # that knob is set already, to a value that ranked higher
         return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})

@@ -43,7 +43,7 @@ class Screen:
         number = 0
         while queue:
             dim, index, deferred = queue.pop(0)
-            config = self.tuner._config(knob_values={dim.knob: dim.values[index]})
+            config = self.tuner._config(knob_values=dim.change(dim.values[index]))
             if config is None:
                 record: dict[str, Any] | None = None
             else:
@@ -86,6 +86,6 @@ class Screen:
         """Knobs measured alone for their cost (deterministic), never recommended for speed."""
         for dim in sweep:
             if dim.cost_only and dim.values:
-                config = self.tuner._config(knob_values={dim.knob: dim.values[0]})
+                config = self.tuner._config(knob_values=dim.change(dim.values[0]))
                 if config is None or self.tuner.measure(config, "sweep") is None:
                     return

@@ -33,6 +33,31 @@ class Dimension:
     alone: bool = False  # judged by the screen alone: combined only if the screen showed min_gain
     each: bool = False  # alternatives, not a ladder: the screen measures every value, not the next only if one fails
     left_out: tuple[tuple[Any, str], ...] = ()  # values not tried, each with why (a backend not installed)
+    # measured on top of this other knob value, not the baseline's: another backend (one of its own knobs),
+    # or the precision that gives the knob a meaning (auto_scale_loss under mixed_float16)
+    on: tuple[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The knob, and the value it is measured on top of where that is not the baseline's.
+
+        >>> Dimension("jit_compile", (True,), on=("backend", "torch")).name
+        'jit_compile@torch'
+        """
+        return f"{self.knob}@{self.on[1]}" if self.on else self.knob
+
+    def change(self, value: Any) -> dict[str, Any]:
+        """The knob values one screen trial of `value` sets: the one it is measured on top of too.
+
+        >>> Dimension("jit_compile", (True,), on=("backend", "torch")).change(True)
+        {'backend': 'torch', 'jit_compile': True}
+        """
+        return {self.on[0]: self.on[1], self.knob: value} if self.on else {self.knob: value}
+
+    @property
+    def backend(self) -> str | None:
+        """The other backend this is measured on top of, or None."""
+        return self.on[1] if self.on and self.on[0] == "backend" else None
 
     @property
     def searched(self) -> bool:
@@ -87,26 +112,84 @@ def default_space(
         onednn_on = onednn_default() if exported is None else exported
     backend = backend_of(base.backend)
     dims: list[Dimension] = []
-    dims.append(_unless(backend, Dimension("steps_per_execution", (64, 16, 4))))  # most promising first
-    dims.append(Dimension("jit_compile", (not backend.auto_jit_compile(has_gpu),)))
+    dims.append(_unless(backend, _backend_knob("steps_per_execution", backend, has_gpu, cores)))
+    dims.append(_backend_knob("jit_compile", backend, has_gpu, cores))
     # Both mixed policies everywhere: a CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one
     # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
     precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
     dims.append(Dimension("precision", precision, each=True))
-    dims.append(backend_dimension(base, model, script))
+    dims.append(_loss_scaling(base))
+    others = backend_dimension(base, model, script)
+    dims.append(others)
     dims.append(_onednn(base, onednn_on))
     if _image_model(model) is False:
         dims.append(Dimension("data_format", (), "the model has no image layers"))
     else:
         dims.append(Dimension("data_format", ("channels_first",)))
-    if cores > 1:
-        dims.append(_unless(backend, Dimension("intra_op_threads", (1,))))
-    else:
-        dims.append(_unless(backend, Dimension("intra_op_threads", (), "this machine has one core")))
-    dims.append(_unless(backend, Dimension("inter_op_threads", (1,))))
+    dims.append(_unless(backend, _backend_knob("intra_op_threads", backend, has_gpu, cores)))
+    dims.append(_unless(backend, _backend_knob("inter_op_threads", backend, has_gpu, cores)))
     dims.append(Dimension("deterministic", (True,), cost_only=True))
     dims.extend(input_space(data_kind(data), base, cores))
+    dims.extend(own_knobs(others, base, has_gpu, cores))
     return [_drop_baseline(d, base) for d in dims]
+
+
+def _loss_scaling(base: TrialConfig) -> Dimension:
+    """auto_scale_loss=False, measured under mixed_float16, the one policy Keras scales the loss under.
+
+    >>> _loss_scaling(TrialConfig()).change(False)
+    {'precision': 'mixed_float16', 'auto_scale_loss': False}
+    >>> _loss_scaling(TrialConfig(precision="mixed_float16")).name
+    'auto_scale_loss'
+    """
+    if base.precision == "mixed_float16":
+        return Dimension("auto_scale_loss", (False,))
+    return Dimension("auto_scale_loss", (False,), on=("precision", "mixed_float16"))
+
+
+def _backend_knob(knob: str, backend: Backend, has_gpu: bool, cores: int) -> Dimension:
+    """A knob whose meaning is the backend's (its compile and thread settings), with the values to try on it.
+
+    >>> _backend_knob("jit_compile", backend_of("torch"), has_gpu=False, cores=2).values
+    (True,)
+    """
+    if knob == "steps_per_execution":
+        return Dimension(knob, (64, 16, 4))  # most promising first
+    if knob == "jit_compile":
+        return Dimension(knob, (not backend.auto_jit_compile(has_gpu),))
+    if knob == "intra_op_threads" and cores < 2:
+        return Dimension(knob, (), "this machine has one core")
+    return Dimension(knob, (1,))
+
+
+def own_knobs(others: Dimension, base: TrialConfig, has_gpu: bool, cores: int) -> list[Dimension]:
+    """Each other backend's own knobs (`Backend.own_knobs`), measured on top of it, or skipped with why.
+
+    A knob that backend cannot turn, or whose value to try is its default
+    already, is skipped with the backend's reason; so is every own knob of a
+    backend the search does not try (not installed, or the script ties itself
+    to the baseline's).
+
+    >>> dims = own_knobs(Dimension("backend", ("jax", "torch")), TrialConfig(), has_gpu=False, cores=2)
+    >>> [(d.name, d.values) for d in dims if d.searched]
+    [('steps_per_execution@jax', (64, 16, 4)), ('jit_compile@torch', (True,)), ('intra_op_threads@torch', (1,)), ('inter_op_threads@torch', (1,))]
+    >>> skipped(dims)["steps_per_execution@torch"]
+    'the PyTorch backend of Keras runs one step per execution only'
+    """
+    dims = []
+    for name in NAMES:
+        if name == base.backend:
+            continue
+        other = backend_of(name)
+        tried = name in others.values
+        for knob in other.own_knobs:
+            dim = _backend_knob(knob, other, has_gpu, cores)
+            why = other.why_not_on_top(knob) or dim.skipped
+            if not tried:
+                why = f"measured on top of {other.title}, which this search does not try: " + (
+                    others.skipped or dict(others.left_out).get(name) or "left out by --space")
+            dims.append(replace(dim, values=() if why else dim.values, skipped=why, on=("backend", name)))
+    return dims
 
 
 def backend_dimension(base: TrialConfig, model: str, script: str | None = None,
@@ -142,7 +225,7 @@ def backend_dimension(base: TrialConfig, model: str, script: str | None = None,
 
 
 def skipped(dims: Iterable[Dimension]) -> dict[str, str]:
-    """What the search leaves out and why: a whole knob by its name, one value as `knob=value`.
+    """What the search leaves out and why: a whole knob by its name (`Dimension.name`), one value as `knob=value`.
 
     >>> skipped([Dimension("onednn", (), "TensorFlow alone"), Dimension("backend", ("jax",), left_out=(("torch", "not installed"),))])
     {'onednn': 'TensorFlow alone', 'backend=torch': 'not installed'}
@@ -150,7 +233,7 @@ def skipped(dims: Iterable[Dimension]) -> dict[str, str]:
     out: dict[str, str] = {}
     for dim in dims:
         if dim.skipped:
-            out[dim.knob] = dim.skipped
+            out[dim.name] = dim.skipped
         for value, why in dim.left_out:
             out[f"{dim.knob}={value}"] = why
     return out
@@ -197,6 +280,8 @@ def _unless(backend: Backend, dim: Dimension) -> Dimension:
 
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:
+    if dim.on:  # on top of another backend, where the baseline's value is that backend's default
+        return dim
     current = getattr(base, dim.knob)
     return replace(dim, values=tuple(v for v in dim.values if v != current))
 
@@ -216,19 +301,40 @@ def override(dims: list[Dimension], assignments: Iterable[str], base: TrialConfi
         values = tuple(dict.fromkeys(knob.parse(part) for part in raw.split(",")))
         for value in values:
             base.replace(**{name: value})  # refuses values the backend cannot do
-        kept = next((d for d in out if d.knob == name), None)
-        out = [d for d in out if d.knob != name]
+        kept = next((d for d in out if d.knob == name and not d.on), None)
+        out = [d for d in out if d.knob != name or d.on]
         out.append(_drop_baseline(Dimension(name, values, cost_only=bool(kept and kept.cost_only),
                                             each=bool(kept and kept.each)), base))
+        if name == "backend":  # a backend's own knobs are measured only where the backend is
+            out = [replace(d, values=(), skipped=f"measured on top of {backend_of(d.backend).title}, which --space "
+                           "leaves out") if d.backend and d.backend not in values else d for d in out]
     return out
 
 
 def only(dims: list[Dimension], knobs: Iterable[str]) -> list[Dimension]:
-    """Search only the named knobs; the others keep the baseline's values."""
-    names = [get_knob(name.strip()).name for name in knobs if name.strip()]
+    """Search only the named knobs; the others keep the baseline's values.
+
+    A backend's own knob is searched where `backend` is named too, and either
+    its knob (`jit_compile`: on every backend) or its own name (`jit_compile@torch`);
+    so is `auto_scale_loss@mixed_float16` where `precision` is.
+
+    >>> dims = [Dimension("backend", ("torch",)), Dimension("jit_compile", (True,)),
+    ...         Dimension("jit_compile", (True,), on=("backend", "torch"))]
+    >>> [d.name for d in only(dims, ["backend", "jit_compile@torch"])]
+    ['backend', 'jit_compile@torch']
+    """
+    names = [_knob_name(name.strip()) for name in knobs if name.strip()]
     if not names:
         return dims
-    return [d for d in dims if d.knob in names]
+    return [d for d in dims if (d.knob in names or d.name in names) and (not d.on or d.on[0] in names)]
+
+
+def _knob_name(text: str) -> str:
+    """A knob's name, or `knob@backend` for a backend's own knob (`auto_scale_loss@mixed_float16`); else a KnobError."""
+    knob, at, on = text.partition("@")
+    if at and on == "mixed_float16":
+        return get_knob(knob).name + at + on
+    return get_knob(knob).name + (at + backend_of(on).name if at else "")
 
 
 def choices(dims: list[Dimension], base: TrialConfig) -> dict[str, tuple[Any, ...]]:

@@ -15,7 +15,7 @@ Who owns what, in the order a trial child runs them:
 | model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
 |              |                        | rewritten and checked), precision (output layers   |
 |              |                        | kept float32)                                      |
-| compile      | `compile_kwargs`       | steps_per_execution, jit_compile                   |
+| compile      | `compile_kwargs`       | steps_per_execution, jit_compile, auto_scale_loss  |
 | data         | `fitspeed.trial.data.sources`    | batch_size (× devices: the global batch) |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
 |              |                        | shuffle_buffer, interleave, data_deterministic,    |
@@ -160,4 +160,5 @@ def compile_kwargs(config: TrialConfig) -> dict[str, Any]:
     return {
         "steps_per_execution": config.steps_per_execution,
         "jit_compile": config.jit_compile,
+        "auto_scale_loss": config.auto_scale_loss,
     }

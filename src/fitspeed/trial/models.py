@@ -63,6 +63,27 @@ def mlp(shape: tuple[int, ...], num_classes: int) -> keras.Model:
     return keras.Model(inputs, _head(x, num_classes), name="mlp")
 
 
+def attention(shape: tuple[int, ...], num_classes: int, width: int = 64, heads: int = 4) -> keras.Model:
+    """One transformer encoder block over a sequence of token vectors, then a classifier.
+
+    The tokens are projected to `width`, then a pre-norm block: multi-head
+    self-attention and a feed-forward of 2 × `width`, each on a residual
+    path. No position embedding: the synthetic sequences' classes differ in
+    their tokens, and the pooled block still mixes them by attention.
+    """
+    inputs = keras.Input(shape=shape)
+    x = layers.Dense(width)(inputs)
+    h = layers.LayerNormalization()(x)
+    h = layers.MultiHeadAttention(heads, width // heads)(h, h)
+    x = layers.Add()([x, h])
+    h = layers.LayerNormalization()(x)
+    h = layers.Dense(2 * width, activation="gelu")(h)
+    x = layers.Add()([x, layers.Dense(width)(h)])
+    x = layers.LayerNormalization()(x)
+    x = layers.GlobalAveragePooling1D()(x)
+    return keras.Model(inputs, _head(x, num_classes), name="attention")
+
+
 def _vgg_like(
     shape: tuple[int, ...], num_classes: int, widths: tuple[int, ...], dense: int, name: str,
     momentum: float = 0.99,
@@ -136,6 +157,7 @@ def wide_resnet(
 BUILDERS: dict[str, Callable[[tuple[int, ...], int], keras.Model]] = {
     "tiny": tiny,
     "mlp": mlp,
+    "attention": attention,
     "cnn-low": cnn_low,
     "cnn-high": cnn_high,
     "cnn10": cnn10,

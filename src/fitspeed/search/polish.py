@@ -17,7 +17,8 @@ hand the verification, not a claim: a truly neutral change kept costs the
 answer nothing, and the verification decides the whole answer on pairs of
 its own. A step that loses is tried again without its big change (the
 likelier clash), else without the one that screened worst, while the budget
-allows (POLISH_STEPS).
+allows (POLISH_STEPS). A numerics change that failed the guard
+(`Ledger.rejected`) is never put back.
 
 Then, where the budget is left, the best change the screen put under
 BUNDLE_FLOOR (not one judged alone) whose knob no decision and no joint
@@ -96,6 +97,7 @@ class Polish:
         for single, ratio in promising:  # best first
             changes = self._changes(single)
             if ratio >= BUNDLE_FLOOR or alone & set(changes) or set(changes) & tried \
+                    or set(changes.items()) & self.tuner.ledger.rejected() \
                     or any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
                 continue
             config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
@@ -138,10 +140,12 @@ class Polish:
                                                                                strict=False)
                     if e <= math.log(CLEARLY_LOST)}
         chosen: dict[str, tuple[TrialConfig, float]] = {}
+        rejected = self.tuner.ledger.rejected()  # numerics changes that failed the guard
         for single, ratio in promising:
             changes = self._changes(single)
             knob = next(iter(changes), None)
-            if knob is None or ratio < BUNDLE_FLOOR or (alone & set(changes) and ratio < gained):
+            if knob is None or ratio < BUNDLE_FLOOR or (alone & set(changes) and ratio < gained) \
+                    or set(changes.items()) & rejected:
                 continue
             if any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
                 continue  # that knob is set already

@@ -18,6 +18,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
 from fitspeed.search.decider import decision_id
 from fitspeed.search.factorial import MAX_FACTORS, design, estimate
+from fitspeed.search.guard import numeric_changes
 from fitspeed.search.searcher import Searcher
 
 
@@ -57,7 +58,10 @@ class Combination:
 
         A change judged alone (`Dimension.alone`: turning off oneDNN where
         TensorFlow turned it on) is combined only if its screen trial gained.
-        One that was slower, failed or failed the guard is not tried again.
+        One that was slower, failed or failed the guard is not tried again: a
+        joint step that was faster but failed the guard is decided again
+        without its numerics change estimated biggest, and a numerics change
+        the guard rejected (`Ledger.rejected`) joins no bundle.
         """
         alone = {d.knob for d in self.tuner.dims if d.alone}
 
@@ -151,14 +155,18 @@ class Combination:
         keep = [m for m, e in sorted(zip(members, estimated, strict=True), key=lambda item: -item[1])
                 if e > JOINT_KEEP]
         for _ in range(JOINT_TRIES):
+            keep = [m for m in keep if not self._rejected(m)]  # a numerics change that failed the guard is left out
             changes = {k: v for single in keep for k, v in self._changes(single).items()}
             config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes}) if keep else None
             if config is None or config == incumbent or self.tuner._spent():
                 break
-            after, _ = self._try(incumbent, config, "bundle" if len(keep) > 1 else "combine")
+            after, verdict = self._try(incumbent, config, "bundle" if len(keep) > 1 else "combine")
             if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
                 return after, []
-            keep = keep[:-1]  # the whole bundle's own decision is stored: it is not measured twice
+            numeric = [m for m in keep if numeric_changes(m, self.tuner.base)]
+            # faster but not kept: it failed the guard, so its numerics change estimated biggest is left out;
+            # else the smallest (the whole bundle's own decision is stored: it is not measured twice)
+            keep = [m for m in keep if m is not numeric[0]] if verdict == "faster" and numeric else keep[:-1]
         return incumbent, []
 
     def _factorial(self, incumbent: TrialConfig, members: list[TrialConfig]) -> list[float] | None:
@@ -184,7 +192,8 @@ class Combination:
         for single in waiting:
             changes = self._changes(single)
             knob = list(changes)[-1] if changes else None  # a knob set on top of another is declared after it
-            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or not self._adds(incumbent, single):
+            if knob is None or screened.get(single, 0.0) < BUNDLE_FLOOR or not self._adds(incumbent, single) \
+                    or self._rejected(single):
                 continue
             if knob not in chosen or screened[single] > screened[chosen[knob]]:
                 chosen[knob] = single
@@ -218,6 +227,10 @@ class Combination:
             if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
                 ahead.append((raced["ratio"], index, single))
         return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
+
+    def _rejected(self, single: TrialConfig) -> bool:
+        """Whether `single`'s change is a numerics change that failed the guard (`Ledger.rejected`)."""
+        return bool(set(self._changes(single).items()) & self.tuner.ledger.rejected())
 
     def _changes(self, config: TrialConfig) -> dict[str, Any]:
         """The knobs `config` sets differently from the baseline, with their values."""

@@ -22,6 +22,7 @@ nowhere else:
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import statistics
 import time
@@ -35,6 +36,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Noise, pooled_noise
 from fitspeed.search import studies
+from fitspeed.search.guard import numeric_changes
 
 DECISION = "decision:"
 FACTORIAL = "factorial:"
@@ -201,6 +203,18 @@ class Ledger:
     def incumbents(self) -> list[TrialConfig]:
         """The configurations that became the incumbent, in order; the last is the best found."""
         return [TrialConfig.from_dict(c) for c in self.study.user_attrs.get(INCUMBENTS) or []]
+
+    def rejected(self) -> set[tuple[str, Any]]:
+        """The numerics changes (knob, value) that made a configuration fail the guard: not tried again.
+
+        One is named where it is the only numerics change of a configuration that failed that no
+        configuration that passed holds.
+        """
+        judged = [(set(numeric_changes(TrialConfig.from_dict(json.loads(key)), self.base).items()), verdict["ok"])
+                  for key, verdict in guards_of(self.study.user_attrs).items() if verdict]
+        passed = {item for changes, ok in judged if ok for item in changes}
+        return {item for changes, ok in judged if not ok and len(changes - passed) == 1
+                for item in changes - passed}
 
     def incumbent(self) -> TrialConfig:
         return (self.incumbents() or [self.base])[-1]

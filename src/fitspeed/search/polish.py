@@ -17,7 +17,15 @@ hand the verification, not a claim: a truly neutral change kept costs the
 answer nothing, and the verification decides the whole answer on pairs of
 its own. A step that loses is tried again without its big change (the
 likelier clash), else without the one that screened worst, while the budget
-allows (POLISH_STEPS).
+allows (POLISH_STEPS). A numerics change that failed the guard
+(`Ledger.rejected`) is never put back.
+
+Then, where the budget is left, the best change the screen put under
+BUNDLE_FLOOR (not one judged alone) whose knob no decision and no joint
+estimate has changed goes on top of the incumbent alone, decided the same
+way: a change that helps only beside another (one inter-op thread beside
+steps_per_execution) may screen under 0.9x alone and would otherwise never
+be tried.
 
 The race at the end of the combination and the sampler leave POLISH_RESERVE
 trials of the budget for it (`polish_room`).
@@ -70,7 +78,34 @@ class Polish:
         self.tuner = tuner
 
     def run(self, promising: list[tuple[TrialConfig, float]]) -> None:
-        """Put the left-out changes on top of the final incumbent; keep them if fresh pairs lean their way."""
+        """Put the left-out changes on top of the final incumbent; keep them if fresh pairs lean their way.
+
+        Then, where the budget is left, the best change the screen put under BUNDLE_FLOOR that nothing tried.
+        """
+        self._steps(promising)
+        self._untried(promising)
+
+    def _untried(self, promising: list[tuple[TrialConfig, float]]) -> None:
+        """The best-screened change under BUNDLE_FLOOR whose knob no decision or joint estimate changed, alone."""
+        incumbent = self.tuner.ledger.incumbent()
+        if self.tuner._spent(2 * MIN_PAIRS - 1):
+            return
+        alone = {d.knob for d in self.tuner.dims if d.alone}
+        tried = {k for d in self.tuner.ledger.decisions() if d["purpose"] != "screen"
+                 for k, v in d["b"].items() if v != d["a"].get(k)}
+        tried |= {m.split("=")[0] for f in self.tuner.ledger.factorials() for m in f["members"]}
+        for single, ratio in promising:  # best first
+            changes = self._changes(single)
+            if ratio >= BUNDLE_FLOOR or alone & set(changes) or set(changes) & tried \
+                    or set(changes.items()) & self.tuner.ledger.rejected() \
+                    or any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
+                continue
+            config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+            if config is not None and config != incumbent:
+                self.tuner._challenge(incumbent, config, "polish")
+            return
+
+    def _steps(self, promising: list[tuple[TrialConfig, float]]) -> None:
         incumbent = self.tuner.ledger.incumbent()
         screened = dict(promising)
         members = self.members(incumbent, promising)
@@ -105,10 +140,12 @@ class Polish:
                                                                                strict=False)
                     if e <= math.log(CLEARLY_LOST)}
         chosen: dict[str, tuple[TrialConfig, float]] = {}
+        rejected = self.tuner.ledger.rejected()  # numerics changes that failed the guard
         for single, ratio in promising:
             changes = self._changes(single)
             knob = next(iter(changes), None)
-            if knob is None or ratio < BUNDLE_FLOOR or (alone & set(changes) and ratio < gained):
+            if knob is None or ratio < BUNDLE_FLOOR or (alone & set(changes) and ratio < gained) \
+                    or set(changes.items()) & rejected:
                 continue
             if any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
                 continue  # that knob is set already

@@ -1,7 +1,9 @@
 """Optuna's sampler (TPE) over the joint space, with the rest of the search's budget.
 
 A configuration it finds faster than the incumbent's figure is compared with
-the incumbent in fresh pairs (`Tuner._challenge`) before it replaces it.
+the incumbent in fresh pairs (`Tuner._challenge`) before it replaces it. A
+configuration that holds a numerics change the guard rejected
+(`Ledger.rejected`) is not measured: Optuna is told it failed.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class Sampler:
                     continue
                 trial = self.tuner.workers.ask(self.tuner._distributions())
                 config = self.tuner._config(knob_values=dict(trial.params))
-                if config is None:  # a combination the backend cannot do: not measured
+                if config is None or set(config.to_dict().items()) & self.tuner.ledger.rejected():
+                    # a combination the backend cannot do, or one holding a numerics change that failed the guard
                     duplicates += 1
                     self.tuner.study.tell(trial, state=TrialState.FAIL)
                     continue

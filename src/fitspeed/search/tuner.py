@@ -24,7 +24,7 @@ The search, in order (every trial is one Optuna trial, one child process):
    it finds faster than the incumbent's figure meets it in fresh pairs first;
 4. the polish (`fitspeed.search.polish`): the screen's changes that the final
    incumbent leaves out, on top of it together, kept if 3 fresh pairs lean
-   their way (a choice: the claim is the verification's);
+   their way, then one under 0.9x that nothing tried (a choice: the claim is the verification's);
 5. verification (`fitspeed.search.verification`): the final incumbent against
    the defaults in fresh pairs, each in a random order, one-sided at 2.5%.
    Its verdict is the study's one claim; "keep the defaults" when not confirmed.

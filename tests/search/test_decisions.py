@@ -13,9 +13,9 @@ from conftest import missing
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
 from fitspeed.machine import environment
-from fitspeed.core.sequential import Verdict
+from fitspeed.core.sequential import Noise, Verdict, step
 from fitspeed.search import verification
-from fitspeed.search.decider import combine_design
+from fitspeed.search.decider import SEARCH_PRIOR, combine_design, search_noise
 from fitspeed.search.decision import Decision
 from fitspeed.search.events import DecisionMade, GuardChecked, Note, TrialStarted, TuneEvent, VerificationStarted
 from fitspeed.search.polish import Polish
@@ -532,3 +532,19 @@ def test_auto_scale_loss_is_measured_and_kept_on_top_of_mixed_float16() -> None:
     answer = TrialConfig.from_dict(verdict["config"])
     assert (answer.precision, answer.auto_scale_loss) == ("mixed_float16", False), [
         (d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+
+
+def test_search_steps_pool_the_prior_noise_and_the_verification_does_not() -> None:
+    # three screen baselines that agree to 3% (a paired spread of 0.04, 2 degrees of freedom) let one pair
+    # at +9% decide a combination step; with SEARCH_PRIOR pooled in, that pair asks for another
+    close = Noise(0.04, 2, "3 screen baseline trials")
+    design = combine_design(5, 0.05)
+    assert step([1.09], design, close).verdict == Verdict.FASTER
+    assert step([1.09], design, search_noise(close)).verdict is None
+    fake = Fake(effects({("steps_per_execution", 64): 1.5, ("jit_compile", True): 1.3}))
+    tuner, verdict = tune(fake, "steps_per_execution,jit_compile,intra_op_threads")
+    searched = [d for d in tuner.decisions() if d["purpose"] not in ("screen", "verify") and d["noise"]]
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert searched and verified and verdict["claimed"] is True
+    assert all(SEARCH_PRIOR.source in d["noise"]["source"] and d["noise"]["df"] >= SEARCH_PRIOR.df for d in searched)
+    assert all(SEARCH_PRIOR.source not in d["noise"]["source"] for d in verified)

@@ -33,19 +33,22 @@ The designs (`combine_design`, `verify_design`):
 
 The noise each decision starts from is the study's (`Ledger.noise`): the
 screen's baseline trials and earlier decisions' pairs, never this decision's
-own trials counted twice. Its source and degrees of freedom are stored with
-the decision.
+own trials counted twice. A search step pools SEARCH_PRIOR into it (10% per
+trial, as 4 degrees of freedom: `search_noise`), so that the study's first
+steps do not stand on a spread of three baselines; the verification never
+does. Its source and degrees of freedom are stored with the decision.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
-from fitspeed.core.sequential import Design, Step, pair_order, step
+from fitspeed.core.sequential import Design, Noise, Step, pair_order, step
 from fitspeed.search import studies
 from fitspeed.search.decision import Decision
 from fitspeed.search.events import DecisionMade, OnEvent
@@ -59,6 +62,7 @@ CHOOSE_PAIRS = 3  # a head-to-head choice between two alternatives takes this ma
 CHOOSE_MORE_PAIRS = 5  # or this many, where the budget has room for them and a decision after
 VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estimate by under half a noise sd
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
+SEARCH_PRIOR = Noise(0.14, 4, "a prior of 10% trial noise")  # pooled into every search step's noise, never the claim's
 
 Measure = Callable[..., "dict[str, Any] | None"]
 Once = Callable[[str, Callable[[], Any], Callable[[], Any]], Any]
@@ -72,6 +76,30 @@ def combine_design(pairs: int, min_gain: float) -> Design:
     """
     top = min(max(2, 2 * pairs), COMBINE_MAX_PAIRS)
     return Design(COMBINE_ALPHA, top, 1, 2 * min_gain, futile_from=1)
+
+
+def search_noise(measured: Noise | None, prior: Noise = SEARCH_PRIOR) -> Noise:
+    """The noise a search step starts from: the study's, pooled with `prior` as so many degrees of freedom.
+
+    A study's first decisions stand on a noise from one to three degrees of
+    freedom: three screen baselines that agreed closely (a spread of 0.04
+    where a paired log ratio truly spreads 0.14) let one pair decide a step
+    that was noise. SEARCH_PRIOR (10% per trial, 4 degrees of freedom) keeps
+    a step to the evidence it has; its weight fades as the study's own
+    degrees of freedom grow. Only the search's choices use it: the
+    verification's noise is the study's and its own pairs' alone, and its
+    level holds on those (`benchmarks/verification_aa.py`).
+
+    >>> round(search_noise(Noise(0.04, 2)).sd, 3), search_noise(Noise(0.04, 2)).df
+    (0.117, 6)
+    >>> round(search_noise(None).sd, 2), round(search_noise(Noise(0.3, 60)).sd, 3)
+    (0.14, 0.293)
+    """
+    if measured is None or measured.df == 0:
+        return prior
+    df = measured.df + prior.df
+    sd = math.sqrt((measured.df * measured.sd ** 2 + prior.df * prior.sd ** 2) / df)
+    return Noise(sd, df, f"{measured.source} and {prior.source} ({prior.df} degrees of freedom)")
 
 
 def verify_share(fallbacks: int, index: int = 0) -> float:
@@ -170,7 +198,7 @@ class Decider:
     def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
                 budgeted: bool) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
-        prior = self.ledger.noise()
+        prior = self.ledger.noise() if purpose == "verify" else search_noise(self.ledger.noise())
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
         why = None

@@ -117,3 +117,11 @@ def test_a_training_script_refuses_remat_with_the_reason() -> None:
     from fitspeed.trial.remat import SCRIPT_REASON
 
     assert "keras.RematScope" in SCRIPT_REASON and "not applied to a training command" in SCRIPT_REASON
+
+
+def test_best_json_builds_the_model_inside_the_scope() -> None:
+    from fitspeed.core.best_json import snippet
+
+    text = snippet(TrialConfig(backend="jax", remat="full"))
+    assert "with keras.RematScope(mode='full'):\n    model = build_model()" in text
+    assert "RematScope" not in snippet(TrialConfig(backend="jax"))

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import child_env, missing
+from conftest import FIXTURES, QUICK, child_env, missing
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
@@ -113,10 +113,18 @@ def test_tensorflow_cannot_do_remat_and_the_reason_still_holds() -> None:
     assert "keywords arguments only when eager execution" in done.stdout, done.stdout[-2000:]
 
 
-def test_a_training_script_refuses_remat_with_the_reason() -> None:
-    from fitspeed.trial.remat import SCRIPT_REASON
-
-    assert "keras.RematScope" in SCRIPT_REASON and "not applied to a training command" in SCRIPT_REASON
+def test_a_training_script_refuses_remat_with_the_reason(tmp_path: Path) -> None:
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed (pip install 'fitspeed[jax]')")
+    results = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "fitspeed", "measure", *QUICK, "--set", "backend=jax", "--set",
+                           "remat=full", "--results", str(results), "--", sys.executable,
+                           str(FIXTURES / "scripts" / "portable_train.py")],
+                          cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    record = json.loads(results.read_text().splitlines()[-1])
+    assert record["status"] == "failed" and not record["user_error"]
+    assert record["reason"].startswith("remat is not applied to a training command: keras.RematScope acts on"), record
 
 
 def test_best_json_builds_the_model_inside_the_scope() -> None:

@@ -35,6 +35,7 @@ def test_every_reason_names_a_knob() -> None:
 @pytest.mark.parametrize(("backend", "knob", "value"), [
     ("torch", "steps_per_execution", 8), ("torch", "devices", 2), ("torch", "onednn", True),
     ("jax", "onednn", False), ("jax", "intra_op_threads", 2), ("jax", "inter_op_threads", 1),
+    ("tensorflow", "remat", "full"),
 ])
 def test_a_knob_a_backend_cannot_turn_is_refused_with_its_reason(backend: str, knob: str, value: object) -> None:
     reason = backend_of(backend).cannot(knob)
@@ -46,9 +47,11 @@ def test_a_knob_a_backend_cannot_turn_is_refused_with_its_reason(backend: str, k
     TrialConfig(backend=backend, **{knob: KNOBS_BY_NAME[knob].default})  # the default always runs
 
 
-def test_tensorflow_turns_every_knob() -> None:
-    assert all(backend_of("tensorflow").cannot(knob.name) is None for knob in KNOBS)
-    assert all("tensorflow" in knob.backends() for knob in KNOBS)
+def test_tensorflow_turns_every_knob_but_remat() -> None:
+    # Keras 3.15's RematScope fails in TensorFlow's compiled train step (tests/trial/test_remat.py checks it still does)
+    assert [knob.name for knob in KNOBS if backend_of("tensorflow").cannot(knob.name)] == ["remat"]
+    assert [knob.name for knob in KNOBS if "tensorflow" not in knob.backends()] == ["remat"]
+    assert KNOBS_BY_NAME["remat"].backends() == ("jax", "torch")
 
 
 @pytest.mark.parametrize(("backend", "gpu", "cpu"), [("tensorflow", True, False), ("jax", True, True),

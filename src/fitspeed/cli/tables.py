@@ -23,6 +23,7 @@ from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import brief_reason
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison, speed
+from fitspeed.report import batch_sweep
 from fitspeed.report.numbers import level, number, ratio
 
 _STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
@@ -393,18 +394,18 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     batch = summary["batch_sizes"]
     if batch["rows"]:
+        figures = batch_sweep.sweep(batch, base["config"])
         sizes = Table(title="throughput against batch size (re-tune the learning rate if you change it)",
                       header_style="bold")
-        for column in ("batch size", "status", "samples/s", "vs baseline"):
+        for column in ("batch size", "remat", "status", "samples/s", "vs baseline"):
             sizes.add_column(column, justify="right")
-        for row in batch["rows"]:
-            sizes.add_row(str(row["changes"].get("batch_size", base["config"]["batch_size"])), row["status"],
+        for row in figures["rows"]:
+            sizes.add_row(str(row["batch_size"]), row["remat"], row["status"],
                           number(row["samples_per_s"], 0), ratio(row["ratio"]))
         console.print(sizes)
-        if batch["first_oom"]:
-            console.print(f"largest batch that fit: {batch['largest_fitting']}; out of memory at "
-                          f"{batch['first_oom']}. With a margin, use at most {batch['recommended_max']}.",
-                          highlight=False)
+        found = batch_sweep.sentence(figures)
+        if found:
+            console.print(found, highlight=False)
         console.print("A larger batch changes the training recipe: re-tune the learning rate "
                       "(and check accuracy) before you keep it.", highlight=False)
 

@@ -2,7 +2,7 @@
 
 | what                            | tensorflow                        | jax                             | torch                  |
 |---------------------------------|-----------------------------------|---------------------------------|------------------------|
-| knobs it cannot turn (`cannot`) | none                              | onednn, intra_op_threads,       | onednn, devices,       |
+| knobs it cannot turn (`cannot`) | remat                             | onednn, intra_op_threads,       | onednn, devices,       |
 |                                 |                                   | inter_op_threads                | steps_per_execution    |
 | onednn (TF_ENABLE_ONEDNN_OPTS)  | read at import                    | never read                      | never read             |
 | its own knobs, measured on top  | steps_per_execution, jit_compile, | steps_per_execution (jit_compile| jit_compile           |
@@ -115,6 +115,8 @@ class TensorFlow(Backend):
     counts_flops = True
     data_parallel = "tf.distribute.MirroredStrategy"
     import_line = "import tensorflow as tf"
+    cannot_turn = {"remat": ("Keras 3.15's RematScope wraps each layer's call in tf.recompute_grad, which takes no "
+                             "keyword arguments (training=) outside eager execution: the compiled train step fails")}
 
     def auto_jit_compile(self, has_gpu: bool) -> bool:
         return has_gpu

@@ -102,6 +102,9 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
     if process or threads:
         lines += ["", "# Process-wide, before building the model:", *process, *threads]
     lines += devices
+    if "remat" in changed:  # keras.RematScope acts on the layers created inside it
+        lines += ["", "# Build the model inside the scope: its layers' activations are recomputed in the backward pass.",
+                  f"with keras.RematScope(mode={config.remat!r}):", "    model = build_model()  # your own"]
     compile_args = []
     if "steps_per_execution" in changed:
         compile_args.append(f"    steps_per_execution={config.steps_per_execution},")

@@ -17,10 +17,4 @@ NOT_KNOBS: Mapping[str, str] = {
         "refuses it when forced (TensorFlow: not supported, JAX: cuDNN is not detected, PyTorch: not supported "
         "with the inputs). The only other value, disable_flash_attention(), turns off a kernel chosen for speed, "
         "and on a CPU changes nothing"),
-    "keras.RematScope": (
-        "present in Keras 3.15 (rematerialization: activations recomputed in the backward pass), not a knob yet. "
-        "It acts on the layers called inside it, so it has to wrap the model's construction, which for a user's "
-        "model is the user's code; a rewrite of the built model under it (as data_format's) is still to be "
-        "written. It trades compute for memory: it is for a batch size that does not fit, never a speed-up at "
-        "a batch that does"),
 }

@@ -280,6 +280,16 @@ class KnobValues:
         parse=lambda raw: _choice("data_format", raw, ("channels_last", "channels_first")),
         changes_numerics=True,
     )
+    remat: str = knob(
+        description="Rematerialization: the model built inside keras.RematScope(mode=...), its layers' activations "
+        "recomputed in the backward pass (less memory, more compute). Tried by tune --batch-sizes on a size that "
+        "ran out of memory, never by the screen.",
+        values="off, full",
+        default="off",
+        scope="model",
+        stage="model",
+        parse=lambda raw: _choice("remat", raw, ("off", "full")),
+    )
     deterministic: bool = knob(
         description="Deterministic ops plus fixed seeds (TF op determinism, XLA or torch flags).",
         values="true, false",

@@ -22,7 +22,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.record import to_json
-from fitspeed.report import plot_data
+from fitspeed.report import batch_sweep, plot_data
 from fitspeed.report.numbers import number, ratio
 from fitspeed.core import best_json
 
@@ -122,6 +122,8 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         num=number,
         ratio=ratio,
+        batch_sweep=batch_sweep.sweep,
+        batch_sentence=batch_sweep.sentence,
     )
 
 

@@ -1,9 +1,17 @@
-"""`tune --batch-sizes`: throughput against batch size, up to the first size that runs out of memory."""
+"""`tune --batch-sizes`: throughput against batch size, up to the first size that runs out of memory.
+
+A size that runs out of memory is measured again with rematerialization
+(`remat=full`, `fitspeed.trial.remat`): if it fits so, the sweep goes on to
+larger sizes with remat on, and stops at the first size that runs out of
+memory even with it. Each size's record says whether it ran with remat.
+"""
 
 from __future__ import annotations
 
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.settings import next_batch_probe
+
+REMAT = "full"  # the RematScope mode tried on a size that ran out of memory
 
 
 class BatchSizes:
@@ -11,32 +19,52 @@ class BatchSizes:
 
     def __init__(self, tuner: Searcher) -> None:
         self.tuner = tuner
+        # remat is tried unless the baseline has it on already, or a try of it could not run
+        # (a backend that cannot do it: the tuner notes why, once)
+        self.can_remat = tuner.base.remat == "off"
 
     def run(self) -> None:
-        """Throughput against batch size, up to the first that runs out of memory.
+        """Throughput against batch size, up to the first that runs out of memory even with remat.
 
         Asked for explicitly, so outside the --trials budget. After an
         out-of-memory, sizes between the last that fit and the first that did
-        not are bisected (multiples of 8) to find the largest that fits.
+        not are bisected (multiples of 8) to find the largest that fits, each
+        with remat only if it ran out of memory without.
         """
         fits: list[int] = []
+        remat = self.tuner.base.remat
         for size in sorted(self.tuner.settings.batch_sizes):
-            status = self._status(size)
+            status, mode = self._fits(size, remat)
             if status == "oom":
                 low, high = max(fits, default=0), size
                 while True:
                     middle = next_batch_probe(low, high)
                     if middle is None:
                         break
-                    if self._status(middle) == "oom":
+                    status, mode = self._fits(middle, remat)
+                    if status == "oom":
                         high = middle
                     else:
                         low = middle
+                        remat = mode if status == "ok" else remat
                 break  # larger batches will not fit either
             if status == "ok":
                 fits.append(size)
+                remat = mode  # a size that needed remat: the larger ones run with it from the start
 
-    def _status(self, size: int) -> str | None:
-        config = self.tuner._config(knob_values={"batch_size": size})
+    def _fits(self, size: int, remat: str) -> tuple[str | None, str]:
+        """The status at `size` and the remat mode it ran with: again with remat after an out-of-memory."""
+        status = self._status(size, remat)
+        if status != "oom" or remat != "off" or not self.can_remat:
+            return status, remat
+        retried = self._status(size, REMAT)
+        if retried in ("ok", "oom"):
+            return retried, REMAT
+        self.can_remat = False  # remat could not run here (the backend, the model): not tried again
+        return status, remat
+
+    def _status(self, size: int, remat: str) -> str | None:
+        values = {"batch_size": size} if remat == self.tuner.base.remat else {"batch_size": size, "remat": remat}
+        config = self.tuner._config(knob_values=values)
         record = self.tuner.measure(config, "batch_size", budgeted=False) if config else None
         return record["status"] if record else None

@@ -15,6 +15,7 @@ Who owns what, in the order a trial child runs them:
 | model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
 |              |                        | rewritten and checked), precision (output layers   |
 |              |                        | kept float32)                                      |
+| model        | `fitspeed.trial.remat.scope` | remat (the model built inside keras.RematScope) |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile, auto_scale_loss  |
 | data         | `fitspeed.trial.data.sources`    | batch_size (× devices: the global batch) |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |

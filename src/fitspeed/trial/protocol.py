@@ -45,7 +45,7 @@ from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record, write_record
-from fitspeed.trial import apply, faults, measurement
+from fitspeed.trial import apply, faults, measurement, remat
 from fitspeed.trial.keras_import import import_keras
 from fitspeed.trial.transform import Refused
 
@@ -65,9 +65,11 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     placement = apply.after_import(config, spec.seed)
     env = {**environment.collect(config.backend), "devices": placement.to_dict()}
     started = time.perf_counter()
-    model = models.build(spec.model)
-    rewritten = rewrite.for_trial(model, config, spec.seed)  # data_format, float32 outputs: checked, or Refused
+    with remat.scope(config):  # layers created inside it are rematerialized (fitspeed.trial.remat)
+        model = models.build(spec.model)
+        rewritten = rewrite.for_trial(model, config, spec.seed)  # data_format, float32 outputs: checked, or Refused
     model = rewritten.model if rewritten else model
+    remat_note = remat.check(model, config)
     models.compile_model(model, apply.compile_kwargs(config))
     data_ref = DataRef.parse(spec.data)
     shape = layout.channels_last_shape(model)
@@ -90,7 +92,9 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
 
     n = config.steps_per_execution
     if spec.mode == Mode.TRAIN:
-        return _validated(spec, {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}, model, data)
+        trained = {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}
+        trained["notes"] += [remat_note] if remat_note else []
+        return _validated(spec, trained, model, data)
     if spec.mode == Mode.PREDICT:
         from fitspeed.trial import predict_latency
 
@@ -113,7 +117,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
         return timed  # cut short, or the loss went to NaN
     steps, losses = timed.steps, timed.losses
     extra: dict[str, Any] = {"timed_wall": timed.wall, **_rewritten(rewritten)}
-    notes = [placement.note()] if placement.note() else []
+    notes = [note for note in (placement.note(), remat_note) if note]
     if config.jit_compile is True and not getattr(model, "jit_compile", False):
         notes.append(
             "Keras ran without XLA although jit_compile=true was asked for: the model has a "

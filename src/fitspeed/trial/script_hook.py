@@ -24,6 +24,8 @@ Who owns what in the user's process:
 |                              |                                                      | Dataset or a PyDataset     |
 | the script's chosen `fit()`  | the script's model rewritten and checked             | data_format, float32       |
 |                              | (`fitspeed.trial.transform.rewrite.for_trial`)       | outputs under precision    |
+| the script's chosen `fit()`  | refused with the reason (`fitspeed.trial.remat`): the | remat                      |
+|                              | script builds its model outside any RematScope       |                            |
 
 The rewritten model (compiled as the script compiled its own) is the one timed;
 `fitspeed run` cannot swap the model a script holds, so it leaves data_format to
@@ -65,6 +67,7 @@ from fitspeed.trial import apply
 from fitspeed.trial.data.fit_args import data_from, epoch_steps
 from fitspeed.trial.import_watch import ImportWatch
 from fitspeed.trial.protocol import after_timing, is_oom
+from fitspeed.trial.remat import SCRIPT_REASON
 from fitspeed.trial.script_stop import LEGACY, stop_reason
 from fitspeed.trial.transform import Refused
 
@@ -267,6 +270,8 @@ class Hook:
         from fitspeed.trial.transform import rewrite
 
         spec, config = self.spec, self.config
+        if config.remat != "off":
+            raise Refused(SCRIPT_REASON)
         env = environment.collect(config.backend)
         started = time.perf_counter()
         bound = inspect.signature(real_fit).bind(model, *args, **kwargs).arguments

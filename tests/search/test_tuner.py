@@ -41,7 +41,8 @@ def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: sub
     while time.time() < deadline and parent.poll() is None and not list(hold.glob("host-*")):
         time.sleep(0.1)
     taken = list(hold.glob("host-*"))
-    assert len(taken) == 1, f"no trial took the hold (the tune ended, or 300 s passed): {sorted(p.name for p in hold.iterdir())}"
+    found = sorted(p.name for p in hold.iterdir())
+    assert len(taken) == 1, f"no trial took the hold (the tune ended, or 300 s passed): {found}"
 
 
 @pytest.mark.slow

@@ -266,17 +266,30 @@ def test_doctor_diagnoses_a_scripts_own_pipeline(tmp_path: Path) -> None:
     assert summary["verdict"] in ("highly input-bound", "moderately input-bound", "not input-bound")
 
 
+def _tune_long_train(folder: Path) -> None:
+    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{folder}/s.db",
+                 "--best", str(folder / "best.json"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(folder / "m.keras"), cwd=folder)
+    (folder / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+
+
+@pytest.fixture(scope="session")
+def tuned_long_train(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """`fitspeed tune` on long_train.py (which imports tensorflow) with every knob, once for the run; its summary."""
+    folder = built_once(tmp_path_factory, "tuned-long-train", _tune_long_train)
+    code, stdout, stderr = json.loads((folder / "result.json").read_text())
+    return folder, measured(subprocess.CompletedProcess(["fitspeed"], code, stdout, stderr))
+
+
 @pytest.mark.slow
-def test_tune_on_a_script_writes_best_json_and_may_search_data_format(tmp_path: Path) -> None:
-    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
-                 "--best", str(tmp_path / "best.json"),
-                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
-    summary = measured(result)
-    best = json.loads((tmp_path / "best.json").read_text())
+def test_tune_on_a_script_writes_best_json_and_may_search_data_format(
+        tuned_long_train: tuple[Path, dict[str, Any]]) -> None:
+    folder, summary = tuned_long_train
+    best = json.loads((folder / "best.json").read_text())
     assert "snippet" in best and best["kind"] == "best"
     assert "data_format" not in summary["skipped"]  # a script's model gets the same checked rewrite
     assert summary["skipped"].get("workers", "").startswith("workers applies to a keras.utils.PyDataset")
-    assert not (tmp_path / "m.keras").exists()
+    assert not (folder / "m.keras").exists()
 
 
 def test_tune_cuts_a_scripts_far_slower_trial_short_as_it_does_a_built_in_models(tmp_path: Path) -> None:
@@ -384,7 +397,7 @@ def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_
     from fitspeed.core import best_json
 
     script = ["--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "2"]
-    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "4", "--pairs", "2", "--json",
+    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "3", "--pairs", "2", "--json",
                  "--storage", f"sqlite:///{tmp_path}/s.db", *script, cwd=tmp_path, timeout=600)
     summary = measured(result)
     screened = {row["config"]: row for row in summary["trials"] if row["phase"] == "sweep"}
@@ -403,12 +416,8 @@ def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_
 
 
 def test_a_script_that_imports_tensorflow_is_offered_no_other_backend_and_the_screen_says_why(
-        tmp_path: Path) -> None:
-    result = cli("tune", *QUICK, "--knobs", "backend,steps_per_execution", "--space", "steps_per_execution=4",
-                 "--trials", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
-                 "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras"),
-                 cwd=tmp_path, timeout=600)
-    summary = measured(result)
-    assert not [row for row in summary["trials"] if "backend=" in row["config"]]
+        tuned_long_train: tuple[Path, dict[str, Any]]) -> None:
+    _, summary = tuned_long_train  # a tune with every knob, backend among them
+    assert summary["trials"] and not [row for row in summary["trials"] if "backend=" in row["config"]]
     reasons = {reason for knobs, reason in summary["skipped_groups"] if "backend" in knobs}
     assert reasons == {"long_train.py:25 imports tensorflow, so the script runs on the tensorflow backend only"}

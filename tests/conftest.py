@@ -56,6 +56,22 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     return folder
 
 
+def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One real `fitspeed compare` run for the run, its folder and its result; tests read and copy, never change it.
+
+    A comparison past --pairs to --max-pairs (3 pairs, 6 trials): tests/cli/test_cli.py checks what
+    --until-width did, tests/report/test_report.py renders its results file.
+    """
+    def build(folder: Path) -> None:
+        result = fitspeed("compare", "tiny", "--b", "steps_per_execution=2", "--pairs", "2", "--until-width",
+                          "0.0001", "--max-pairs", "3", "--statistic", "best", *QUICK, cwd=folder)
+        (folder / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+
+    folder = built_once(tmp_path_factory, "compared", build)
+    code, out, err = json.loads((folder / "result.json").read_text())
+    return folder, subprocess.CompletedProcess(["fitspeed", "compare"], code, out, err)
+
+
 def missing(what: str) -> None:
     """A part a test needs is not here: skip, except under CI=true, where a missing part fails the run."""
     if os.environ.get("CI") == "true":

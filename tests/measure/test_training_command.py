@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, QUICK, child_env
+from conftest import FIXTURES, QUICK, built_once, child_env
 
 SCRIPTS = FIXTURES / "scripts"
 PY = sys.executable
@@ -101,41 +101,56 @@ def test_a_15_epoch_trial_stops_after_its_timed_windows_without_saving(tmp_path:
     assert saved.exists() and json.loads(report.read_text())["epochs_run"] == 15
 
 
-def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(tmp_path: Path) -> None:
+KNOBS = {"steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1, "inter_op_threads": 2}
+
+
+def _measure_then_run(folder: Path) -> None:
+    """A trial of long_train.py with KNOBS, then `fitspeed run` of a best.json with them, on one command."""
     from fitspeed.core import best_json
 
-    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": {
-        "steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1, "inter_op_threads": 2}}})
-    report, saved = tmp_path / "report.json", tmp_path / "model.keras"
-    result = cli("run", "best.json", "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "3",
-                 "--out", str(saved), "--report", str(report), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(report.read_text())
+    command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "3", "--out", str(folder / "model.keras")]
+    measure = cli("measure", *QUICK, "--json", *[a for k, v in KNOBS.items() for a in ("--set", f"{k}={v}")],
+                  "--results", str(folder / "r.jsonl"), *command, cwd=folder)
+    saved_by_measure = (folder / "model.keras").exists()
+    best_json.write(folder / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": KNOBS}})
+    ran = cli("run", "best.json", *command, "--report", str(folder / "report.json"), cwd=folder)
+    (folder / "results.json").write_text(json.dumps({
+        "measure": [measure.returncode, measure.stdout, measure.stderr], "saved_by_measure": saved_by_measure,
+        "run": [ran.returncode, ran.stdout, ran.stderr]}))
+
+
+@pytest.fixture(scope="session")
+def measured_then_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The trial and the run of one command, made once for the suite; two tests read them."""
+    folder = built_once(tmp_path_factory, "measured-then-run", _measure_then_run)
+    return folder, json.loads((folder / "results.json").read_text())
+
+
+def test_run_applies_best_json_inside_the_script_and_trains_to_the_end(
+        measured_then_run: tuple[Path, dict[str, Any]]) -> None:
+    folder, done = measured_then_run
+    code, stdout, stderr = done["run"]
+    assert code == 0, stderr
+    seen = json.loads((folder / "report.json").read_text())
     assert seen == {"epochs_run": 3, "policy": "mixed_bfloat16", "output_dtype": "float32", "steps_per_execution": 4,
                     "intra_op_threads": 1, "inter_op_threads": 2}
-    assert saved.exists() and "saved" in result.stdout
+    assert not done["saved_by_measure"] and (folder / "model.keras").exists() and "saved" in stdout
 
 
-def test_run_trains_the_model_its_trial_timed(tmp_path: Path) -> None:
+def test_run_trains_the_model_its_trial_timed(measured_then_run: tuple[Path, dict[str, Any]]) -> None:
     # issue 25, item 1: the trial timed a model with float32 outputs; `run` trained the unchanged one (bf16 outputs)
-    from fitspeed.core import best_json
-
-    knobs = {"steps_per_execution": 4, "precision": "mixed_bfloat16", "intra_op_threads": 1}
-    command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras")]
-    result = cli("measure", *QUICK, "--json", *[a for k, v in knobs.items() for a in ("--set", f"{k}={v}")],
-                 *command, cwd=tmp_path)
-    record = json.loads(result.stdout[result.stdout.index("{"):])
+    folder, done = measured_then_run
+    code, stdout, stderr = done["measure"]
+    record = json.loads(stdout[stdout.index("{"):])
     assert record["status"] == "ok", record.get("reason")
-    best_json.write(tmp_path / "best.json", {"baseline": {"config": {}}, "best": {"claimed": True, "config": knobs}})
-    report = tmp_path / "report.json"
-    ran = cli("run", "best.json", *command, "--report", str(report), cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
-    seen = json.loads(report.read_text())
+    assert done["run"][0] == 0, done["run"][2]
+    seen = json.loads((folder / "report.json").read_text())
     metrics = record["metrics"]
     assert (seen["output_dtype"], seen["policy"], seen["steps_per_execution"]) == \
         (metrics["output_dtype"], metrics["dtype_policy"], metrics["steps_per_execution_resolved"]) == \
         ("float32", "mixed_bfloat16", 4)
     assert seen["intra_op_threads"] == record["spec"]["knobs"]["intra_op_threads"] == 1
+    assert seen["inter_op_threads"] == record["spec"]["knobs"]["inter_op_threads"] == 2
 
 
 def test_run_exits_with_the_scripts_status(tmp_path: Path) -> None:
@@ -173,6 +188,8 @@ def test_every_way_of_starting_a_script_is_hooked(tmp_path: Path, how: str) -> N
     assert record["metrics"]["steps_per_execution_resolved"] == 2
     assert record["metrics"]["dtype_policy"] == "mixed_bfloat16"
     assert record["metrics"]["batch_callbacks_per_epoch"] == [5]  # (2 lead-in + 8 timed steps) / 2
+    if how == "python -m":  # without --fit, its first fit() call is timed (test_fit_picks_which_fit_call_is_timed)
+        assert (record["metrics"]["batch_size"], record["metrics"]["fit_call"]) == (16, 1)
     if how == "tensorflow.keras+main":
         assert record["metrics"]["data_kind"] == "dataset" and record["metrics"]["batch_size"] == 32
         assert not (tmp_path / "tf_style.keras").exists()
@@ -182,11 +199,9 @@ def test_every_way_of_starting_a_script_is_hooked(tmp_path: Path, how: str) -> N
 
 
 def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
-    first = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"),
-                         "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS))
+    # the first call, timed without --fit: test_every_way_of_starting_a_script_is_hooked[python -m]
     second = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"), "--fit", "2",
                           "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS))
-    assert (first["metrics"]["batch_size"], first["metrics"]["fit_call"]) == (16, 1)
     assert (second["metrics"]["batch_size"], second["metrics"]["fit_call"]) == (32, 2)
     third = cli("measure", *QUICK, "--results", str(tmp_path / "r.jsonl"), "--fit", "3",
                 "--", PY, "-m", "trainpkg.train", cwd=SCRIPTS)
@@ -251,17 +266,30 @@ def test_doctor_diagnoses_a_scripts_own_pipeline(tmp_path: Path) -> None:
     assert summary["verdict"] in ("highly input-bound", "moderately input-bound", "not input-bound")
 
 
+def _tune_long_train(folder: Path) -> None:
+    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{folder}/s.db",
+                 "--best", str(folder / "best.json"),
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(folder / "m.keras"), cwd=folder)
+    (folder / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+
+
+@pytest.fixture(scope="session")
+def tuned_long_train(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """`fitspeed tune` on long_train.py (which imports tensorflow) with every knob, once for the run; its summary."""
+    folder = built_once(tmp_path_factory, "tuned-long-train", _tune_long_train)
+    code, stdout, stderr = json.loads((folder / "result.json").read_text())
+    return folder, measured(subprocess.CompletedProcess(["fitspeed"], code, stdout, stderr))
+
+
 @pytest.mark.slow
-def test_tune_on_a_script_writes_best_json_and_may_search_data_format(tmp_path: Path) -> None:
-    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
-                 "--best", str(tmp_path / "best.json"),
-                 "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(tmp_path / "m.keras"), cwd=tmp_path)
-    summary = measured(result)
-    best = json.loads((tmp_path / "best.json").read_text())
+def test_tune_on_a_script_writes_best_json_and_may_search_data_format(
+        tuned_long_train: tuple[Path, dict[str, Any]]) -> None:
+    folder, summary = tuned_long_train
+    best = json.loads((folder / "best.json").read_text())
     assert "snippet" in best and best["kind"] == "best"
     assert "data_format" not in summary["skipped"]  # a script's model gets the same checked rewrite
     assert summary["skipped"].get("workers", "").startswith("workers applies to a keras.utils.PyDataset")
-    assert not (tmp_path / "m.keras").exists()
+    assert not (folder / "m.keras").exists()
 
 
 def test_tune_cuts_a_scripts_far_slower_trial_short_as_it_does_a_built_in_models(tmp_path: Path) -> None:
@@ -369,7 +397,7 @@ def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_
     from fitspeed.core import best_json
 
     script = ["--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "2"]
-    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "4", "--pairs", "2", "--json",
+    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "3", "--pairs", "2", "--json",
                  "--storage", f"sqlite:///{tmp_path}/s.db", *script, cwd=tmp_path, timeout=600)
     summary = measured(result)
     screened = {row["config"]: row for row in summary["trials"] if row["phase"] == "sweep"}
@@ -388,12 +416,8 @@ def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_
 
 
 def test_a_script_that_imports_tensorflow_is_offered_no_other_backend_and_the_screen_says_why(
-        tmp_path: Path) -> None:
-    result = cli("tune", *QUICK, "--knobs", "backend,steps_per_execution", "--space", "steps_per_execution=4",
-                 "--trials", "2", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
-                 "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "2", "--out", str(tmp_path / "m.keras"),
-                 cwd=tmp_path, timeout=600)
-    summary = measured(result)
-    assert not [row for row in summary["trials"] if "backend=" in row["config"]]
+        tuned_long_train: tuple[Path, dict[str, Any]]) -> None:
+    _, summary = tuned_long_train  # a tune with every knob, backend among them
+    assert summary["trials"] and not [row for row in summary["trials"] if "backend=" in row["config"]]
     reasons = {reason for knobs, reason in summary["skipped_groups"] if "backend" in knobs}
     assert reasons == {"long_train.py:25 imports tensorflow, so the script runs on the tensorflow backend only"}

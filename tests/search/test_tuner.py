@@ -27,22 +27,40 @@ def trials(storage: str, name: str) -> list[optuna.trial.FrozenTrial]:
         return []
 
 
+def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: subprocess.Popen[str]) -> None:
+    """Once `done` trials are complete, hold the next timed trial open (`fitspeed.trial.faults.hold`).
+
+    Complete trials and the hold's file stay once there, so neither wait can
+    miss its moment: when this returns, a trial child surely holds a trial.
+    """
+    deadline = time.time() + 300
+    while (time.time() < deadline and parent.poll() is None
+           and len([t for t in trials(storage, study) if t.state == TrialState.COMPLETE]) < done):
+        time.sleep(0.3)
+    (hold / "armed").touch()
+    while time.time() < deadline and parent.poll() is None and not list(hold.glob("host-*")):
+        time.sleep(0.1)
+    taken = list(hold.glob("host-*"))
+    found = sorted(p.name for p in hold.iterdir())
+    assert len(taken) == 1, f"no trial took the hold (the tune ended, or 300 s passed): {found}"
+
+
 @pytest.mark.slow
 def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     args = ["tune", "tiny", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
             "--storage", storage, "--study", "k", *FAST]
-    parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir, env=child_env(),
+    hold = workdir / "hold"
+    hold.mkdir()
+    parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir,
+                              env={**child_env(), "FITSPEED_TEST_HOLD": str(hold)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        done = [t for t in trials(storage, "k") if t.state == TrialState.COMPLETE]
-        running = [t for t in trials(storage, "k") if t.state == TrialState.RUNNING]
-        if len(done) >= 2 and running:
-            break
-        time.sleep(0.3)
-    parent.send_signal(signal.SIGKILL)
+    hold_next_trial(hold, storage, "k", 2, parent)
+    parent.send_signal(signal.SIGKILL)  # while its third trial is surely running
     parent.wait()
+    (hold / "release").touch()  # the held child dies with its parent; were it alive, nothing else waits
+    running = [t for t in trials(storage, "k") if t.state == TrialState.RUNNING]
+    assert len(running) == 1 and "record" not in running[0].user_attrs
     before = {t.number: t.user_attrs["record"]["id"] for t in trials(storage, "k") if "record" in t.user_attrs}
     assert len(before) >= 2
 
@@ -119,14 +137,15 @@ def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     args = ["tune", "tiny", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
             "--study", "c", *FAST]
-    parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir, env=child_env(),
+    hold = workdir / "hold"
+    hold.mkdir()
+    parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir,
+                              env={**child_env(), "FITSPEED_TEST_HOLD": str(hold)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               preexec_fn=sigint_default)
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline and not any(t.state == TrialState.COMPLETE for t in trials(storage, "c")):
-            time.sleep(0.3)
-        parent.send_signal(signal.SIGINT)
+        hold_next_trial(hold, storage, "c", 1, parent)
+        parent.send_signal(signal.SIGINT)  # while its second trial is surely running: Ctrl-C must end it too
         _, stderr = parent.communicate(timeout=120)
     finally:  # a test that fails here must not leave the tune running for the rest of the session
         if parent.poll() is None:

@@ -78,8 +78,8 @@ def combine_design(pairs: int, min_gain: float) -> Design:
     return Design(COMBINE_ALPHA, top, 1, 2 * min_gain, futile_from=1)
 
 
-def search_noise(measured: Noise | None, prior: Noise = SEARCH_PRIOR) -> Noise:
-    """The noise a search step starts from: the study's, pooled with `prior` as so many degrees of freedom.
+def search_noise(measured: Noise | None, prior: Noise | None = None) -> Noise:
+    """The noise a search step starts from: the study's, pooled with `prior` (SEARCH_PRIOR) as so many degrees of freedom.
 
     A study's first decisions stand on a noise from one to three degrees of
     freedom: three screen baselines that agreed closely (a spread of 0.04
@@ -95,6 +95,7 @@ def search_noise(measured: Noise | None, prior: Noise = SEARCH_PRIOR) -> Noise:
     >>> round(search_noise(None).sd, 2), round(search_noise(Noise(0.3, 60)).sd, 3)
     (0.14, 0.293)
     """
+    prior = prior or SEARCH_PRIOR
     if measured is None or measured.df == 0:
         return prior
     df = measured.df + prior.df

@@ -107,6 +107,21 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def run_on_backend(code: str, backend: str) -> subprocess.CompletedProcess[str]:
+    """`code` (dedented) in a fresh Python on `backend`; it must exit 0."""
+    import textwrap
+    env = {**child_env(), "KERAS_BACKEND": backend}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def json_line(done: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON object a child printed on its last line."""
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import child_env, missing
+from conftest import child_env, json_line, missing, run_on_backend
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec
@@ -63,11 +63,8 @@ def test_flash_attention_is_no_knob_enabling_it_is_the_default_and_no_backend_ha
         out["forced"] = type(error).__name__
     print(json.dumps(out))
     """
-    env = {**child_env(), "KERAS_BACKEND": backend}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    done = run_on_backend(code, backend)
+    out = json_line(done)
     assert out["default"] is None and out["enabled"] is None  # enable_flash_attention() is the default
     if not __import__("fitspeed.machine.environment", fromlist=["x"]).nvidia_gpus()[0]:
         assert out["forced"] in ("ValueError", "RuntimeError"), out  # no flash kernel on a CPU

@@ -6,11 +6,10 @@ import importlib.util
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, QUICK, child_env, missing
+from conftest import FIXTURES, QUICK, child_env, json_line, missing, run_on_backend
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
@@ -75,11 +74,8 @@ def test_the_scope_sets_each_layers_remat_mode_and_the_backward_pass_recomputes(
             out[mode]["checkpoint"] = "checkpoint" in text or "remat" in text
     print(json.dumps(out))
     """
-    env = {**child_env(), "KERAS_BACKEND": backend}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    done = run_on_backend(code, backend)
+    out = json_line(done)
     assert out["off"]["modes"] == [None] * 4 and out["full"]["modes"][1:] == ["full"] * 3
     if backend == "torch":  # torch.utils.checkpoint runs the forward again for the gradient
         assert out["full"]["calls"] > out["off"]["calls"], out
@@ -105,10 +101,7 @@ def test_tensorflow_cannot_do_remat_and_the_reason_still_holds() -> None:
     except Exception as error:
         print("refused:", error)
     """
-    env = {**child_env(), "KERAS_BACKEND": "tensorflow"}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_on_backend(code, "tensorflow")
     # once Keras trains this, TensorFlow can do remat: drop its reason from fitspeed.core.backends
     assert "keywords arguments only when eager execution" in done.stdout, done.stdout[-2000:]
 

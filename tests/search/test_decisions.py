@@ -78,10 +78,12 @@ def test_a_low_first_baseline_makes_no_winners() -> None:
     fake = Fake(effects({}), first_baseline=0.63)
     tuner, verdict = tune(fake, "steps_per_execution,jit_compile,intra_op_threads,inter_op_threads")
     assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
-    # the screen saw every change at about 1.6x over the low baseline; the decisions ran fresh pairs, which see
-    # about 1.0x (a combination step is a choice at 35%: it may keep a neutral change, never on the screen's figure)
-    combined = [d for d in tuner.decisions() if d["purpose"] == "combine"]
-    assert combined and all(d["ratio"] is None or d["ratio"] < 1.1 for d in combined)
+    # the first baseline trial is left out of the screen's reference (the median of the others), and every
+    # decision runs fresh pairs, which see about 1.0x (a search step is a choice: it may keep a neutral change,
+    # never on the screen's figure); the verification finds no gain
+    searched = [d for d in tuner.decisions() if d["purpose"] not in ("screen", "verify")]
+    assert searched and all(d["ratio"] is None or d["ratio"] < 1.1 for d in searched)
+    assert tuner.ledger.screen_reference() > 0.9 * 1000
 
 
 def test_clashing_winners_never_both_become_the_answer() -> None:

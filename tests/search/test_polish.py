@@ -10,8 +10,10 @@ from test_decisions import HeldOut, effects, polished
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.sequential import step
 from fitspeed.machine import environment
 from fitspeed.search.combination import Combination
+from fitspeed.search.decider import combine_design
 from fitspeed.search.polish import Polish
 from fitspeed.search.sampler import Sampler
 from fitspeed.search.tuner import Tuner, TuneSettings
@@ -96,3 +98,24 @@ def test_a_bundle_that_fails_the_guard_is_decided_again_without_its_numerics_cha
     assert bundles == ["precision=mixed_float16 data_format=channels_first inter_op_threads=1",
                        "data_format=channels_first inter_op_threads=1"], bundles
     assert incumbent == TrialConfig(data_format="channels_first", inter_op_threads=1)
+
+
+def test_a_challenger_the_budget_cut_short_while_it_led_is_decided_first_by_the_polish() -> None:
+    # the sampler found steps_per_execution=64 with inter_op_threads=1 (1.25x on top of the incumbent) and its
+    # challenge ran out of budget after one pair at 1.10x; the polish decides it first, on fresh pairs, and keeps it
+    def truth(config: TrialConfig, call: int) -> float:
+        base = effects({("steps_per_execution", 64): 1.5})(config, call)
+        return base * (1.25 if config.inter_op_threads == 1 and config.steps_per_execution == 64 else 1.0)
+
+    incumbent = TrialConfig(steps_per_execution=64)
+    challenger = incumbent.replace(inter_op_threads=1)
+
+    def cut_short(tuner: Tuner) -> None:
+        design = combine_design(5, 0.05)
+        tuner.decider.store("sampler", incumbent, challenger, [(1500.0, 1650.0)], step([1.1], design, None),
+                            design, why="the budget ran out")
+
+    tuner = polished(truth, incumbent, [], "steps_per_execution,inter_op_threads", before=cut_short)
+    steps = [(d["b_label"], d["verdict"], len(d["pairs"])) for d in tuner.decisions() if d["purpose"] == "polish"]
+    assert steps and steps[0][:2] == (challenger.label(), "faster") and steps[0][2] >= 2, steps
+    assert tuner.ledger.incumbent() == challenger

@@ -46,6 +46,7 @@ MIN_PAIRS = 2  # or this many, where the budget left pays for no more
 POLISH_STEPS = 2  # at most this many steps: all together, then without the big one or the worst-screened
 POLISH_RESERVE = 2 * POLISH_PAIRS  # the phases before it leave this many trials for the polish
 POLISH_AFTER = 3  # where the budget pays for this many decisions or more
+UNFINISHED = True
 CLEARLY_LOST = 0.9  # a change estimated at this ratio or below on top of the incumbent is left out
 
 
@@ -82,8 +83,24 @@ class Polish:
 
         Then, where the budget is left, the best change the screen put under BUNDLE_FLOOR that nothing tried.
         """
+        if UNFINISHED:
+            self._unfinished()
         self._steps(promising)
         self._untried(promising)
+
+    def _unfinished(self) -> None:
+        """A challenger the budget cut short while it led the final incumbent: decided first, as a polish step."""
+        incumbent = self.tuner.ledger.incumbent()
+        here = incumbent.to_dict()
+        rejected = self.tuner.ledger.rejected()
+        ahead = [d for d in self.tuner.ledger.decisions()
+                 if d["a"] == here and d.get("why") == "the budget ran out" and d["ratio"] is not None
+                 and d["ratio"] > 1.0 and d["purpose"] != "verify"]
+        for decision in sorted(ahead, key=lambda d: -d["ratio"])[:1]:
+            config = TrialConfig.from_dict(decision["b"])
+            if set(self._changes(config).items()) & rejected or self.tuner._spent(2 * MIN_PAIRS - 1):
+                return
+            self.tuner._challenge(incumbent, config, "polish")
 
     def _untried(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """The best-screened change under BUNDLE_FLOOR whose knob no decision or joint estimate changed, alone."""

@@ -1,4 +1,4 @@
-"""Status, mode, verdict and data kind are enums in core, and travel as their text."""
+"""Status, mode, verdict and data kind are enums in core, a search phase is one in search; all travel as their text."""
 
 from __future__ import annotations
 
@@ -13,10 +13,17 @@ from fitspeed.core.data_ref import DataKind, DataRef, SourceKind
 from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec, decode, encode, new_record
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design, Verdict, step
+from fitspeed.search.decider import decision_id
+from fitspeed.search.phase import Phase
 
 ENUMS = (Status, Mode, Verdict, DataKind, SourceKind)
 FIELDS = {"status", "mode", "verdict", "kind"}  # names whose value is one of these enums
 CORE = Path(fitspeed.core.__file__).parent
+PACKAGE = CORE.parent
+PHASE_FIELDS = {"phase", "purpose", "phases", "BUDGET_FREE"}  # names whose value is a Phase (or a tuple of them)
+# where each call that takes a phase or purpose takes it, by position
+PHASE_ARGS = {"decide": 0, "store": 0, "decision_id": 0, "_settle": 0, "TrialStarted": 0, "TrialFinished": 0,
+              "measure": 1, "_run": 1, "_attrs": 1, "_challenge": 2, "_try": 2}
 
 
 def test_a_record_crosses_the_process_boundary_as_text_and_comes_back_typed() -> None:
@@ -113,3 +120,61 @@ def test_no_module_in_core_compares_a_bare_string_where_an_enum_exists() -> None
             if text in values:
                 offenders.append(f"{path.name}:{line}: {text!r} (use {values[text]})")
     assert not offenders, offenders
+
+
+def _names_a_phase(node: ast.expr) -> bool:
+    """`phase`, `x.purpose`, `trial["phase"]`, `attrs.get("phase")`: an expression that holds a phase."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return _named(node) in PHASE_FIELDS
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value in PHASE_FIELDS
+    return (isinstance(node, ast.Call) and _named(node.func) == "get" and bool(node.args)
+            and isinstance(node.args[0], ast.Constant) and node.args[0].value in PHASE_FIELDS)
+
+
+def _phase_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string constant compared with a phase, or given where a phase or purpose goes: assigned,
+    stored under its key, as a keyword, a default, a `.get("phase", ...)` fallback or a call's phase argument."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(map(_names_a_phase, [node.left, *node.comparators])):
+            found += _strings([node.left, *node.comparators])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(map(_names_a_phase, targets)):
+                found += _strings([node.value])
+        elif isinstance(node, ast.Dict):
+            found += _strings([v for k, v in zip(node.keys, node.values, strict=True)
+                               if isinstance(k, ast.Constant) and k.value in PHASE_FIELDS])
+        elif isinstance(node, ast.arguments):
+            given = node.posonlyargs + node.args
+            pairs = [*zip(given[len(given) - len(node.defaults):], node.defaults, strict=True),
+                     *zip(node.kwonlyargs, node.kw_defaults, strict=True)]
+            found += _strings([d for a, d in pairs if d is not None and a.arg in PHASE_FIELDS])
+        elif isinstance(node, ast.Call):
+            found += _strings([k.value for k in node.keywords if k.arg in PHASE_FIELDS])
+            position = PHASE_ARGS.get(_named(node.func))
+            if position is not None and len(node.args) > position:
+                found += _strings([node.args[position]])
+            if _names_a_phase(node):  # attrs.get("phase", "sampler")
+                found += _strings(node.args[1:])
+    return found
+
+
+@pytest.mark.parametrize("layer", ["search", "report", "cli"])
+def test_no_module_gives_or_compares_a_bare_phase_string(layer: str) -> None:
+    values = {member.value for member in Phase}
+    offenders = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        for line, text in _phase_strings(ast.parse(path.read_text())):
+            if text in values:
+                offenders.append(f"{path.relative_to(PACKAGE)}:{line}: {text!r} (use Phase)")
+    assert not offenders, offenders
+
+
+def test_a_phase_travels_as_its_text_and_keeps_a_stored_decision_s_id() -> None:
+    a, b = TrialConfig(), TrialConfig(jit_compile=True)
+    assert decision_id(Phase.COMBINE, a, b) == decision_id("combine", a, b) == "658c1441"  # the id before Phase
+    assert json.dumps({"phase": Phase.BATCH_SIZE}) == '{"phase": "batch_size"}'
+    assert Phase("sampler") is Phase.SAMPLER and f"{Phase.VERIFY:>9}" == "   verify"
+    assert {Phase.BUNDLE: "bundled"}.get("bundle") == "bundled"  # a stored purpose finds its member

@@ -74,6 +74,7 @@ def tune(
         TuneEvent,
         VerificationStarted,
     )
+    from fitspeed.search.phase import Phase
     from fitspeed.search.summary import study_data, study_summary
     from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -109,7 +110,7 @@ def tune(
                 case TrialStarted(phase, config):
                     progress.update(task, description=f"{phase}: {config.label()}")
                 case TrialFinished(phase, record):
-                    if phase != "batch_size":
+                    if phase != Phase.BATCH_SIZE:
                         progress.advance(task)
                     speed = record.throughput
                     if record.user_error:  # a record that failed on the user's input ends the command
@@ -126,17 +127,17 @@ def tune(
                 case DecisionMade(decision):
                     interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
                                 if decision.low is not None and decision.high is not None else "")
-                    if decision.purpose == "screen":  # one trial against the baseline's median: no pairs
+                    if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
                         err.print(f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
                                   f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials",
                                   highlight=False)
                         return
-                    if decision.purpose == "race":  # one pair that only orders the candidates
+                    if decision.purpose == Phase.RACE:  # one pair that only orders the candidates
                         ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
                         err.print(f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}",
                                   highlight=False)
                         return
-                    said = {"bundle": "bundled", "polish": "polished"}.get(decision.purpose, "decided")
+                    said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished"}.get(decision.purpose, "decided")
                     err.print(f"{said:>9} {decision.b_label} against {decision.a_label}: "
                               f"{decision.verdict} after {len(decision.pairs)} pair(s){interval}",
                               highlight=False)

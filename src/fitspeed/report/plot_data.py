@@ -17,6 +17,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import level
+from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
 SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples
@@ -65,7 +66,7 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
     for number, group in enumerate(groups.values()):
         ok = sorted((r for r in group if throughput(r) is not None), key=lambda r: throughput(r) or 0.0)
         chosen = ok[len(ok) // 2] if ok else group[-1]
-        phase = "compare" if chosen.get("compare_id") else "measure"
+        phase = Phase.COMPARE if chosen.get("compare_id") else Phase.MEASURE
         rows.append({"number": number, "phase": phase, "config": chosen["spec"]["knobs"], "record": chosen})
 
     defaults = TrialConfig(backend=trials[0]["spec"]["knobs"].get("backend", TrialConfig().backend))
@@ -78,7 +79,7 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
         base = rows[0]["config"]
     for row in rows:
         if row["config"] == base:
-            row["phase"] = "baseline"
+            row["phase"] = Phase.BASELINE
     verification = None
     if comparisons and comparisons[-1].get("estimate"):
         last = comparisons[-1]

@@ -8,6 +8,7 @@ memory even with it. Each size's record says whether it ran with remat.
 
 from __future__ import annotations
 
+from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.settings import next_batch_probe
 
@@ -66,5 +67,5 @@ class BatchSizes:
     def _status(self, size: int, remat: str) -> str | None:
         values = {"batch_size": size} if remat == self.tuner.base.remat else {"batch_size": size, "remat": remat}
         config = self.tuner._config(knob_values=values)
-        record = self.tuner.measure(config, "batch_size", budgeted=False) if config else None
+        record = self.tuner.measure(config, Phase.BATCH_SIZE, budgeted=False) if config else None
         return record["status"] if record else None

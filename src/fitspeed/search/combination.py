@@ -19,6 +19,7 @@ from fitspeed.core.sequential import Design
 from fitspeed.search.decider import decision_id
 from fitspeed.search.factorial import MAX_FACTORS, design, estimate
 from fitspeed.search.guard import numeric_changes
+from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
 
@@ -87,7 +88,7 @@ class Combination:
         for single in alternatives:  # head to head, once the other strong changes are in
             config = self._on_top(incumbent, single, swap=True)
             if config is not None and config != incumbent and not self.tuner._spent():
-                incumbent, _ = self._try(incumbent, config, "choose")
+                incumbent, _ = self._try(incumbent, config, Phase.CHOOSE)
         waiting = again + weak
         incumbent, waiting = self._joint(incumbent, waiting, dict(promising))
         with self.tuner.ledger.held_back(hold):  # the race leaves `hold` trials for a later phase
@@ -141,7 +142,7 @@ class Combination:
         config = self.tuner._config(knob_values={**incumbent.to_dict(), **every})
         if config is None or config == incumbent:
             return incumbent, waiting
-        after, _ = self._try(incumbent, config, "bundle")
+        after, _ = self._try(incumbent, config, Phase.BUNDLE)
         if after == config:
             return after, [s for s in waiting if self._adds(after, s)]
         if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
@@ -160,7 +161,7 @@ class Combination:
             config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes}) if keep else None
             if config is None or config == incumbent or self.tuner._spent():
                 break
-            after, verdict = self._try(incumbent, config, "bundle" if len(keep) > 1 else "combine")
+            after, verdict = self._try(incumbent, config, Phase.BUNDLE if len(keep) > 1 else Phase.COMBINE)
             if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
                 return after, []
             numeric = [m for m in keep if numeric_changes(m, self.tuner.base)]
@@ -205,7 +206,7 @@ class Combination:
         return kept
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
-             purpose: str = "combine") -> tuple[TrialConfig, str | None]:
+             purpose: Phase = Phase.COMBINE) -> tuple[TrialConfig, str | None]:
         """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
         after = self.tuner._challenge(incumbent, config, purpose)
         decision = self.tuner.ledger.decision(decision_id(purpose, incumbent, config))
@@ -223,7 +224,7 @@ class Combination:
             config = self._on_top(incumbent, single)
             if config is None or config == incumbent or self.tuner._spent(2 * 2):  # room for its pair and a decision
                 continue
-            raced = self.tuner.decider.decide("race", incumbent, config, probe)
+            raced = self.tuner.decider.decide(Phase.RACE, incumbent, config, probe)
             if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
                 ahead.append((raced["ratio"], index, single))
         return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]

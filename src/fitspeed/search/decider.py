@@ -53,6 +53,7 @@ from fitspeed.search import studies
 from fitspeed.search.decision import Decision
 from fitspeed.search.events import DecisionMade, OnEvent
 from fitspeed.search.ledger import DECISION, Ledger
+from fitspeed.search.phase import Phase
 from fitspeed.search.storages import StudyLock
 
 COMBINE_ALPHA = 0.35  # a choice, not a claim: see the module's docstring for what it keeps
@@ -162,8 +163,15 @@ def choose_design(pairs: int, room: bool = False) -> Design:
     return Design(0.49, n, n, 0.0, futile_from=n, futility_z=0.0)
 
 
-def decision_id(purpose: str, a: TrialConfig, b: TrialConfig) -> str:
-    """A short name for the comparison of `b` with `a`, the same on a resumed run."""
+def decision_id(purpose: Phase, a: TrialConfig, b: TrialConfig) -> str:
+    """A short name for the comparison of `b` with `a`, the same on a resumed run.
+
+    Hashed from the purpose's text, so a study stored before `Phase` keeps its ids:
+
+    >>> a, b = TrialConfig(), TrialConfig(jit_compile=True)
+    >>> decision_id(Phase.COMBINE, a, b), decision_id(Phase.VERIFY, a, b)
+    ('658c1441', '19fd52ec')
+    """
     text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
@@ -180,7 +188,7 @@ class Decider:
         self.emit = emit
         self.seed = seed
 
-    def decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
+    def decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
                budgeted: bool = True) -> dict[str, Any]:
         """Compare `b` with `a` in fresh interleaved pairs until `design` decides; stored and returned.
 
@@ -196,10 +204,10 @@ class Decider:
 
         return dict(self.once(DECISION + ident, stored, lambda: self._decide(purpose, a, b, design, budgeted)))
 
-    def _decide(self, purpose: str, a: TrialConfig, b: TrialConfig, design: Design,
+    def _decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
                 budgeted: bool) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
-        prior = self.ledger.noise() if purpose == "verify" else search_noise(self.ledger.noise())
+        prior = self.ledger.noise() if purpose == Phase.VERIFY else search_noise(self.ledger.noise())
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
         why = None
@@ -241,7 +249,7 @@ class Decider:
             result = step([sb / sa for sa, sb in pairs], design, prior)
         return self.store(purpose, a, b, pairs, result, design, why, orders)
 
-    def store(self, purpose: str, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
+    def store(self, purpose: Phase, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
               result: Step, design: Design | None, why: str | None = None,
               orders: list[str] | None = None) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)

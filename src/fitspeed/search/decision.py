@@ -13,11 +13,12 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Noise, Verdict
+from fitspeed.search.phase import Phase
 
 
 @dataclass(frozen=True)
 class Decision:
-    """`b` against `a`, for `purpose` (screen, combine, bundle, choose, race, sampler, verify, ...).
+    """`b` against `a`, for `purpose` (a `Phase`: screen, combine, bundle, choose, race, sampler, verify, ...).
 
     `pairs` holds each pair's samples/s as (a, b), `orders` the order each
     ran in ("AB" or "BA"); `ratio` is the estimate of b/a and `low`..`high`
@@ -26,12 +27,12 @@ class Decision:
     >>> decision = Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
     ...     "verdict": "faster", "pairs": [[100.0, 150.0]], "orders": ["BA"], "ratio": 1.5, "low": 1.2,
     ...     "high": 1.9, "confidence": 0.9, "noise": {"sd": 0.1, "df": 8, "source": "the screen"}, "why": None})
-    >>> decision.verdict, decision.b_label, decision.noise.df
-    (<Verdict.FASTER: 'faster'>, 'jit_compile=True', 8)
+    >>> decision.verdict, decision.purpose, decision.b_label, decision.noise.df
+    (<Verdict.FASTER: 'faster'>, <Phase.COMBINE: 'combine'>, 'jit_compile=True', 8)
     """
 
     id: str
-    purpose: str
+    purpose: Phase
     a: TrialConfig
     b: TrialConfig
     verdict: Verdict
@@ -58,7 +59,7 @@ class Decision:
     def from_dict(cls, values: Mapping[str, Any]) -> Decision:
         noise = values.get("noise")
         return cls(
-            id=str(values["id"]), purpose=str(values["purpose"]),
+            id=str(values["id"]), purpose=Phase(values["purpose"]),
             a=TrialConfig.from_dict(dict(values["a"])), b=TrialConfig.from_dict(dict(values["b"])),
             verdict=Verdict(values.get("verdict") or Verdict.NOT_CONFIRMED),
             pairs=tuple((float(a), float(b)) for a, b in values.get("pairs") or ()),

@@ -16,13 +16,14 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord
 from fitspeed.search.decision import Decision
 from fitspeed.search.guard import GuardVerdict
+from fitspeed.search.phase import Phase
 
 
 @dataclass(frozen=True)
 class TrialStarted:
-    """A configuration's trial is starting, in `phase` (baseline, sweep, combine, sampler, batch_size)."""
+    """A configuration's trial is starting, in `phase` (baseline, sweep, combine, sampler, batch_size, ...)."""
 
-    phase: str
+    phase: Phase
     config: TrialConfig
 
 
@@ -30,7 +31,7 @@ class TrialStarted:
 class TrialFinished:
     """A trial's record has landed in the study."""
 
-    phase: str
+    phase: Phase
     record: TrialRecord
 
 

@@ -24,6 +24,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
 from fitspeed.search.decider import STOP_SHARE, Measure, Once, decision_id
 from fitspeed.search.ledger import FACTORIAL, Ledger
+from fitspeed.search.phase import Phase
 
 
 MAX_FACTORS = 7  # an 8-run design estimates at most 7 main effects
@@ -82,7 +83,7 @@ def estimate(ledger: Ledger, measure: Measure, once: Once, seed: object, incumbe
     estimate every effect (the budget ran out, runs failed).
     """
     rows = design(len(members))
-    ident = decision_id("factorial", incumbent, run([1] * len(members)) or incumbent)
+    ident = decision_id(Phase.FACTORIAL, incumbent, run([1] * len(members)) or incumbent)
 
     def compute() -> dict[str, Any]:
         figure = ledger.figure(incumbent)
@@ -92,7 +93,7 @@ def estimate(ledger: Ledger, measure: Measure, once: Once, seed: object, incumbe
             config = run(rows[index])
             if config is None:
                 continue
-            record = measure(config, "factorial", f"#{ident}:f{index}", stop_below=figure and STOP_SHARE * figure)
+            record = measure(config, Phase.FACTORIAL, f"#{ident}:f{index}", stop_below=figure and STOP_SHARE * figure)
             if record is None:
                 break
             speed = throughput(record)

@@ -37,6 +37,7 @@ from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Noise, pooled_noise
 from fitspeed.search import studies
 from fitspeed.search.guard import numeric_changes
+from fitspeed.search.phase import Phase
 
 DECISION = "decision:"
 FACTORIAL = "factorial:"
@@ -48,7 +49,7 @@ INCUMBENTS = "incumbents"
 VERIFICATION = "verification"
 BUDGET = "budget"
 CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before the ledger
-BUDGET_FREE = ("batch_size", "verify")  # phases outside the search's share of --trials
+BUDGET_FREE = (Phase.BATCH_SIZE, Phase.VERIFY)  # phases outside the search's share of --trials
 
 
 def guard_key(config: TrialConfig) -> str:
@@ -139,7 +140,7 @@ class Ledger:
         out = []
         base = studies.config_key(self.base)
         for key, trial in studies.measured(self.study).items():
-            if trial.user_attrs.get("phase") == "baseline" and key.startswith(base):
+            if trial.user_attrs.get("phase") == Phase.BASELINE and key.startswith(base):
                 tag = key[len(base):]
                 if tag == "" or tag.startswith("#screen"):
                     speed = throughput(dict(trial.user_attrs["record"]))
@@ -190,7 +191,7 @@ class Ledger:
         speeds = self.screen_baselines()[1:]
         groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
         pairs = [[math.log(b / a) for a, b in d["pairs"] if a and b]
-                 for d in self.decisions() if d["purpose"] != "screen"]
+                 for d in self.decisions() if d["purpose"] != Phase.SCREEN]
         groups += pairs
         used = sum(len(p) for p in pairs if len(p) > 1)
         decisions = sum(len(p) > 1 for p in pairs)

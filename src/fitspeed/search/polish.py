@@ -39,6 +39,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
 from fitspeed.search.combination import BIG, BUNDLE_FLOOR
+from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
 POLISH_PAIRS = 3  # fresh pairs per polish step; kept when the robust estimate is above 1
@@ -108,7 +109,7 @@ class Polish:
         if self.tuner._spent(2 * MIN_PAIRS - 1):
             return
         alone = {d.knob for d in self.tuner.dims if d.alone}
-        tried = {k for d in self.tuner.ledger.decisions() if d["purpose"] != "screen"
+        tried = {k for d in self.tuner.ledger.decisions() if d["purpose"] != Phase.SCREEN
                  for k, v in d["b"].items() if v != d["a"].get(k)}
         tried |= {m.split("=")[0] for f in self.tuner.ledger.factorials() for m in f["members"]}
         for single, ratio in promising:  # best first
@@ -119,7 +120,7 @@ class Polish:
                 continue
             config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
             if config is not None and config != incumbent:
-                self.tuner._challenge(incumbent, config, "polish")
+                self.tuner._challenge(incumbent, config, Phase.POLISH)
             return
 
     def _steps(self, promising: list[tuple[TrialConfig, float]]) -> None:
@@ -133,7 +134,7 @@ class Polish:
             config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
             if config is None or config == incumbent:
                 return
-            after = self.tuner._challenge(incumbent, config, "polish")
+            after = self.tuner._challenge(incumbent, config, Phase.POLISH)
             if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
                 return
             # the big change is the likelier clash; else the one that screened worst
@@ -147,7 +148,7 @@ class Polish:
         lost: set[str] = set()  # knobs in a change that lost on top of this incumbent
         slower: set[str] = set()  # knobs that were clearly slower on top of it alone
         for decision in self.tuner.ledger.decisions():
-            if decision["a"] != here or decision["verdict"] == "faster" or decision["purpose"] == "verify":
+            if decision["a"] != here or decision["verdict"] == "faster" or decision["purpose"] == Phase.VERIFY:
                 continue
             added = {k for k, v in decision["b"].items() if v != here.get(k)}
             lost |= added

@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 from fitspeed.core.record import throughput
 from fitspeed.search import studies
 from fitspeed.search.decider import STOP_SHARE
+from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.workers import Busy
 
@@ -50,12 +51,12 @@ class Sampler:
                 done = studies.measured(self.tuner.study)
                 measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
                 claimed = None if measured_before else self.tuner.workers.claim(
-                    key, self.tuner._attrs(config, "sampler", key, stop_below), self.tuner._params(config), self.tuner._distributions(),
+                    key, self.tuner._attrs(config, Phase.SAMPLER, key, stop_below), self.tuner._params(config), self.tuner._distributions(),
                     room=lambda: True, asked=trial)
             if claimed is None or isinstance(claimed, (Busy, FrozenTrial)):  # alone, or in a decision's pairs
                 duplicates += 1
                 if isinstance(claimed, Busy):  # another worker measures it right now: its figure, once in
-                    self.tuner.measure(config, "sampler")
+                    self.tuner.measure(config, Phase.SAMPLER)
                 value = self.tuner.ledger.figure(config)
                 if value is None:
                     self.tuner.study.tell(trial, state=TrialState.FAIL)
@@ -63,13 +64,13 @@ class Sampler:
                     self.tuner.study.tell(trial, value)
                 continue
             duplicates = 0
-            speed = throughput(self.tuner._run(claimed, config, "sampler", stop_below))
+            speed = throughput(self.tuner._run(claimed, config, Phase.SAMPLER, stop_below))
             incumbent = self.tuner.ledger.incumbent()
             while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
                 figure = self.tuner.ledger.figure(incumbent)
                 if not (speed and figure and speed > figure * (1 + self.tuner.settings.min_gain)):
                     break
-                after = self.tuner._challenge(incumbent, config, "sampler")
+                after = self.tuner._challenge(incumbent, config, Phase.SAMPLER)
                 if after in (incumbent, config):
                     break
                 incumbent = after

@@ -14,6 +14,7 @@ from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Step, Verdict
 from fitspeed.search.budget import SCREEN_GROUP
 from fitspeed.search.decider import STOP_SHARE
+from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.space import Dimension
 from fitspeed.search.workers import BUSY
@@ -49,11 +50,11 @@ class Screen:
             else:
                 if not deferred:
                     if number and number % SCREEN_GROUP == 0 \
-                            and self.tuner.measure(self.tuner.base, "baseline", f"#screen{number}", wait=False) is None:
+                            and self.tuner.measure(self.tuner.base, Phase.BASELINE, f"#screen{number}", wait=False) is None:
                         break
                     number += 1
                 reference = self.tuner.ledger.screen_reference()
-                record = self.tuner.measure(config, "sweep", stop_below=reference and STOP_SHARE * reference,
+                record = self.tuner.measure(config, Phase.SWEEP, stop_below=reference and STOP_SHARE * reference,
                                       wait=deferred)
                 if record is BUSY:  # another worker measures it: come back to it at the end
                     queue.append((dim, index, True))
@@ -67,8 +68,8 @@ class Screen:
                                                 or (reference and speed <= CLEARLY_SLOWER * reference)):
                 queue.append((dim, index + 1, False))
         if measured:  # close the last group with the baseline
-            self.tuner.measure(self.tuner.base, "baseline", f"#screen{number}")
-        self.tuner._settle(("baseline", "sweep"))  # every worker ranks the same screen
+            self.tuner.measure(self.tuner.base, Phase.BASELINE, f"#screen{number}")
+        self.tuner._settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
         reference = self.tuner.ledger.screen_reference()
         promising = []
         for config, speed in measured:
@@ -76,7 +77,7 @@ class Screen:
                 continue  # a failure is shown as such in the table; it is not combined
             ratio = speed / reference
             if ratio <= CLEARLY_SLOWER:
-                self.tuner.decider.store("screen", self.tuner.base, config, [(reference, speed)],
+                self.tuner.decider.store(Phase.SCREEN, self.tuner.base, config, [(reference, speed)],
                                    Step(Verdict.SLOWER, 1, ratio, None, None, 0.0), None)
                 continue
             promising.append((config, ratio))
@@ -87,5 +88,5 @@ class Screen:
         for dim in sweep:
             if dim.cost_only and dim.values:
                 config = self.tuner._config(knob_values=dim.change(dim.values[0]))
-                if config is None or self.tuner.measure(config, "sweep") is None:
+                if config is None or self.tuner.measure(config, Phase.SWEEP) is None:
                     return

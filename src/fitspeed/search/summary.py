@@ -18,6 +18,7 @@ from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Verdict, level
 from fitspeed.search import guard
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of
+from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
 
@@ -76,9 +77,9 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     low, high = decision.get("low"), decision.get("high")
     purpose = decision["purpose"]
     verdict = decision["verdict"]
-    if purpose in ("race", "choose", "polish"):
+    if purpose in (Phase.RACE, Phase.CHOOSE, Phase.POLISH):
         low = high = None
-        verdict = "raced" if purpose == "race" else ("kept" if verdict == Verdict.FASTER else "not kept")
+        verdict = "raced" if purpose == Phase.RACE else ("kept" if verdict == Verdict.FASTER else "not kept")
     return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,
             "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
             "ratio": decision.get("ratio"), "low": low, "high": high,
@@ -164,9 +165,9 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     raced: dict[str, dict[str, Any]] = {}  # a race pair that no decision followed
     for decision in data.get("decisions") or []:
         key = config_key(TrialConfig.from_dict(decision["b"]))
-        if decision["purpose"] == "race":
+        if decision["purpose"] == Phase.RACE:
             raced[key] = decision
-        elif decision["purpose"] != "verify":
+        elif decision["purpose"] != Phase.VERIFY:
             decided[key] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
     determinism: dict[str, Any] | None = None
@@ -188,11 +189,11 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 outcome = f"numerics: {record.get('reason')}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
-        elif key in raced and key not in decided and trial["phase"] == "race":
+        elif key in raced and key not in decided and trial["phase"] == Phase.RACE:
             race = raced[key]
             outcome = (f"raced on top of {race['a_label']} ({race['ratio']:.2f}× in one pair), not decided"
                        if race.get("ratio") else f"raced on top of {race['a_label']}, not decided")
-        elif key in decided and trial["phase"] not in ("sweep", "baseline"):
+        elif key in decided and trial["phase"] not in (Phase.SWEEP, Phase.BASELINE):
             decision = decided[key]
             outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
                        f"({len(decision.get('pairs') or [])} pair(s))")
@@ -210,10 +211,10 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
-        elif trial["phase"] == "factorial":  # one run of a joint estimate: it chose, it decided nothing
+        elif trial["phase"] == Phase.FACTORIAL:  # one run of a joint estimate: it chose, it decided nothing
             outcome = ("measured with other changes, to estimate each one's effect: not decided"
                        + (f" ({ratio:.2f}×)" if ratio is not None else ""))
-        elif trial["phase"] == "sampler":  # its one trial was not ahead of the incumbent's figure
+        elif trial["phase"] == Phase.SAMPLER:  # its one trial was not ahead of the incumbent's figure
             outcome = f"sampled at {ratio:.2f}× the baseline, not ahead of the incumbent: not decided" \
                 if ratio is not None else "sampled, not decided"
         elif numeric and not verdict:
@@ -234,12 +235,12 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             baseline_row = row
             baseline_curve = metrics.get("loss_curve") or []
             environment = record.get("environment") or environment
-        if trial["phase"] == "batch_size" or (changes.keys() == {"batch_size"}):
+        if trial["phase"] == Phase.BATCH_SIZE or (changes.keys() == {"batch_size"}):
             batch_sizes.append(row)
-        elif trial["phase"] in ("sweep", "measure", "compare") and len(changes) == 1:
+        elif trial["phase"] in (Phase.SWEEP, Phase.MEASURE, Phase.COMPARE) and len(changes) == 1:
             effects.append(row)
         if outcome not in ("baseline", "faster") and not outcome.startswith(("cost only", "faster; ")) \
-                and trial["phase"] != "batch_size":
+                and trial["phase"] != Phase.BATCH_SIZE:
             rejected.append(row)
 
     verification = data.get("verification") or {}

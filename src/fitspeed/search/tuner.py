@@ -92,6 +92,7 @@ from fitspeed.search.ledger import (
     guard_key,
     guard_run_key,
 )
+from fitspeed.search.phase import Phase
 from fitspeed.search.polish import Polish, polish_design, polish_room
 from fitspeed.search.sampler import Sampler
 from fitspeed.search.screen import Screen
@@ -171,7 +172,7 @@ class Tuner:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
     def measure(
-        self, config: TrialConfig, phase: str, tag: str = "", budgeted: bool = True,
+        self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
         stop_below: float | None = None, wait: bool = True, ahead: int = 0,
     ) -> dict[str, Any] | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget.
@@ -204,10 +205,10 @@ class Tuner:
         return {name: getattr(config, name) for name in self.choices}
 
     @staticmethod
-    def _attrs(config: TrialConfig, phase: str, key: str, stop_below: float | None) -> dict[str, Any]:
+    def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> dict[str, Any]:
         return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
 
-    def _run(self, trial: optuna.Trial, config: TrialConfig, phase: str,
+    def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
              stop_below: float | None = None) -> dict[str, Any]:
         """Run `config` as the Optuna trial `trial` (claimed, with its attrs); its record and speed go to the study."""
         self.emit(TrialStarted(phase, config))
@@ -233,9 +234,9 @@ class Tuner:
         tag = attrs["config_key"][len(studies.config_key(config)):]
         self.emit(Note(f"measuring again trial {attrs.get('retry_of', trial.number)}, left by {attrs.get('worker')} "
                        "when it stopped answering"))
-        self.measure(config, attrs.get("phase", "sampler"), tag, budgeted=False, stop_below=attrs.get("stop_below"))
+        self.measure(config, Phase(attrs.get("phase", Phase.SAMPLER)), tag, budgeted=False, stop_below=attrs.get("stop_below"))
 
-    def _settle(self, phases: tuple[str, ...] | None = None) -> None:
+    def _settle(self, phases: tuple[Phase, ...] | None = None) -> None:
         """Wait until no other worker measures (in `phases`) or holds a unit; run what dead ones left."""
         while True:
             self.workers.recover()
@@ -379,7 +380,7 @@ class Tuner:
                                "measuring it again"))
                 if self.ledger.verification():
                     self.ledger.put_verification({})
-        return self.measure(self.base, "baseline", tag, budgeted=False)
+        return self.measure(self.base, Phase.BASELINE, tag, budgeted=False)
 
     def _name_budget(self) -> None:
         """Say before the first trial what --trials buys, and the smallest budget that would do."""
@@ -429,7 +430,7 @@ class Tuner:
 
     # -- the screen ---------------------------------------------------------
 
-    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
+    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig:
         """`config` if fresh pairs find it faster than `incumbent` and its loss passes the guard.
 
         The incumbent after it: `incumbent` if `config` lost, or another worker's
@@ -438,13 +439,13 @@ class Tuner:
         unit = CHALLENGE + decision_id(purpose, incumbent, config)
         return self._once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
 
-    def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: str) -> TrialConfig:
-        earlier = self.ledger.decision(decision_id("combine", incumbent, config))
+    def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig:
+        earlier = self.ledger.decision(decision_id(Phase.COMBINE, incumbent, config))
         # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
         design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2 - self.ledger.held))
-                  if purpose == "choose" else polish_design(self.settings.pairs, self.ledger.left()) if purpose == "polish"
+                  if purpose == Phase.CHOOSE else polish_design(self.settings.pairs, self.ledger.left()) if purpose == Phase.POLISH
                   else combine_design(self.settings.pairs, self.settings.min_gain))
-        decision = earlier if earlier and purpose == "sampler" else self.decider.decide(purpose, incumbent, config,
+        decision = earlier if earlier and purpose == Phase.SAMPLER else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
         if decision["verdict"] != "faster":
             return incumbent

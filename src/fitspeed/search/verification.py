@@ -26,6 +26,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.search.decider import Decider, verify_design
 from fitspeed.search.events import OnEvent, VerificationStarted
 from fitspeed.search.ledger import BUDGET, Ledger
+from fitspeed.search.phase import Phase
 
 MAX_FALLBACKS = 1  # verification tries at most this many incumbents, newest first: the newest alone
 
@@ -42,7 +43,7 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
     for index, config in enumerate(candidates):
         design = verify_design(pairs, min_gain, len(candidates), index)
         emit(VerificationStarted(config, design.max_pairs))
-        decision = decider.decide("verify", base, config, design, budgeted=False)
+        decision = decider.decide(Phase.VERIFY, base, config, design, budgeted=False)
         tried.append(decision)
         if decision["verdict"] == "faster":
             verification = claim(config, decision, tried)

@@ -96,12 +96,12 @@ class Polish:
         rejected = self.tuner.ledger.rejected()
         ahead = [d for d in self.tuner.ledger.decisions()
                  if d["a"] == here and d.get("why") == "the budget ran out" and d["ratio"] is not None
-                 and d["ratio"] > 1.0 and d["purpose"] != "verify"]
+                 and d["ratio"] > 1.0 and d["purpose"] != Phase.VERIFY]
         for decision in sorted(ahead, key=lambda d: -d["ratio"])[:1]:
             config = TrialConfig.from_dict(decision["b"])
             if set(self._changes(config).items()) & rejected or self.tuner._spent(2 * MIN_PAIRS - 1):
                 return
-            self.tuner._challenge(incumbent, config, "polish")
+            self.tuner._challenge(incumbent, config, Phase.POLISH)
 
     def _untried(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """The best-screened change under BUNDLE_FLOOR whose knob no decision or joint estimate changed, alone."""

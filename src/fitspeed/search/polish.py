@@ -20,6 +20,11 @@ likelier clash), else without the one that screened worst, while the budget
 allows (POLISH_STEPS). A numerics change that failed the guard
 (`Ledger.rejected`) is never put back.
 
+Before those steps, a challenger the budget cut short while it led the
+final incumbent (the sampler's last find, whose pairs had it ahead when the
+search's share of the budget ran out) is decided first, the same way: the
+search found it on top of this very incumbent.
+
 Then, where the budget is left, the best change the screen put under
 BUNDLE_FLOOR (not one judged alone) whose knob no decision and no joint
 estimate has changed goes on top of the incumbent alone, decided the same
@@ -47,7 +52,6 @@ MIN_PAIRS = 2  # or this many, where the budget left pays for no more
 POLISH_STEPS = 2  # at most this many steps: all together, then without the big one or the worst-screened
 POLISH_RESERVE = 2 * POLISH_PAIRS  # the phases before it leave this many trials for the polish
 POLISH_AFTER = 3  # where the budget pays for this many decisions or more
-UNFINISHED = True
 CLEARLY_LOST = 0.9  # a change estimated at this ratio or below on top of the incumbent is left out
 
 
@@ -82,10 +86,14 @@ class Polish:
     def run(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """Put the left-out changes on top of the final incumbent; keep them if fresh pairs lean their way.
 
-        Then, where the budget is left, the best change the screen put under BUNDLE_FLOOR that nothing tried.
+        Before those steps, a challenger the budget cut short while it led the
+final incumbent (the sampler's last find, whose pairs had it ahead when the
+search's share of the budget ran out) is decided first, the same way: the
+search found it on top of this very incumbent.
+
+Then, where the budget is left, the best change the screen put under BUNDLE_FLOOR that nothing tried.
         """
-        if UNFINISHED:
-            self._unfinished()
+        self._unfinished()
         self._steps(promising)
         self._untried(promising)
 

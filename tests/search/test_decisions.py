@@ -550,3 +550,26 @@ def test_search_steps_pool_the_prior_noise_and_the_verification_does_not() -> No
     assert searched and verified and verdict["claimed"] is True
     assert all(SEARCH_PRIOR.source in d["noise"]["source"] and d["noise"]["df"] >= SEARCH_PRIOR.df for d in searched)
     assert all(SEARCH_PRIOR.source not in d["noise"]["source"] for d in verified)
+
+
+def test_another_backend_replaces_an_incumbent_that_holds_a_knob_it_cannot_run() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed: the space offers no backend=jax")
+    # one intra-op thread screens at 1.8x (truly 1.3x) and is kept first; JAX is truly 1.6x and cannot set
+    # TensorFlow's thread pools: it is compared head to head with the incumbent's threads back at their default
+    seen = {"intra": 0}
+
+    def truth(config: TrialConfig, call: int) -> float:
+        if config.backend == "jax":
+            return 1.6
+        if config.intra_op_threads == 1:
+            seen["intra"] += 1
+            return 1.8 if seen["intra"] == 1 else 1.3
+        return 1.0
+
+    tuner, verdict = tune(Fake(truth), "backend,intra_op_threads", trials=40)
+    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    assert ("choose", "intra_op_threads=1", "backend=jax", "faster") in decided, decided
+    assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]).backend == "jax", decided

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
 from fitspeed.search.decider import decision_id
@@ -246,7 +247,9 @@ class Combination:
         """`single`'s change on top of `incumbent`; None when that knob is set already or cannot be.
 
         With `swap`, a knob the incumbent sets to another value takes this
-        value instead: two alternatives compared head to head. A knob the
+        value instead: two alternatives compared head to head; another backend
+        takes the incumbent's place with the knobs it cannot run (JAX's
+        threads) at their defaults. A knob the
         incumbent sets to this same value already is no clash: a backend's own
         knob (`backend=torch jit_compile=True`) goes on top of an incumbent
         that runs that backend.
@@ -254,4 +257,9 @@ class Combination:
         changes = self._changes(single)
         if not swap and any(getattr(incumbent, k) not in (getattr(self.tuner.base, k), v) for k, v in changes.items()):
             return None  # that knob is set already, to a value that ranked higher
-        return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+        values = {**incumbent.to_dict(), **changes}
+        if swap and "backend" in changes:  # another backend in its place: what it cannot run goes back to default
+            other = backend_of(changes["backend"])
+            values.update({k: getattr(self.tuner.base, k) for k in self._changes(incumbent)
+                           if k not in changes and other.cannot(k)})
+        return self.tuner._config(knob_values=values)

@@ -573,3 +573,26 @@ def test_another_backend_replaces_an_incumbent_that_holds_a_knob_it_cannot_run()
     decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
     assert ("choose", "intra_op_threads=1", "backend=jax", "faster") in decided, decided
     assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]).backend == "jax", decided
+
+
+def test_an_input_knob_is_never_joined_to_a_backend_that_feeds_the_data_without_it() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed: the space offers no backend=jax")
+    # JAX and data_autotune=False both help on TensorFlow's numpy arrays; Keras feeds arrays to JAX without
+    # tf.data, so the two together are refused with the reason, never run as a trial (its child would refuse
+    # the knob as a user error, which ended `fitspeed tune` here)
+    notes: list[str] = []
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, Note):
+            notes.append(event.text)
+
+    fake = Fake(effects({("backend", "jax"): 1.6, ("data_autotune", False): 1.3}))
+    tuner, verdict = tune(fake, "backend,data_autotune", trials=40, on_event=on_event)
+    measured = [spec.config for spec in fake.calls]
+    assert TrialConfig(backend="jax") in measured and TrialConfig(data_autotune=False) in measured
+    assert not [c for c in measured if c.backend == "jax" and c.data_autotune is False], measured
+    assert any("not measured: " in n and "data_autotune" in n and "jax" in n for n in notes), notes
+    assert verdict["claimed"] is True

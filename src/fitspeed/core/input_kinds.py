@@ -85,7 +85,7 @@ def why_not(knob: str, kind: str | None, backend: str = "tensorflow") -> str | N
     return f"{knob} applies to tf.data pipelines; the data here is {_WHAT[kind]}"
 
 
-def check(changed: dict[str, Any], kind: str, backend: str) -> None:
+def check(changed: dict[str, Any], kind: str | None, backend: str) -> None:
     """Refuse an input knob set on data it cannot change (a flag never read is a defect)."""
     for knob, value in changed.items():
         reason = why_not(knob, kind, backend)

@@ -61,6 +61,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
+from fitspeed.core import input_kinds
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.record import TrialRecord, TrialRunner, throughput
 from fitspeed.machine import environment, host_lock
@@ -130,6 +131,7 @@ class Tuner:
         self.choices = choices(self.dims, self.base)
         self.epoch_steps: int | None = None  # a script's steps per epoch, once its baseline said (`_fit_epoch`)
         self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
+        self.data_kind: str | None = data_kind(settings.data)  # what fit() is given; a data function's, once loaded
         host = environment.host(settings.base.backend)
         self.study, storage = studies.open_study(
             settings.study_name,
@@ -399,6 +401,7 @@ class Tuner:
         kind = (baseline.get("metrics") or {}).get("data_kind")
         if data_kind(self.settings.data) is not None or kind not in KINDS:
             return
+        self.data_kind = kind
         learned = input_space(kind, self.base, os.cpu_count() or 1)
         names = {d.knob for d in learned}
         self.dims = only(override([d for d in self.dims if d.knob not in names] + learned,
@@ -459,6 +462,10 @@ class Tuner:
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:
             config = self.base.replace(**knob_values)
+            # an input knob the search joined to another backend that feeds this data differently (data_autotune
+            # beside backend=jax on numpy arrays): refused here, never measured as a trial the user's data fails
+            input_kinds.check({k: v for k, v in config.changed().items() if k in input_kinds.INPUT_KNOBS},
+                              self.data_kind, config.backend)
         except KnobError as error:
             # the sampler proposes such combinations again and again: say each reason once, with the changes only
             if str(error) not in self.refused:

@@ -596,3 +596,25 @@ def test_an_input_knob_is_never_joined_to_a_backend_that_feeds_the_data_without_
     assert not [c for c in measured if c.backend == "jax" and c.data_autotune is False], measured
     assert any("not measured: " in n and "data_autotune" in n and "jax" in n for n in notes), notes
     assert verdict["claimed"] is True
+
+
+def test_a_knob_another_backend_cannot_run_is_compared_on_its_own_backend_in_the_incumbent_s_place() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed: the space offers no backend=jax")
+    # JAX screens at 1.8x (truly 1.3x) and is kept first; one intra-op thread is truly 1.6x on TensorFlow and
+    # JAX cannot set it: it is compared head to head on TensorFlow, in JAX's place
+    seen = {"jax": 0}
+
+    def truth(config: TrialConfig, call: int) -> float:
+        if config.backend == "jax":
+            seen["jax"] += 1
+            return 1.8 if seen["jax"] == 1 else 1.3
+        return 1.6 if config.intra_op_threads == 1 else 1.0
+
+    tuner, verdict = tune(Fake(truth), "backend,intra_op_threads", trials=40)
+    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    assert ("choose", "backend=jax", "intra_op_threads=1", "faster") in decided, decided
+    assert verdict["claimed"] is True, decided
+    assert TrialConfig.from_dict(verdict["config"]) == TrialConfig(intra_op_threads=1), decided

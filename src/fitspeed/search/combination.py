@@ -249,7 +249,9 @@ class Combination:
         With `swap`, a knob the incumbent sets to another value takes this
         value instead: two alternatives compared head to head; another backend
         takes the incumbent's place with the knobs it cannot run (JAX's
-        threads) at their defaults. A knob the
+        threads) at their defaults, and a knob the incumbent's backend cannot
+        run (TensorFlow's threads beside backend=jax) is tried on the
+        baseline's backend in the incumbent's place. A knob the
         incumbent sets to this same value already is no clash: a backend's own
         knob (`backend=torch jit_compile=True`) goes on top of an incumbent
         that runs that backend.
@@ -258,6 +260,9 @@ class Combination:
         if not swap and any(getattr(incumbent, k) not in (getattr(self.tuner.base, k), v) for k, v in changes.items()):
             return None  # that knob is set already, to a value that ranked higher
         values = {**incumbent.to_dict(), **changes}
+        if swap and "backend" not in changes and backend_of(incumbent.backend).cannot(next(iter(changes), "")):
+            changes = {**changes, "backend": self.tuner.base.backend}  # a knob of the baseline's backend alone:
+            values["backend"] = self.tuner.base.backend                 # its best against the other backend's
         if swap and "backend" in changes:  # another backend in its place: what it cannot run goes back to default
             other = backend_of(changes["backend"])
             values.update({k: getattr(self.tuner.base, k) for k in self._changes(incumbent)

@@ -86,7 +86,7 @@ def why_not(knob: str, kind: str | None, backend: str = "tensorflow") -> str | N
 
 
 def check(changed: dict[str, Any], kind: str | None, backend: str) -> None:
-    """Refuse an input knob set on data it cannot change (a flag never read is a defect)."""
+    """Refuse an input knob set on data it cannot change (a flag never read is a defect); other knobs pass."""
     for knob, value in changed.items():
         reason = why_not(knob, kind, backend)
         if reason:

@@ -260,7 +260,7 @@ class Combination:
         if not swap and any(getattr(incumbent, k) not in (getattr(self.tuner.base, k), v) for k, v in changes.items()):
             return None  # that knob is set already, to a value that ranked higher
         values = {**incumbent.to_dict(), **changes}
-        if swap and "backend" not in changes and backend_of(incumbent.backend).cannot(next(iter(changes), "")):
+        if swap and "backend" not in changes and any(backend_of(incumbent.backend).cannot(k) for k in changes):
             changes = {**changes, "backend": self.tuner.base.backend}  # a knob of the baseline's backend alone:
             values["backend"] = self.tuner.base.backend                 # its best against the other backend's
         if swap and "backend" in changes:  # another backend in its place: what it cannot run goes back to default

@@ -86,12 +86,9 @@ class Polish:
     def run(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """Put the left-out changes on top of the final incumbent; keep them if fresh pairs lean their way.
 
-        Before those steps, a challenger the budget cut short while it led the
-final incumbent (the sampler's last find, whose pairs had it ahead when the
-search's share of the budget ran out) is decided first, the same way: the
-search found it on top of this very incumbent.
-
-Then, where the budget is left, the best change the screen put under BUNDLE_FLOOR that nothing tried.
+        First a challenger the budget cut short while it led the final
+        incumbent; last, where the budget is left, the best change the screen
+        put under BUNDLE_FLOOR that nothing tried.
         """
         self._unfinished()
         self._steps(promising)
@@ -105,10 +102,10 @@ Then, where the budget is left, the best change the screen put under BUNDLE_FLOO
         ahead = [d for d in self.tuner.ledger.decisions()
                  if d["a"] == here and d.get("why") == "the budget ran out" and d["ratio"] is not None
                  and d["ratio"] > 1.0 and d["purpose"] != Phase.VERIFY]
-        for decision in sorted(ahead, key=lambda d: -d["ratio"])[:1]:
-            config = TrialConfig.from_dict(decision["b"])
-            if set(self._changes(config).items()) & rejected or self.tuner._spent(2 * MIN_PAIRS - 1):
-                return
+        if not ahead:
+            return
+        config = TrialConfig.from_dict(max(ahead, key=lambda d: d["ratio"])["b"])
+        if not set(self._changes(config).items()) & rejected and not self.tuner._spent(2 * MIN_PAIRS - 1):
             self.tuner._challenge(incumbent, config, Phase.POLISH)
 
     def _untried(self, promising: list[tuple[TrialConfig, float]]) -> None:

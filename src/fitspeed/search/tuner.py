@@ -61,8 +61,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
-from fitspeed.core import input_kinds
 from fitspeed.core.input_kinds import KINDS, data_kind
+from fitspeed.core.input_kinds import check as check_input_knobs
 from fitspeed.core.record import TrialRecord, TrialRunner, throughput
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
@@ -464,8 +464,7 @@ class Tuner:
             config = self.base.replace(**knob_values)
             # an input knob the search joined to another backend that feeds this data differently (data_autotune
             # beside backend=jax on numpy arrays): refused here, never measured as a trial the user's data fails
-            input_kinds.check({k: v for k, v in config.changed().items() if k in input_kinds.INPUT_KNOBS},
-                              self.data_kind, config.backend)
+            check_input_knobs(config.changed(), self.data_kind, config.backend)
         except KnobError as error:
             # the sampler proposes such combinations again and again: say each reason once, with the changes only
             if str(error) not in self.refused:

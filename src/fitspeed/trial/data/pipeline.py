@@ -221,7 +221,7 @@ def kind_of(data: Data) -> str:
 def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data:
     """Apply the input knobs to loaded data; refuse knobs that cannot apply to it."""
     kind = kind_of(data)
-    input_kinds.check({k: v for k, v in config.changed().items() if k in input_kinds.INPUT_KNOBS}, kind, config.backend)
+    input_kinds.check(config.changed(), kind, config.backend)
     if kind == "images":
         ds = build(data.source, config, batch_size, seed)
         held = decoded(data.holdout) if data.holdout is not None else (None, None)

@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import built_once, child_env, fitspeed
+from conftest import built_once, child_env, fitspeed, missing
 from rich.console import Console
 
 from fitspeed.cli.convert import print_conversion
+from fitspeed.core.backends import NAMES, backend_of
+from fitspeed.measure.convert import check_backends
 
 # two models, saved in one process: a small convnet, and the same with a Reshape where it flattens
 BUILD = """
@@ -73,6 +75,7 @@ def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path, sa
         return
     assert [c["what"] for c in record["checks"]] == ["data_format=channels_first", "the saved file"]
     assert all(c["max_abs_diff"] <= 1e-4 for c in record["checks"])
+    assert_backend_neutral(record, there.stdout)
     back = fitspeed("convert", "first.keras", "--set", "data_format=channels_last", "-o", "last.keras", "--json",
                     cwd=workdir)
     assert back.returncode == 0, back.stderr
@@ -109,6 +112,33 @@ def test_a_layer_it_cannot_rewrite_is_refused_by_name(workdir: Path, saved: Path
     assert not (workdir / "fast.keras").exists()
 
 
+def assert_backend_neutral(record: dict, printed: str) -> None:
+    """Every backend has its entry: the converting one, each other installed one loaded and agreeing."""
+    entries = {e["backend"]: e for e in record["backends"]}
+    assert sorted(entries) == sorted(NAMES) and entries[record["environment"]["backend"]].get("converted")
+    for name, entry in entries.items():
+        if entry.get("converted"):
+            continue
+        if not backend_of(name).is_installed():
+            assert entry["status"] == "not installed" and f"fitspeed[{backend_of(name).extra}]" in entry["reason"]
+            missing(f"the {name} backend, to load the converted file on")
+        assert entry["status"] == "ok", entry
+        assert entry["backend"] == name and 0 <= entry["max_abs_diff"] <= entry["tolerance"] <= 1e-4
+
+
+def test_a_file_another_backend_cannot_load_is_named_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "broken.keras").write_bytes(b"not a zip")  # what a backend-specific layer's loading failure looks like
+    record = {"environment": {"backend": "tensorflow"}, "checks": [{"what": "the saved file", "max_abs_diff": 0.0}]}
+    entries = check_backends(record, {"output": str(tmp_path / "broken.keras")}, str(tmp_path / "probe.npz"),
+                             backends=("tensorflow", "jax"))
+    assert entries[0] == {"backend": "tensorflow", "status": "ok", "converted": True, "max_abs_diff": 0.0}
+    if not backend_of("jax").is_installed():
+        assert entries[1]["status"] == "not installed"
+        missing("the jax backend")
+    assert entries[1]["backend"] == "jax" and entries[1]["status"] == "failed", entries
+    assert entries[1]["reason"].startswith("it does not load: ") and "broken.keras" in entries[1]["reason"]
+
+
 def test_bad_requests_say_what_was_expected(workdir: Path) -> None:
     (workdir / "model.keras").write_bytes(b"not a zip")
     (workdir / "taken.keras").write_bytes(b"")
@@ -132,13 +162,17 @@ def test_the_changes_print_layer_by_layer() -> None:
               "checks": [{"what": "data_format=channels_first", "max_abs_diff": 3e-08, "tolerance": 1e-4,
                           "compute_dtype": "float32", "probe": [4, 12, 12, 3]}],
               "params": {"before": 1234, "after": 1234}, "output_dtype": "float32",
-              "environment": {"backend": "tensorflow", "onednn": True}}
+              "environment": {"backend": "tensorflow", "onednn": True},
+              "backends": [{"backend": "tensorflow", "status": "ok", "converted": True},
+                           {"backend": "jax", "status": "failed", "reason": "it does not load: ValueError: no"}]}
     console = Console(file=io.StringIO(), width=100, color_system=None)
     print_conversion(console, record)
     text = " ".join(console.file.getvalue().split())
     assert "1 change(s), layer by layer" in text and "conv2d" in text and "Conv2D" in text
     assert "outputs differ by at most 3e-08 (allowed 0.0001 in float32, probe batch 4×12×12×3)" in text
     assert "parameters 1,234 → 1,234; output dtype float32; checked on tensorflow, oneDNN on" in text
+    assert "loads and computes the same on tensorflow (converted there) NOT on jax: it does not load" in text
+    assert "backend-neutral" not in text
 
 
 @pytest.mark.slow

@@ -92,3 +92,33 @@ def print_conversion(console: Console, record: dict[str, Any]) -> None:
     console.print(f"parameters {params.get('before', 0):,} → {params.get('after', 0):,}; output dtype "
                   f"{record.get('output_dtype')}; checked on {where.get('backend')}{onednn}", highlight=False)
     console.print(f"saved {record['output']}", highlight=False)
+    for line in backend_lines(record.get("backends") or []):
+        console.print(line, highlight=False)
+
+
+def backend_lines(entries: list[dict[str, Any]]) -> list[str]:
+    r"""Which backends load the saved file and compute what the converting one does, and why others do not.
+
+    >>> print(*backend_lines([{"backend": "tensorflow", "status": "ok", "converted": True},
+    ...     {"backend": "jax", "status": "ok", "max_abs_diff": 2.4e-07, "tolerance": 1e-4},
+    ...     {"backend": "torch", "status": "ok", "max_abs_diff": 1.8e-07, "tolerance": 1e-4}]), sep="\n")
+    loads and computes the same on tensorflow (converted there), jax (outputs within 2.4e-07 of tensorflow's, allowed 0.0001) and torch (outputs within 1.8e-07 of tensorflow's, allowed 0.0001): the file is backend-neutral
+    >>> print(*backend_lines([{"backend": "jax", "status": "ok", "converted": True},
+    ...     {"backend": "tensorflow", "status": "failed", "reason": "it does not load: ValueError: x"},
+    ...     {"backend": "torch", "status": "not installed", "reason": "pip install 'fitspeed[torch]'"}]), sep="\n")
+    loads and computes the same on jax (converted there)
+    NOT on tensorflow: it does not load: ValueError: x
+    not checked on torch: pip install 'fitspeed[torch]'
+    """
+    if not entries:
+        return []
+    here = next((e["backend"] for e in entries if e.get("converted")), "")
+    same = [f"{e['backend']} (converted there)" if e.get("converted") else
+            f"{e['backend']} (outputs within {e['max_abs_diff']:.2g} of {here}'s, allowed {e['tolerance']:.2g})"
+            for e in entries if e["status"] == "ok"]
+    lines = [f"loads and computes the same on {' and '.join([', '.join(same[:-1]), same[-1]] if len(same) > 1 else same)}"]
+    lines += [f"{'not checked' if e['status'] == 'not installed' else 'NOT'} on {e['backend']}: {e['reason']}"
+              for e in entries if e["status"] != "ok"]
+    if len(same) == len(entries) and len(entries) > 1:
+        lines[0] += ": the file is backend-neutral"
+    return lines

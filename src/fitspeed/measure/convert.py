@@ -4,6 +4,13 @@ The parent never imports keras: it checks the paths and knobs, writes the order,
 runs `python -P -m fitspeed.trial.convert ORDER.json` and decodes the record the
 child prints after `record.MARKER`. A child that dies without one is a `failed`
 record with its exit status and the tail of its stderr.
+
+A `.keras` file is meant to load on any Keras backend. After a conversion, the
+file is loaded on every other installed backend, each in its own child
+(`--check load`), and run on the same probe batch; the record's `backends`
+says, for each of TensorFlow, JAX and PyTorch, whether it loaded there and
+computed the converting backend's outputs, or why not (not installed, with the
+extra that installs it).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed, parse_assignment
@@ -56,19 +64,63 @@ def order(source: Path, output: Path, assignments: list[str], force: bool, seed:
     return {"source": str(source), "output": str(output), "knobs": given, "seed": seed, "unsafe": unsafe}
 
 
-def run_conversion(request: dict[str, Any], *, python: str = sys.executable) -> dict[str, Any]:
-    """Run the conversion child on `request` (from `order`) and return its record, whatever happened."""
+def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
+                   backends: tuple[str, ...] = NAMES) -> dict[str, Any]:
+    """Run the conversion child on `request` (from `order`) and return its record, whatever happened.
+
+    A conversion that succeeds is then loaded on each of `backends` other than
+    the converting one that is installed here (`check_backends`).
+    """
     with tempfile.TemporaryDirectory(prefix="fitspeed-convert-") as tmp:
+        probe = str(Path(tmp, "probe.npz"))
+        record, code, stderr = _child({**request, "probe": probe}, python)
+        if record is None:
+            return {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "source": request["source"],
+                    "output": request["output"], "knobs": request["knobs"],
+                    "reason": f"the conversion process exited with status {code} before it sent a record",
+                    "stderr_tail": stderr[-STDERR_TAIL:]}
+        if record.get("status") == "ok":
+            record["backends"] = check_backends(record, request, probe, python=python, backends=backends)
+    return record
+
+
+def check_backends(record: dict[str, Any], request: dict[str, Any], probe: str, *, python: str = sys.executable,
+                   backends: tuple[str, ...] = NAMES) -> list[dict[str, Any]]:
+    """Whether the converted file loads and computes the same on each backend: one entry per backend.
+
+    The converting backend's entry is its own reload check; another installed
+    backend's is a `load check` child's record; a missing one says how to install it.
+    """
+    here = record["environment"]["backend"]
+    saved: dict[str, Any] = next((c for c in record.get("checks") or [] if c["what"] == "the saved file"), {})
+    entries: list[dict[str, Any]] = [{"backend": here, "status": "ok", "converted": True,
+                                      "max_abs_diff": saved.get("max_abs_diff")}]
+    for name in backends:
+        if name == here:
+            continue
+        backend = backend_of(name)
+        if not backend.is_installed():
+            entries.append({"backend": name, "status": "not installed",
+                            "reason": f"not installed here: pip install 'fitspeed[{backend.extra}]'"})
+            continue
+        checked, code, stderr = _child({"check": "load", "file": request["output"], "probe": probe, "backend": name,
+                                        "seed": request.get("seed", 0), "unsafe": request.get("unsafe", False)},
+                                       python)
+        if checked is None:
+            last = (stderr.strip().splitlines() or [""])[-1]
+            checked = {"backend": name, "status": "failed",
+                       "reason": f"its process exited with status {code} before it sent a record: {last}"}
+        entries.append({k: v for k, v in checked.items() if k not in ("schema", "kind")})
+    return entries
+
+
+def _child(order: dict[str, Any], python: str) -> tuple[dict[str, Any] | None, int, str]:
+    """Run `python -P -m fitspeed.trial.convert` on `order`: its record (None if it sent none), status, stderr."""
+    with tempfile.TemporaryDirectory(prefix="fitspeed-convert-order-") as tmp:
         path = Path(tmp, "order.json")
-        path.write_text(json.dumps(request))
+        path.write_text(json.dumps(order))
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         done = subprocess.run([python, "-P", "-m", "fitspeed.trial.convert", str(path)], capture_output=True,
                               text=True, env=env, stdin=subprocess.DEVNULL, check=False)
-    record = decode(done.stdout)
-    if record is None:
-        record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "source": request["source"],
-                  "output": request["output"], "knobs": request["knobs"],
-                  "reason": f"the conversion process exited with status {done.returncode} before it sent a record",
-                  "stderr_tail": done.stderr[-STDERR_TAIL:]}
-    return record
+    return decode(done.stdout), done.returncode, done.stderr

@@ -77,9 +77,10 @@ def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path, sa
     assert all(c["max_abs_diff"] <= 1e-4 for c in record["checks"])
     assert_backend_neutral(record, there.stdout)
     back = fitspeed("convert", "first.keras", "--set", "data_format=channels_last", "-o", "last.keras", "--json",
-                    cwd=workdir)
+                    "--no-check-backends", cwd=workdir)
     assert back.returncode == 0, back.stderr
     assert "removed: it moved the input to channels_first" in [c["change"] for c in json.loads(back.stdout)["changes"]]
+    assert "backends" not in json.loads(back.stdout)  # --no-check-backends: not loaded elsewhere
     compared = json.loads(python(COMPARE, "model.keras", "first.keras", "last.keras", cwd=workdir))
     assert max(compared["diff"]) <= 1e-4
     assert compared["formats"] == [["channels_last"], ["channels_first", "channels_last"], ["channels_last"]]
@@ -90,7 +91,7 @@ def test_round_trip_channels_last_first_last_keeps_the_outputs(workdir: Path, sa
 def test_mixed_precision_keeps_the_output_float32_within_the_stated_tolerance(workdir: Path, saved: Path) -> None:
     shutil.copy(saved / "model.keras", workdir)
     result = fitspeed("convert", "model.keras", "--set", "precision=mixed_bfloat16", "-o", "bf16.keras", "--json",
-                      cwd=workdir)
+                      "--no-check-backends", cwd=workdir)
     record = json.loads(result.stdout)
     assert record["status"] == "ok", record["reason"]
     assert record["output_dtype"] == "float32"
@@ -194,7 +195,7 @@ def test_a_lambda_layer_is_named_with_the_way_to_convert_a_trusted_file(tmp_path
     assert "model.save('model.keras')" not in text and not (tmp_path / "fast.keras").exists()
 
     trusted = fitspeed("convert", "lambda.keras", "-o", "fast.keras", "--set", "precision=mixed_bfloat16",
-                       "--unsafe", "--json", cwd=tmp_path)
+                       "--unsafe", "--json", "--no-check-backends", cwd=tmp_path)
     record = json.loads(trusted.stdout)
     # converted: the Lambda follows the policy like any layer, the output layer computes in float32
     assert record["status"] == "ok" and trusted.returncode == 0 and (tmp_path / "fast.keras").exists(), record

@@ -27,15 +27,17 @@ def convert(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="data_format=... or precision=... (backend=, onednn= say where the check runs); repeat for more.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite -o if it exists.")] = False,
     unsafe: Annotated[bool, typer.Option("--unsafe", help="Load Python code the file holds (a Lambda layer's function): only for a file you trust, such as one you saved yourself.")] = False,
+    check_backends: Annotated[bool, typer.Option("--check-backends/--no-check-backends", help="Load the converted file on each other installed Keras backend and check that it computes the same (a few seconds each).")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Rewrite a saved model for data_format and precision: same weights, outputs checked equal, then saved."""
+    from fitspeed.core.backends import NAMES
     from fitspeed.measure.convert import order, run_conversion
 
     request = order(model, output, set_ or [], force, unsafe=unsafe)
     label = " ".join(f"{k}={v}" for k, v in request["knobs"].items())
     with err.status(f"converting {model} ({label})…"):
-        record = run_conversion(request)
+        record = run_conversion(request, backends=NAMES if check_backends else ())
     if record.get("user_error"):  # the file itself, not the conversion: one sentence and exit 2
         raise UserError(record["reason"])
     if as_json:

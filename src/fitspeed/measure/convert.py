@@ -69,7 +69,8 @@ def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
     """Run the conversion child on `request` (from `order`) and return its record, whatever happened.
 
     A conversion that succeeds is then loaded on each of `backends` other than
-    the converting one that is installed here (`check_backends`).
+    the converting one that is installed here (`check_backends`); with no
+    `backends` (`--no-check-backends`) the record has no `backends` entry.
     """
     with tempfile.TemporaryDirectory(prefix="fitspeed-convert-") as tmp:
         probe = str(Path(tmp, "probe.npz"))
@@ -79,7 +80,7 @@ def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
                     "output": request["output"], "knobs": request["knobs"],
                     "reason": f"the conversion process exited with status {code} before it sent a record",
                     "stderr_tail": stderr[-STDERR_TAIL:]}
-        if record.get("status") == "ok":
+        if record.get("status") == "ok" and backends:
             record["backends"] = check_backends(record, request, probe, python=python, backends=backends)
     return record
 

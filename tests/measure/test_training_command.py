@@ -346,6 +346,7 @@ def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict["ok"]
     assert "varies too much over seeds" in verdict["reason"]
+    assert verdict["runs"] == {"baseline": 3, "candidate": 1}  # the baseline's spread settles it: no more runs
 
 
 def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_path: Path) -> None:

@@ -369,6 +369,15 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
     return verdict(not failed, note + "; ".join(c.text() for c in (failed or checks)), tuple(checks))
 
 
+UNSTEADY = "the script's training varies too much over seeds to judge a candidate"
+
+
+def settled_by_baseline(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun]) -> bool:
+    """Whether a script's baseline runs alone settle its verdict: they vary too much over seeds to judge any
+    candidate (`unreproducible`), so more candidate runs would change nothing and are not made."""
+    return judge(baseline, candidate, script=True).reason.startswith(UNSTEADY)
+
+
 def unreproducible(comparison: Comparison, on: float) -> str | None:
     """Why a script's baseline runs vary too much over seeds to judge a candidate, or None.
 
@@ -384,7 +393,7 @@ def unreproducible(comparison: Comparison, on: float) -> str | None:
     """
     if comparison.sd is None or comparison.sd <= MAX_SPREAD * on:
         return None
-    return (f"the script's training varies too much over seeds to judge a candidate: its baseline's "
+    return (f"{UNSTEADY}: its baseline's "
             f"{comparison.measure} has sd {comparison.sd:.2g} over {comparison.runs[0]} seeds, "
             f"{100 * comparison.sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
             "cannot tell a numerics change from the script's own noise; seed its data order and weights from "

@@ -287,14 +287,16 @@ class Tuner:
     def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
         """Judge `config`'s guard runs against the baseline's, at the same seeds (`guard.judge`), and store it.
 
-        The first seed first: a candidate at least as good as the baseline
-        there (`guard.passes_at_first_seed`) needs no more seeds.
+        The first seed first: a candidate at least as good as the baseline there (`guard.passes_at_first_seed`)
+        needs no more seeds, nor one of a script whose baseline varies too much (`guard.settled_by_baseline`).
         """
         first = guard.seeds(self.settings.spec(config))[0]
         baseline, candidate = [self._guard_run(self.base, first)], [self._guard_run(config, first)]
         script = self.settings.script is not None
         if script or not guard.passes_at_first_seed(baseline[0], candidate[0]):
-            baseline, candidate = self._guard_curve(self.base), self._guard_curve(config)
+            baseline = self._guard_curve(self.base)
+            candidate = candidate if script and guard.settled_by_baseline(baseline, candidate) else \
+                self._guard_curve(config)
         judged = guard.judge(baseline, candidate, script=script)
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)

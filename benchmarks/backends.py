@@ -2,6 +2,7 @@
 
     python benchmarks/backends.py                     # tiny, mlp, attention, cnn10, examples/mnist_convnet.py
     python benchmarks/backends.py --rounds 2 --workloads tiny,attention
+    python benchmarks/backends.py --rounds 0 --guard-seeds 1 --workloads cnn10   # the guard alone
 
 For each workload it runs rounds: in each round every arm once (TensorFlow's
 defaults, then each installed backend alone and with its own knobs, the
@@ -107,6 +108,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed windows per trial")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--no-guard", action="store_true")
+    parser.add_argument("--guard-seeds", type=int, default=None,
+                        help="the guard's seeds on every workload (default: GUARD_SEEDS, else the tuner's 3); "
+                             "with --rounds 0, the guard alone")
     args = parser.parse_args()
     print("| workload | arm | samples/s (median) | B/A against TensorFlow (95% CI) | guard | ")
     print("|---|---|---|---|---|")
@@ -125,12 +129,12 @@ def main() -> None:
                     failures[arm] = f"{record['status']}: {record.get('reason')}"
         verdicts: dict[str, str] = {}
         baseline_runs: dict[int, Any] = {}
+        seeds = GUARD_SEEDS.get(name, guard.GUARD_SEEDS) if args.guard_seeds is None else args.guard_seeds
         for backend in backends():
-            if not GUARD_SEEDS.get(name, guard.GUARD_SEEDS):
+            if not seeds:
                 verdicts[backend] = "not run: its train-mode runs take minutes each on 2 cores"
             elif not args.no_guard:
-                verdicts[backend] = guard_verdict(arms["tensorflow"], arms[backend], baseline_runs,
-                                                  GUARD_SEEDS.get(name, guard.GUARD_SEEDS))
+                verdicts[backend] = guard_verdict(arms["tensorflow"], arms[backend], baseline_runs, seeds)
         for arm, values in speeds.items():
             ok = [v for v in values if v]
             median = f"{statistics.median(ok):,.0f}" if ok else "–"

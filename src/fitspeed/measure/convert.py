@@ -7,7 +7,7 @@ record with its exit status and the tail of its stderr.
 
 A `.keras` file is meant to load on any Keras backend. After a conversion, the
 file is loaded on every other installed backend, each in its own child
-(`--check load`), and run on the same probe batch; the record's `backends`
+(an order with `"check": "load"`), run on the same probe batch; the record's `backends`
 says, for each of TensorFlow, JAX and PyTorch, whether it loaded there and
 computed the converting backend's outputs, or why not (not installed, with the
 extra that installs it).

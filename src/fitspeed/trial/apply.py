@@ -39,7 +39,7 @@ from fitspeed.core import best_json
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.machine.frameworks import framework_of
-from fitspeed.trial import distribute
+from fitspeed.trial import distribute, seeding
 
 
 def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> TrialConfig:
@@ -150,7 +150,7 @@ def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
     keras.config.set_dtype_policy(config.precision)
     # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
     # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
-    keras.utils.set_random_seed(seed)
+    seeding.set_random_seed(seed, config.backend)  # keras.utils.set_random_seed, TensorFlow seeded on import
     if config.deterministic:
         framework.enable_determinism()
     return placement

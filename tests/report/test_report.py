@@ -110,7 +110,7 @@ def test_report_from_a_results_file_escapes_the_workload_name(
     assert result.returncode == 0, result.stderr
     data = json.loads((workdir / "out" / "report.json").read_text())
     assert data["summary"]["model"] == EVIL
-    assert [bar["label"] for bar in data["plots"]["time_bars"]][0] == "baseline: defaults"
+    assert [bar["label"] for bar in data["plots"]["time_bars"]][0] == "baseline: batch_size=4"
     assert len(data["plots"]["time_bars"]) == 2
     assert len(data["summary"]["best"]["estimate"]["ratios"]) == 3
     html = (workdir / "out" / "index.html").read_text()

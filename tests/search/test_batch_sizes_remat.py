@@ -11,7 +11,8 @@ from rich.console import Console
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
-from fitspeed.report.batch_sweep import sentence, sweep
+from fitspeed.report.batch_sweep import sentence
+from fitspeed.search.batch_figures import figures as sweep
 from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.settings import TuneSettings
 
@@ -62,7 +63,7 @@ def test_a_size_out_of_memory_is_measured_again_with_remat_and_the_sweep_goes_on
     assert measured[:5] == [(128, "off"), (256, "off"), (512, "off"), (512, "full"), (1024, "full")]
     assert (1024, "off") not in measured  # a size after one that needed remat starts with it
     assert all(remat == "full" for size, remat in measured if size > 512)  # the bisection too
-    figures = sweep({"rows": tuner.rows()}, tuner.base.to_dict())
+    figures = sweep(tuner.rows(), tuner.base.to_dict())
     assert figures["needed_remat"] == [512] + [s for s in figures["needed_remat"] if s > 512]
     assert figures["largest_without_remat"] == 256
     assert 512 <= figures["largest_fitting"] <= 600 < figures["first_oom"] <= 1024
@@ -75,7 +76,7 @@ def test_a_backend_that_cannot_do_remat_is_noted_once_and_the_sweep_bisects_as_b
     BatchSizes(tuner).run()  # type: ignore[arg-type]
     assert all(remat == "off" for _, remat in tuner.measured)
     assert len(tuner.refused) == 1 and "remat='full'" in tuner.refused[0] and "tf.recompute_grad" in tuner.refused[0]
-    figures = sweep({"rows": tuner.rows()}, tuner.base.to_dict())
+    figures = sweep(tuner.rows(), tuner.base.to_dict())
     assert figures["needed_remat"] == [] and 256 <= figures["largest_fitting"] < figures["first_oom"] <= 1024
     assert "remat" not in (sentence(figures) or "remat")
 
@@ -84,11 +85,11 @@ def test_remat_that_saves_too_little_stops_the_sweep_at_the_first_out_of_memory(
     tuner = MemoryCapped((256, 512), cap_mb=300, per_sample_mb=1.0, remat_share=0.9, base=TrialConfig(backend="jax"))
     BatchSizes(tuner).run()  # type: ignore[arg-type]
     assert tuner.measured[:3] == [(256, "off"), (512, "off"), (512, "full")]
-    figures = sweep({"rows": tuner.rows()}, tuner.base.to_dict())
+    figures = sweep(tuner.rows(), tuner.base.to_dict())
     assert figures["first_oom"] and figures["largest_fitting"] < figures["first_oom"]
 
 
-def test_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_path: Path) -> None:
+def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_path: Path) -> None:
     from test_summary import trial
 
     from fitspeed.cli.tables import print_tune
@@ -106,6 +107,10 @@ def test_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_path: Path) -
         "guards": {}, "verification": None,
     }
     summary = study_summary(data)
+    # `show --json` is the summary: its figures count remat too (512 ran out of memory without it, and fit with it)
+    batch = summary["batch_sizes"]
+    assert (batch["largest_fitting"], batch["first_oom"], batch["recommended_max"]) == (512, 1024, 456)
+    assert batch["needed_remat"] == [512] and batch["largest_without_remat"] == 256
     console = Console(file=io.StringIO(), width=120, color_system=None)
     print_tune(console, summary)
     text = console.file.getvalue()  # type: ignore[attr-defined]

@@ -394,7 +394,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
 
     batch = summary["batch_sizes"]
     if batch["rows"]:
-        figures = batch_sweep.sweep(batch, base["config"])
+        figures = batch  # with remat counted (`fitspeed.search.batch_figures`)
         sizes = Table(title="throughput against batch size (re-tune the learning rate if you change it)",
                       header_style="bold")
         for column in ("batch size", "remat", "status", "samples/s", "vs baseline"):

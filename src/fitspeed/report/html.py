@@ -122,7 +122,6 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         num=number,
         ratio=ratio,
-        batch_sweep=batch_sweep.sweep,
         batch_sentence=batch_sweep.sentence,
     )
 

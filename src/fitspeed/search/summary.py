@@ -16,7 +16,7 @@ import optuna
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Verdict, level
-from fitspeed.search import guard
+from fitspeed.search import batch_figures, guard
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
@@ -247,13 +247,6 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
     best_trial = by_key.get(config_key(best_config))
     best_speed = figures.get(config_key(best_config))
-    fits = [r for r in batch_sizes if r["status"] == "ok"]
-    oom = [r for r in batch_sizes if r["status"] == "oom"]
-    first_oom = min((r["changes"]["batch_size"] for r in oom if "batch_size" in r["changes"]), default=None)
-    largest = max((r["changes"].get("batch_size", base.batch_size) for r in fits),
-                  default=base.batch_size if baseline_row else None)
-    # a margin: 10% below the largest that fit, rounded down to a multiple of 8
-    safe = max(8, largest * 9 // 10 // 8 * 8) if largest and first_oom else largest
     if batch_sizes and baseline_row:
         batch_sizes.append(baseline_row)
     return {
@@ -283,12 +276,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         },
         "effects": effects,
         "rejected": rejected,
-        "batch_sizes": {
-            "rows": sorted(batch_sizes, key=lambda r: r["changes"].get("batch_size", base.batch_size)),
-            "largest_fitting": largest,
-            "first_oom": first_oom,
-            "recommended_max": safe,
-        },
+        # with rematerialization counted: a size fits when any of its rows did (`batch_figures.figures`)
+        "batch_sizes": batch_figures.figures(batch_sizes, base.to_dict()),
         "trials": rows,
         "decisions": [decision_row(d) for d in data.get("decisions") or []],
         "determinism": determinism,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -422,7 +423,7 @@ def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_i
     assert [(v.ok, v.runs) for v in bf16] == [(False, (3, 3))] and bf16[0].reason == check["reason"]
 
 
-def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes() -> None:
+def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Path) -> None:
     notes: list[str] = []
     settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
                             steps=64, repeats=3, knobs=("steps_per_execution",))
@@ -434,6 +435,25 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes() -> None:
     assert len(notes) == 2, notes
     assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
     assert "steps_per_execution=16" in notes[1]
+    # the study keeps them: `fitspeed show` (and --json, and the page) lists what was not measured, and why
+    refused = study_summary(study_data(tuner.study))["refused"]
+    assert [r["changes"] for r in refused] == ["backend=torch steps_per_execution=16",
+                                               "backend=torch steps_per_execution=64"]
+    assert all(f"not measured: {r['changes']}. {r['reason']}" in notes for r in refused), (refused, notes)
+    import io
+
+    from rich.console import Console
+
+    from fitspeed.cli.tables import print_tune
+
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_tune(console, study_summary(study_data(tuner.study)))
+    shown = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
+    assert f"backend=torch steps_per_execution=64 │ – │ – │ not measured: {refused[1]['reason'][:60]}" in shown, shown
+    from fitspeed.report.html import write
+
+    page = write({**study_summary(study_data(tuner.study)), "read_notes": []}, tmp_path).index.read_text()
+    assert "<td>backend=torch steps_per_execution=64</td>" in page and "<td>not measured: The torch backend" in page
 
 
 def polished(truth: Callable[[TrialConfig, int], float], incumbent: TrialConfig,

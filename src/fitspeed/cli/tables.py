@@ -363,6 +363,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         effects.add_row(row["config"], number(row["samples_per_s"], 0), ratio(row["ratio"]), row["outcome"])
     for knobs, reason in summary["skipped_groups"]:
         effects.add_row(", ".join(knobs), "–", "–", f"skipped: {reason}")
+    for refused in summary.get("refused") or []:  # a combination the search proposed, refused before any trial
+        effects.add_row(refused["changes"], "–", "–", f"not measured: {refused['reason']}")
     console.print(effects)
 
     if summary.get("decisions"):

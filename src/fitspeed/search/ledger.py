@@ -14,6 +14,7 @@ nowhere else:
 | `guard-run:CONFIG@seedN` | one guard training run at one seed: status, loss curve, held-out figures |
 | `challenge:ID`, `claim:UNIT` | which worker holds a unit of work (`fitspeed.search.workers`) |
 | `incumbents` | the chain of configurations that became the incumbent, in order |
+| `refused:ID` | a combination the search proposed and refused before any trial: its changes and the reason |
 | `verification` | the verified answer: the claim the user sees |
 
 `summary.py` and `workers.py` read these through this module.
@@ -22,6 +23,7 @@ nowhere else:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import statistics
@@ -46,9 +48,10 @@ GUARD_RUN = "guard-run:"
 CHALLENGE = "challenge:"
 CLAIM = "claim:"
 INCUMBENTS = "incumbents"
+REFUSED = "refused:"
 VERIFICATION = "verification"
 BUDGET = "budget"
-CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, "reuse:")  # "reuse:" in studies made before the ledger
+CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, REFUSED, "reuse:")  # "reuse:" in studies made before the ledger
 BUDGET_FREE = (Phase.BATCH_SIZE, Phase.VERIFY)  # phases outside the search's share of --trials
 
 
@@ -68,6 +71,11 @@ def decisions_of(attrs: dict[str, Any]) -> list[dict[str, Any]]:
 def guards_of(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The guard verdicts in `attrs`, by configuration key."""
     return {k[len(GUARD):]: v for k, v in attrs.items() if k.startswith(GUARD)}
+
+
+def refusals_of(attrs: dict[str, Any]) -> list[dict[str, str]]:
+    """The combinations the search refused before any trial (`Ledger.put_refusal`), by their changes."""
+    return sorted((dict(v) for k, v in attrs.items() if k.startswith(REFUSED)), key=lambda r: r["changes"])
 
 
 def meta_of(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +176,12 @@ class Ledger:
         plain = studies.plain(decision)
         self.study.set_user_attr(DECISION + ident, plain)
         return not stored or stored != plain
+
+    def put_refusal(self, changes: str, reason: str) -> None:
+        """Store why the search did not measure `changes` (one entry per reason, whichever worker said it)."""
+        ident = hashlib.sha256(reason.encode()).hexdigest()[:12]
+        if REFUSED + ident not in self.study.user_attrs:
+            self.study.set_user_attr(REFUSED + ident, {"changes": changes, "reason": reason})
 
     def factorial(self, ident: str) -> dict[str, Any] | None:
         found = self.study.user_attrs.get(FACTORIAL + ident)

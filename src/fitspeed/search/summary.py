@@ -17,7 +17,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import throughput
 from fitspeed.core.sequential import Verdict, level
 from fitspeed.search import batch_figures, guard
-from fitspeed.search.ledger import decisions_of, guards_of, meta_of
+from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
@@ -37,6 +37,7 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
         "guards": guards_of(attrs),
         "verification": attrs.get("verification"),
         "decisions": decisions_of(attrs),
+        "refused": refusals_of(attrs),
     }
 
 
@@ -257,6 +258,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         "environment": environment,
         "skipped": meta.get("skipped") or {},
         "skipped_groups": skipped_groups(meta.get("skipped") or {}),
+        # combinations the search proposed and refused before any trial, with the reason (`Ledger.put_refusal`)
+        "refused": data.get("refused") or [],
         "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve,
                      "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
                                    for t in data["trials"] if throughput(t["record"]))},

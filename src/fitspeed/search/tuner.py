@@ -77,13 +77,7 @@ from fitspeed.search.decider import (
     combine_design,
     decision_id,
 )
-from fitspeed.search.events import (
-    GuardChecked,
-    Note,
-    OnEvent,
-    TrialFinished,
-    TrialStarted,
-)
+from fitspeed.search.events import GuardChecked, Note, OnEvent, TrialFinished, TrialStarted
 from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
@@ -472,6 +466,7 @@ class Tuner:
             if str(error) not in self.refused:
                 self.refused.add(str(error))
                 label = " ".join(f"{k}={v}" for k, v in knob_values.items() if getattr(self.base, k, v) != v)
+                self.ledger.put_refusal(label or "the defaults", str(error))  # `fitspeed show` lists it too
                 self.emit(Note(f"not measured: {label or 'the defaults'}. {error}"))
             return None
         if self.epoch_steps and config.steps_per_execution > self.epoch_steps:

@@ -146,7 +146,8 @@ class Scenario:
         items = self._changes(config)
         if items & self.fails:
             return 0.0
-        factor = math.prod(self.effects.get(item, 1.0) for item in items)
+        # in a fixed order: a set's order follows string hashes (PYTHONHASHSEED), and so would the last digits
+        factor = math.prod(self.effects.get(item, 1.0) for item in sorted(items, key=repr))
         for members, extra in self.interactions:
             if members <= items:
                 factor *= extra

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -35,6 +35,9 @@ from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import brief_reason
 from fitspeed.core.sequential import level
 from fitspeed.core.workloads import check_model
+
+if TYPE_CHECKING:
+    from fitspeed.search.decision import Decision
 
 
 def tune(
@@ -125,22 +128,7 @@ def tune(
                 case VerificationStarted(config, pairs):
                     progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
                 case DecisionMade(decision):
-                    interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
-                                if decision.low is not None and decision.high is not None else "")
-                    if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
-                        err.print(f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
-                                  f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials",
-                                  highlight=False)
-                        return
-                    if decision.purpose == Phase.RACE:  # one pair that only orders the candidates
-                        ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
-                        err.print(f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}",
-                                  highlight=False)
-                        return
-                    said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished"}.get(decision.purpose, "decided")
-                    err.print(f"{said:>9} {decision.b_label} against {decision.a_label}: "
-                              f"{decision.verdict} after {len(decision.pairs)} pair(s){interval}",
-                              highlight=False)
+                    err.print(decision_line(decision), highlight=False)
                 case Note(text):
                     err.print(text, highlight=False)
 
@@ -160,3 +148,26 @@ def tune(
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
                   highlight=False)
+
+
+def decision_line(decision: Decision) -> str:
+    """The line `tune` prints for a decision as it is made, with why it stopped where the decider says.
+
+    >>> from fitspeed.search.decision import Decision
+    >>> decision_line(Decision.from_dict({"id": "s1", "purpose": "sampler", "a": {}, "b": {"prefetch": 2},
+    ...     "verdict": "not confirmed", "pairs": [], "why": "the budget ran out"}))
+    '  decided prefetch=2 against defaults: not confirmed after 0 pair(s) (the budget ran out)'
+    """
+    from fitspeed.search.phase import Phase
+
+    if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
+        return (f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
+                f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials")
+    if decision.purpose == Phase.RACE:  # one pair that only orders the candidates
+        ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
+        return f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}"
+    interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
+                if decision.low is not None and decision.high is not None else "")
+    said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished"}.get(decision.purpose, "decided")
+    return (f"{said:>9} {decision.b_label} against {decision.a_label}: {decision.verdict} after "
+            f"{len(decision.pairs)} pair(s){interval}" + (f" ({decision.why})" if decision.why else ""))

@@ -37,6 +37,7 @@ from fitspeed.core.sequential import level
 from fitspeed.core.workloads import check_model
 
 if TYPE_CHECKING:
+    from fitspeed.core.record import TrialRecord
     from fitspeed.search.decision import Decision
 
 
@@ -115,13 +116,7 @@ def tune(
                 case TrialFinished(phase, record):
                     if phase != Phase.BATCH_SIZE:
                         progress.advance(task)
-                    speed = record.throughput
-                    if record.user_error:  # a record that failed on the user's input ends the command
-                        raise UserError(record.reason or "")
-                    err.print(f"{phase:>9} {record.spec.config.label()}: {record.status}"
-                              + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.reason)})")
-                              + tables.monitor_brief(record.extra.get("monitor")),
-                              highlight=False)
+                    err.print(trial_line(phase, record, settings.base), highlight=False)
                 case GuardChecked(config, verdict):
                     err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, "
                               f"{verdict.reason}", highlight=False)
@@ -148,6 +143,22 @@ def tune(
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
                   highlight=False)
+
+
+def trial_line(phase: str, record: TrialRecord, base: TrialConfig) -> str:
+    """The line `tune` prints for a finished trial; the baseline's failure on the user's input ends the command.
+
+    That failure (data the model cannot take, a builder that raises) leaves
+    nothing to compare against. A configuration the search made that fails
+    on the user's input is a failed trial like any other: printed, and the
+    search goes on without it.
+    """
+    if record.user_error and record.spec.config == base:
+        raise UserError(record.reason or "")
+    speed = record.throughput
+    return (f"{phase:>9} {record.spec.config.label()}: {record.status}"
+            + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.reason)})")
+            + tables.monitor_brief(record.extra.get("monitor")))
 
 
 def decision_line(decision: Decision) -> str:

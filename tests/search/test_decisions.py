@@ -450,6 +450,8 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     print_tune(console, study_summary(study_data(tuner.study)))
     shown = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
     assert f"backend=torch steps_per_execution=64 │ – │ – │ not measured: {refused[1]['reason'][:60]}" in shown, shown
+    # the table shortens the reason (its last words are gone, a "…" stands for them); the summary has it whole
+    assert all(r["reason"].endswith("--set backend=...") for r in refused) and "backend=..." not in shown, shown
     from fitspeed.report.html import write
 
     page = write({**study_summary(study_data(tuner.study)), "read_notes": []}, tmp_path).index.read_text()

@@ -9,6 +9,7 @@ CLI's consoles have markup off.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -364,7 +365,9 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     for knobs, reason in summary["skipped_groups"]:
         effects.add_row(", ".join(knobs), "–", "–", f"skipped: {reason}")
     for refused in summary.get("refused") or []:  # a combination the search proposed, refused before any trial
-        effects.add_row(refused["changes"], "–", "–", f"not measured: {refused['reason']}")
+        # its reason shortened here (a few lines of the column, not a dozen); show --json and the page have it whole
+        effects.add_row(refused["changes"], "–", "–",
+                        f"not measured: {textwrap.shorten(refused['reason'], 100, placeholder=' …')}")
     console.print(effects)
 
     if summary.get("decisions"):

@@ -38,6 +38,7 @@ from typing import Any
 from fitspeed.core import best_json
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.import_environment import import_environment
 from fitspeed.machine.frameworks import framework_of
 from fitspeed.trial import distribute, seeding
 
@@ -107,19 +108,18 @@ def rewrite_model(model: Any, config: TrialConfig | Mapping[str, Any] | str | Pa
 
 
 def before_import(config: TrialConfig, seed: int) -> None:
-    """Set the environment the backend reads when it is first imported."""
+    """Set the environment the backend reads when it is first imported (`core.import_environment`).
+
+    In a process forked from a fork server (`fitspeed.trial.fork_server`),
+    keras is imported already, under exactly this environment: the server
+    was chosen for it. Anywhere else, keras imported first is an error.
+    """
+    wanted = import_environment(config, seed, os.environ)
     if "keras" in sys.modules:
-        raise RuntimeError("apply.before_import must run before keras is imported")
-    os.environ["KERAS_BACKEND"] = config.backend
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ["PYTHONHASHSEED"] = str(seed)
-    os.environ.update(framework_of(config.backend).exports(config.onednn))  # onednn: what best.json exports
-    if config.deterministic:
-        os.environ["TF_DETERMINISTIC_OPS"] = "1"
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-        flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_deterministic_ops=true".strip()
-    distribute.before_import(config)
+        if wanted != dict(os.environ):
+            raise RuntimeError("apply.before_import must run before keras is imported")
+        return
+    os.environ.update(wanted)
 
 
 def _check_onednn(config: TrialConfig) -> None:

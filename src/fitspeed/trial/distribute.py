@@ -2,7 +2,7 @@
 
 Who does what, by backend:
 
-| backend    | before import (`before_import`)        | after import (`after_import`)                          |
+| backend    | before import (`import_environment`)   | after import (`after_import`)                          |
 |------------|----------------------------------------|--------------------------------------------------------|
 | tensorflow | nothing                                | the first N GPUs, or with none the CPU split into N    |
 |            |                                        | logical devices (`tf.config.set_logical_device_`       |
@@ -21,22 +21,17 @@ accelerators the CPU is split into as many logical devices as asked: they share
 its cores, which is what a CPU measurement of scaling measures.
 
 Runs in the trial child (and in a user's script through the hook); imports
-the framework only inside functions, after `before_import` has run.
+the framework only inside functions, after `apply.before_import` has run.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.machine.frameworks import framework_of
-
-XLA_HOST_DEVICES = "--xla_force_host_platform_device_count"
 
 
 @dataclass(frozen=True)
@@ -73,14 +68,6 @@ class Placement:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def before_import(config: TrialConfig) -> None:
-    """JAX: ask XLA for N host devices before jax is imported (a GPU host keeps its GPUs as well)."""
-    if not backend_of(config.backend).splits_cpu_before_import or config.devices == 1:
-        return
-    flags = re.sub(rf"{XLA_HOST_DEVICES}=\d+", "", os.environ.get("XLA_FLAGS", ""))
-    os.environ["XLA_FLAGS"] = f"{flags} {XLA_HOST_DEVICES}={config.devices}".strip()
 
 
 def after_import(config: TrialConfig) -> Placement:

@@ -48,12 +48,14 @@ def test_nan_when_the_loss_is_not_finite(tmp_path: Path) -> None:
 def test_crashed_when_the_child_dies(tmp_path: Path) -> None:
     record = run("userwork:dies", tmp_path)
     assert record["status"] == "crashed"
+    assert record["warm_start"] is True  # forked from a server (fitspeed.measure.warm_start): its signal still counts
     assert "SIGKILL" in record["reason"]
 
 
 def test_timeout_when_it_runs_too_long(tmp_path: Path) -> None:
     record = run("userwork:sleeps", tmp_path, timeout_s=8)
     assert record["status"] == "timeout"
+    assert record["warm_start"] is True  # the kill reaches a forked child's whole process group
     assert record["wall_s"] < 30
     # killed records still say what ran: versions come from package metadata
     assert record["environment"]["versions"]["keras"].startswith("3.")

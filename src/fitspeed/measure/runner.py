@@ -1,7 +1,9 @@
 """Run one trial in a fresh process and always come back with a record.
 
 The parent writes the spec to a file, starts `python -m fitspeed.trial` in a
-new process group, and watches it: past `timeout_s` the group is killed
+new process group (a built-in trial is forked from a server that imported
+keras once for its environment, `fitspeed.measure.warm_start`; the record's
+`warm_start` says which), and watches it: past `timeout_s` the group is killed
 (`timeout`); over `memory_limit_mb` of resident memory, summed over the
 child's process tree, it is killed too (`oom`). A child that dies without a
 record is `crashed`, with its signal or exit code and the tail of stderr.
@@ -24,21 +26,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core.import_environment import import_environment
 from fitspeed.core.record import Status, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
+from fitspeed.measure import warm_start
 
 POLL_S = 0.05
 STDERR_TAIL = 4000
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
+    """Kill the child's process group; its exit status."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    return proc.wait()
 
 
 def _tail(path: Path) -> str:
@@ -51,16 +56,6 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to kill it if the parent dies (kill -9 included)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _signal_name(returncode: int) -> str:
     try:
         return signal.Signals(-returncode).name
@@ -68,7 +63,7 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _watch(proc: subprocess.Popen[bytes], spec: TrialSpec, started: float) -> tuple[str, str] | None:
+def _watch(proc: subprocess.Popen[bytes] | warm_start.WarmChild, spec: TrialSpec, started: float) -> tuple[str, str] | None:
     """Wait for the child; return (status, reason) if it must be killed for its limits."""
     peak_mb = 0.0
     tree = ProcessTree(proc.pid)
@@ -124,31 +119,37 @@ def run_trial(
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env["PYTHONUNBUFFERED"] = "1"
         argv, record_path = [python, "-P", "-m", "fitspeed.trial", str(spec_path)], None  # -P: the working folder shadows no package
+        proc: subprocess.Popen[bytes] | warm_start.WarmChild | None = None
         if spec.script is not None:  # a user's own command, hooked (fitspeed.measure.training_command); its output is one log
             from fitspeed.measure import training_command
 
             argv, child_env, record_path = training_command.prepare(spec, folder, child_env)
             cwd = spec.script["cwd"]
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-            proc = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=err if record_path is None else subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=cwd,
-                env=child_env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
-            sampler = start_for_trial(proc.pid) if spec.monitor else None
-            try:
-                killed = _watch(proc, spec, started)
-            finally:
-                if sampler is not None:
-                    sampler.stop()
-                # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
-                # it stops the child, and any worker processes it left behind.
-                _kill_group(proc)
+        else:  # a built-in trial: forked from a server that imported keras once, where one can serve it
+            env_at_import = import_environment(spec.config, spec.seed, child_env)
+            proc = warm_start.start(python, env_at_import, spec_path, stdout_path, stderr_path, cwd)
+        warm = proc is not None
+        if proc is None:
+            with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+                proc = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=err if record_path is None else subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=cwd,
+                    env=child_env,
+                    start_new_session=True,
+                    preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
+                )
+        sampler = start_for_trial(proc.pid) if spec.monitor else None
+        try:
+            killed = _watch(proc, spec, started)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
+            # it stops the child, and any worker processes it left behind.
+            returncode = _kill_group(proc)
         stdout = stdout_path.read_text("utf-8", "replace")
         stderr_tail = _tail(stderr_path if record_path is None else stdout_path)
         scripted = training_command.read_record(record_path) if record_path is not None else None
@@ -158,12 +159,12 @@ def run_trial(
         record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout) if spec.script is None else scripted
-        hook_failed = _hook_failure(stderr_tail) if spec.script is not None and proc.returncode == HOOK_FAILED else None
+        hook_failed = _hook_failure(stderr_tail) if spec.script is not None and returncode == HOOK_FAILED else None
         if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
             record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
                                 environment=environment.host(spec.config.backend))
         elif decoded is None:
-            code = proc.returncode
+            code = returncode
             how = (
                 f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
             )
@@ -180,6 +181,8 @@ def run_trial(
     if spec.script is not None:
         record["log_tail"] = stderr_tail  # the script's own output, stdout and stderr together
     record["wall_s"] = wall_s
+    if spec.script is None:
+        record["warm_start"] = warm  # forked from a fork server (fitspeed.measure.warm_start), or a fresh interpreter
     if sampler is not None:
         record["monitor"] = trial_usage(sampler, record)
     return record

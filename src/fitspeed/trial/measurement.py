@@ -29,14 +29,13 @@ A trial cut short is an "ok" record with the figure it reached and
 from __future__ import annotations
 
 import math
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.record import Status, TrialSpec, new_record
-from fitspeed.trial import cutoff
+from fitspeed.trial import cutoff, peak_memory
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.trial.timing import StepTimer
@@ -162,7 +161,7 @@ def window_metrics(
         "compile_s": max(0.0, timed.first_s - seconds_per_step * steps_per_execution),
         "first_execution_s": timed.first_s,
         "build_s": build_s,
-        "peak_host_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_host_mb": peak_memory.peak_resident_mb(),
         "peak_device_mb": device_mb,
         "final_loss": timed.losses[-1] if timed.losses else None,
         "loss_curve": timed.losses,

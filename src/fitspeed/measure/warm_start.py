@@ -1,0 +1,219 @@
+"""Start built-in trials from a fork server that imported keras once (`fitspeed.trial.fork_server`).
+
+`fitspeed.measure.runner` asks `start` for a trial process before it starts
+a fresh interpreter. A server is kept per environment the trial's backend
+reads at import (`core.import_environment`: backend, oneDNN, determinism,
+host devices, and whatever else the parent's environment holds), so a
+trial only ever comes from a server whose keras was imported exactly as its
+own would have been. The first trial of an environment waits for its
+server's import, once; later ones fork in milliseconds. A server is started
+only when a trial needs it, never beside a running measurement.
+
+`start` gives None, and the runner starts the trial cold, where warm starts
+are off (`FITSPEED_WARM_START=0`), the server of that environment is busy
+with another thread's trial, or it could not start (its failure then
+surfaces in the cold trial's own record). At most `MAX_SERVERS` are kept,
+the least recently used closed first; all close when the parent exits,
+and Linux kills a server and its trial if the parent dies.
+
+Runs in the parent and never imports a framework.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+SWITCH = "FITSPEED_WARM_START"  # "0": every trial starts a fresh interpreter
+VOLATILE = ("PYTEST_CURRENT_TEST", "PYTHONHASHSEED")  # read by nothing at import; set in the child, not the server
+MAX_SERVERS = 2
+READY_TIMEOUT_S = 600.0
+FORK_TIMEOUT_S = 60.0
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: ask Linux to kill it if the parent dies (kill -9 included)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class ServerGone(Exception):
+    """The fork server closed its channel: it died, or never started."""
+
+
+class _Lines:
+    """Lines from a pipe, read with a deadline."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.fd = stream.fileno()
+        self.buffer = b""
+
+    def read(self, timeout: float | None) -> str | None:
+        """The next line; None if none came within `timeout` seconds (None: wait for it). ServerGone at EOF."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.fd], [], [], left)[0]:
+                return None
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                raise ServerGone("the fork server closed its channel")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+
+class ForkServer:
+    """One `python -m fitspeed.trial --fork-server BACKEND`, started with `env`."""
+
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        self.busy = False
+        self.log = tempfile.TemporaryFile(prefix="fitspeed-fork-server-")
+        self.proc = subprocess.Popen(
+            [python, "-P", "-m", "fitspeed.trial", "--fork-server", env["KERAS_BACKEND"]],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=dict(env),
+            start_new_session=True, preexec_fn=die_with_parent,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.lines = _Lines(self.proc.stdout)
+        try:
+            ready = self.lines.read(READY_TIMEOUT_S)
+        except ServerGone:
+            ready = None
+        if ready != "ready":
+            self.close()
+            raise ServerGone(f"the fork server did not start (it said {ready!r})")
+
+    def fork(self, request: Mapping[str, object]) -> WarmChild:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as error:
+            raise ServerGone(str(error)) from None
+        line = self.lines.read(FORK_TIMEOUT_S)
+        if line is None or not line.startswith("started "):
+            raise ServerGone(f"the fork server did not fork (it said {line!r})")
+        self.busy = True
+        return WarmChild(self, int(line.split()[1]))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+class WarmChild:
+    """A trial process a fork server forked, watched as a `subprocess.Popen` is: pid, poll(), wait()."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self.server, self.pid = server, pid
+        self.returncode: int | None = None
+
+    def _read(self, timeout: float | None) -> None:
+        try:
+            line = self.server.lines.read(timeout)
+        except ServerGone:  # the server died, and Linux killed its child with it
+            line = f"exited {-signal.SIGKILL}"
+            self.server.close()
+        if line is not None and line.startswith("exited "):
+            self.returncode = int(line.split()[1])
+            self.server.busy = False
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            self._read(None)
+        return self.returncode
+
+
+_servers: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] = OrderedDict()
+_failed: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+_lock = threading.Lock()
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    """Whether trials with environment `env` may fork from a server: not where it says FITSPEED_WARM_START=0."""
+    return env.get(SWITCH, "1") != "0" and hasattr(os, "fork")
+
+
+def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Path, stderr_path: Path,
+          cwd: str | Path | None) -> WarmChild | None:
+    """A built-in trial's process, forked from the server for `env`; None where it must start cold.
+
+    `env` is the trial's whole environment, with `core.import_environment` applied.
+    """
+    if not enabled(env):
+        return None
+    server_env = {name: value for name, value in env.items() if name not in VOLATILE}
+    key = (python, tuple(sorted(server_env.items())))
+    with _lock:
+        server = _servers.get(key)
+        if server is not None and not server.alive():
+            _servers.pop(key).close()
+            server = None
+        if server is not None and server.busy:
+            return None
+        if server is None:
+            if key in _failed:
+                return None
+            if len(_servers) >= MAX_SERVERS and not _evict_one():
+                return None
+            try:
+                server = ForkServer(python, server_env)
+            except (OSError, ServerGone):
+                _failed.add(key)
+                return None
+            _servers[key] = server
+        _servers.move_to_end(key)
+        request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
+                   "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env)}  # where a cold trial would run
+        try:
+            return server.fork(request)
+        except ServerGone:
+            _servers.pop(key).close()
+            return None
+
+
+def _evict_one() -> bool:
+    """Close the least recently used idle server; False if every one is busy."""
+    for key, server in _servers.items():
+        if not server.busy:
+            _servers.pop(key).close()
+            return True
+    return False
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every server (at exit, and in tests)."""
+    with _lock:
+        while _servers:
+            _servers.popitem()[1].close()
+        _failed.clear()

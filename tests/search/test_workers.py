@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -47,6 +47,23 @@ def start(workdir: Path, storage: str, index: int, study: str = "shared", *extra
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
+def done(storage: str, study: str) -> list[FrozenTrial]:
+    """The study's finished trials (none while the study is not made yet)."""
+    try:  # through fitspeed's storage, which waits out the workers creating a new study
+        return load(storage, study).get_trials(states=(TrialState.COMPLETE,))
+    except KeyError:
+        return []
+
+
+def wait_until(condition: Callable[[], object], workers: list[subprocess.Popen[str]], what: str) -> None:
+    """Wait for `condition`, which only ever turns true once true; fail after 300 s or when every worker has exited."""
+    deadline = time.time() + 300
+    while not condition():
+        assert time.time() < deadline, f"no {what} within 300 s"
+        assert any(w.poll() is None for w in workers), f"every worker exited before {what}"
+        time.sleep(0.2)
+
+
 def finish(workers: list[subprocess.Popen[str]]) -> list[str]:
     outs = []
     for worker in workers:
@@ -72,7 +89,8 @@ def check_study(study: optuna.Study) -> list[FrozenTrial]:
     keys = [t.user_attrs["config_key"] for t in measured]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"
     assert all(t.user_attrs.get("host", "").startswith("node") for t in measured)
-    assert len({t.user_attrs["worker"] for t in measured}) >= 2, "the workers did not share the work"
+    took = [t for t in trials if "config_key" in t.user_attrs]  # measured, or lost with a killed worker
+    assert len({t.user_attrs["worker"] for t in took}) >= 2, "the workers did not share the work"
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     # nothing failed because of another worker: a failed trial without a record is a dead worker's only
     unrecorded = [t for t in trials if t.state == TrialState.FAIL and "record" not in t.user_attrs]
@@ -95,8 +113,27 @@ def check_answers(outs: list[str]) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # three workers on this machine's two cores
 def test_three_workers_share_a_journal_file(workdir: Path) -> None:
+    """Three workers finish one study; the work is shared, which no timing decides.
+
+    Trials fork in milliseconds, so one worker could take every trial before
+    another has started. Once the first trial is done, the next timed trial
+    to start is held open (`fitspeed.trial.faults.hold`) until a trial of
+    another worker is done.
+    """
     storage = f"journal:{workdir / 'study.log'}"
-    outs = finish([start(workdir, storage, i) for i in range(3)])
+    hold = workdir / "hold"
+    hold.mkdir()
+    workers = [start(workdir, storage, i, env={"FITSPEED_TEST_HOLD": str(hold)}) for i in range(3)]
+    try:
+        wait_until(lambda: len(done(storage, "shared")) >= 1, workers, "a first trial done")
+        (hold / "armed").touch()
+        wait_until(lambda: list(hold.glob("host-*")), workers, "a trial taking the hold")
+        held = next(hold.glob("host-*")).read_text()
+        wait_until(lambda: [t for t in done(storage, "shared") if t.user_attrs.get("host") != held], workers,
+                   f"a trial of a worker other than {held} done while {held} holds one")
+    finally:
+        (hold / "release").touch()
+    outs = finish(workers)
     check_answers(outs)
     check_study(load(storage, "shared"))
     shown = fitspeed("show", "shared", "--storage", storage, "--json", cwd=workdir)

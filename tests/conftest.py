@@ -23,6 +23,29 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
 
+# Every fitspeed process the suite starts, and its workers' own trials, fork built-in trials from shared
+# servers (fitspeed.measure.warm_start, FITSPEED_FORK_SERVERS): one import of keras per environment for the
+# whole run instead of one per command. The controller makes the folder before its workers start (they
+# inherit it) and stops the servers at the end; tests/measure/test_warm_start.py checks the per-process
+# servers every user gets by default.
+SHARED_SERVERS = "FITSPEED_FORK_SERVERS"
+_OWN_SERVERS = "PYTEST_XDIST_WORKER" not in os.environ and not os.environ.get(SHARED_SERVERS)
+if _OWN_SERVERS:
+    os.environ[SHARED_SERVERS] = tempfile.mkdtemp(prefix="fitspeed-fs-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller stops the shared servers it started the run with."""
+    if not _OWN_SERVERS:
+        return
+    folder = Path(os.environ.pop(SHARED_SERVERS))
+    for pid_file in folder.glob("*.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
+    shutil.rmtree(folder, ignore_errors=True)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked slow run first, each file's in its own order.

@@ -15,7 +15,8 @@ from fitspeed.measure.runner import run_trial
 
 def run(model: str, tmp_path: Path, **kwargs: object) -> dict:
     spec = TrialSpec(model=model, steps=8, repeats=2, **kwargs)  # type: ignore[arg-type]
-    record = run_trial(spec, env=child_env(), cwd=tmp_path)
+    env = {k: v for k, v in child_env().items() if k != "FITSPEED_FORK_SERVERS"}  # each run its own servers, as by default
+    record = run_trial(spec, env=env, cwd=tmp_path)
     assert record["status"] in STATUSES
     assert record["schema"] == 1
     return record

@@ -1,15 +1,22 @@
 """Trials forked from a fork server: the same records as cold ones, one server per import environment,
-and every failure a cold trial can meet still ends in a record."""
+every failure a cold trial can meet still ends in a record, and servers shared between processes
+(FITSPEED_FORK_SERVERS) serve any of them and die with none of them."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import child_env
 
@@ -26,9 +33,14 @@ def no_servers() -> Iterator[None]:
     warm_start.close_all()
 
 
+def private_env() -> dict[str, str]:
+    """The suite's child environment without its shared servers (conftest.SHARED_SERVERS): each process its own."""
+    return {k: v for k, v in child_env().items() if k != warm_start.SHARED}
+
+
 def run(tmp_path: Path, env: dict[str, str] | None = None, **kwargs: object) -> dict:
     spec = TrialSpec(model=str(kwargs.pop("model", "tiny")), steps=4, repeats=2, **kwargs)  # type: ignore[arg-type]
-    return run_trial(spec, env=env or child_env(), cwd=tmp_path)
+    return run_trial(spec, env=env or private_env(), cwd=tmp_path)
 
 
 def servers() -> list[int]:
@@ -46,7 +58,7 @@ def test_trials_of_one_environment_share_a_server_and_match_a_cold_trial(tmp_pat
     first = run(tmp_path)
     [server] = servers()
     second = run(tmp_path, config=TrialConfig(steps_per_execution=2))
-    cold = run(tmp_path, env={**child_env(), warm_start.SWITCH: "0"})
+    cold = run(tmp_path, env={**private_env(), warm_start.SWITCH: "0"})
     assert first["status"] == second["status"] == cold["status"] == "ok", first["stderr_tail"]
     assert (first["warm_start"], second["warm_start"], cold["warm_start"]) == (True, True, False)
     assert servers() == [server]  # the second trial forked from the first one's server; the cold one started none
@@ -68,7 +80,7 @@ def test_the_child_runs_with_the_trial_s_own_seed_and_environment(tmp_path: Path
 
 def test_another_import_environment_gets_another_server_and_the_oldest_closes(tmp_path: Path) -> None:
     run(tmp_path)
-    run(tmp_path, env={**child_env(), "FITSPEED_TEST_MARK": "b"})
+    run(tmp_path, env={**private_env(), "FITSPEED_TEST_MARK": "b"})
     assert len(servers()) == 2
     oldest = warm_start._servers[next(iter(warm_start._servers))].proc
     third = run(tmp_path, config=TrialConfig(onednn=True))
@@ -90,7 +102,7 @@ def test_a_warm_trial_past_its_timeout_is_killed_and_the_server_serves_the_next(
 def hold_env(folder: Path) -> dict[str, str]:
     folder.mkdir()
     (folder / "armed").write_text("")
-    return {**child_env(), "FITSPEED_TEST_HOLD": str(folder)}
+    return {**private_env(), "FITSPEED_TEST_HOLD": str(folder)}
 
 
 def test_a_server_that_dies_under_a_trial_leaves_a_crashed_record_and_a_new_server_follows(tmp_path: Path) -> None:
@@ -126,9 +138,61 @@ def test_a_busy_server_sends_a_second_thread_s_trial_to_a_cold_start(tmp_path: P
 
 
 def test_a_server_that_cannot_start_sends_trials_cold_with_the_real_error(tmp_path: Path) -> None:
-    env = {**child_env(), "KERAS_BACKEND": "tensorflow", "PYTHONPATH": str(tmp_path)}
+    env = {**private_env(), "KERAS_BACKEND": "tensorflow", "PYTHONPATH": str(tmp_path)}
     (tmp_path / "keras.py").write_text("raise ImportError('a keras that cannot import')\n")
     record = run(tmp_path, env=env)
     assert record["warm_start"] is False and servers() == []
     assert record["status"] != "ok"
     assert "a keras that cannot import" in (record["stderr_tail"] or "") + (record["reason"] or "")
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="fs-"))  # short: a Unix socket's path has at most 107 bytes
+    yield folder
+    for pid_file in folder.glob("*.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(folder)
+
+
+def measure(folder: Path, tmp_path: Path, model: str) -> subprocess.Popen[str]:
+    env = {**private_env(), warm_start.SHARED: str(folder)}
+    return subprocess.Popen([sys.executable, "-m", "fitspeed", "measure", model, "--steps", "4", "--repeats", "2",
+                             "--json", "--results", str(tmp_path / "r.jsonl")],
+                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def measured(command: subprocess.Popen[str]) -> dict:
+    out, err = command.communicate(timeout=300)
+    assert command.returncode == 0, err[-3000:]
+    return json.loads(out)
+
+
+def test_commands_naming_one_folder_share_its_servers(shared: Path, tmp_path: Path) -> None:
+    first = measured(measure(shared, tmp_path, "tiny"))
+    [pid_file] = shared.glob("*.pid")
+    server = int(pid_file.read_text())
+    second = measured(measure(shared, tmp_path, "tiny"))
+    assert first["status"] == second["status"] == "ok"
+    assert first["warm_start"] is second["warm_start"] is True
+    assert list(shared.glob("*.pid")) == [pid_file] and psutil.pid_exists(server)  # the first command's server
+    assert not psutil.Process(server).children()  # each trial's child is gone with its trial
+
+
+def test_a_command_killed_mid_trial_takes_its_trial_with_it_and_the_server_serves_on(
+        shared: Path, tmp_path: Path) -> None:
+    command = measure(shared, tmp_path, "userwork:sleeps")
+    wait_for(lambda: list(shared.glob("*.pid")), "the shared server started")
+    server = psutil.Process(int(next(shared.glob("*.pid")).read_text()))
+    wait_for(lambda: server.children(), "the server forked the trial")
+    [trial] = server.children()
+    command.kill()
+    command.communicate()
+    gone, _ = psutil.wait_procs([trial], timeout=30)
+    assert gone, "the trial outlived the command that started it"
+    after = measured(measure(shared, tmp_path, "tiny"))
+    assert after["status"] == "ok" and after["warm_start"] is True
+    assert server.is_running() and [int(p.read_text()) for p in shared.glob("*.pid")] == [server.pid]

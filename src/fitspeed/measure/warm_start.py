@@ -16,15 +16,25 @@ surfaces in the cold trial's own record). At most `MAX_SERVERS` are kept,
 the least recently used closed first; all close when the parent exits,
 and Linux kills a server and its trial if the parent dies.
 
+With `FITSPEED_FORK_SERVERS=FOLDER`, servers live in FOLDER instead and
+serve every process that names it (many short commands in a row, a test
+suite): a Unix socket per server, `SLOTS` servers per environment, each
+slot taken by one trial at a time under a file lock. Such a server outlives
+the command that started it and exits after `IDLE_S` seconds without a
+trial; a command that dies mid-trial takes its trial with it.
+
 Runs in the parent and never imports a framework.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import json
 import os
 import select
+import socket
 import signal
 import subprocess
 import tempfile
@@ -36,6 +46,9 @@ from pathlib import Path
 from typing import IO
 
 SWITCH = "FITSPEED_WARM_START"  # "0": every trial starts a fresh interpreter
+SHARED = "FITSPEED_FORK_SERVERS"  # a folder: servers kept there serve every fitspeed process that names it
+SLOTS = 2  # shared servers per environment: as many trials of it at once
+IDLE_S = 120.0  # a shared server exits after this long without a trial
 VOLATILE = ("PYTEST_CURRENT_TEST", "PYTHONHASHSEED")  # read by nothing at import; set in the child, not the server
 MAX_SERVERS = 2
 READY_TIMEOUT_S = 600.0
@@ -57,9 +70,9 @@ class ServerGone(Exception):
 
 
 class _Lines:
-    """Lines from a pipe, read with a deadline."""
+    """Lines from a pipe or a socket, read with a deadline."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes] | socket.socket) -> None:
         self.fd = stream.fileno()
         self.buffer = b""
 
@@ -115,6 +128,10 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def done(self) -> None:
+        """Its child ended: free for the next trial."""
+        self.busy = False
+
     def close(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
@@ -128,7 +145,7 @@ class ForkServer:
 class WarmChild:
     """A trial process a fork server forked, watched as a `subprocess.Popen` is: pid, poll(), wait()."""
 
-    def __init__(self, server: ForkServer, pid: int) -> None:
+    def __init__(self, server: ForkServer | SharedConnection, pid: int) -> None:
         self.server, self.pid = server, pid
         self.returncode: int | None = None
 
@@ -140,7 +157,7 @@ class WarmChild:
             self.server.close()
         if line is not None and line.startswith("exited "):
             self.returncode = int(line.split()[1])
-            self.server.busy = False
+            self.server.done()
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -151,6 +168,92 @@ class WarmChild:
         while self.returncode is None:
             self._read(None)
         return self.returncode
+
+
+class SharedConnection:
+    """One trial's connection to a shared server (`fitspeed.trial.fork_server.serve_socket`), and its slot's lock."""
+
+    def __init__(self, connection: socket.socket, lock: IO[str]) -> None:
+        self.connection, self.lock = connection, lock
+        self.lines = _Lines(connection)
+
+    def fork(self, request: Mapping[str, object]) -> WarmChild:
+        try:
+            self.connection.sendall(json.dumps(request).encode() + b"\n")
+            line = self.lines.read(FORK_TIMEOUT_S)
+        except OSError as error:
+            raise ServerGone(str(error)) from None
+        if line is None or not line.startswith("started "):
+            raise ServerGone(f"the shared fork server did not fork (it said {line!r})")
+        return WarmChild(self, int(line.split()[1]))
+
+    def done(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.connection.close()
+        self.lock.close()  # and with it the slot's lock
+
+
+def _connect(path: Path) -> socket.socket | None:
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def _start_shared(python: str, env: Mapping[str, str], base: Path) -> None:
+    """Start the shared server for `base` (its socket, log and pid file beside it) and wait until it listens."""
+    with open(base.with_suffix(".log"), "ab") as log:
+        proc = subprocess.Popen(
+            [python, "-P", "-m", "fitspeed.trial", "--fork-server", env["KERAS_BACKEND"], "--socket",
+             str(base.with_suffix(".sock")), str(IDLE_S)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=dict(env), start_new_session=True,
+            cwd=base.parent,  # not the starting command's folder, which it outlives
+        )
+    assert proc.stdout is not None
+    with proc.stdout:
+        try:
+            ready = _Lines(proc.stdout).read(READY_TIMEOUT_S)
+        except ServerGone:
+            ready = None
+    if ready != "ready":
+        proc.kill()
+        proc.wait()
+        raise ServerGone(f"the shared fork server did not start (it said {ready!r})")
+    base.with_suffix(".pid").write_text(str(proc.pid))
+
+
+def _shared(folder: Path, python: str, server_env: Mapping[str, str],
+            request: Mapping[str, object]) -> WarmChild | None:
+    """The trial forked from a free shared server for `server_env` in `folder`, started if none runs; None if all are busy."""
+    digest = hashlib.sha256(json.dumps([python, sorted(server_env.items())]).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    for slot in range(SLOTS):
+        base = folder / f"{digest}-{slot}"
+        if len(str(base.with_suffix(".sock"))) > 100:  # a Unix socket's path has at most 107 bytes
+            return None
+        lock = open(base.with_suffix(".lock"), "a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        try:
+            connection = _connect(base.with_suffix(".sock"))
+            if connection is None:
+                _start_shared(python, server_env, base)
+                connection = _connect(base.with_suffix(".sock"))
+            if connection is None:
+                raise ServerGone("the shared fork server does not answer")
+            return SharedConnection(connection, lock).fork(request)
+        except (OSError, ServerGone):
+            lock.close()
+            return None
+    return None
 
 
 _servers: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] = OrderedDict()
@@ -172,6 +275,10 @@ def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Pat
     if not enabled(env):
         return None
     server_env = {name: value for name, value in env.items() if name not in VOLATILE}
+    request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
+               "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env)}  # where a cold trial would run
+    if env.get(SHARED):
+        return _shared(Path(env[SHARED]), python, server_env, request)
     key = (python, tuple(sorted(server_env.items())))
     with _lock:
         server = _servers.get(key)
@@ -192,8 +299,6 @@ def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Pat
                 return None
             _servers[key] = server
         _servers.move_to_end(key)
-        request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
-                   "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env)}  # where a cold trial would run
         try:
             return server.fork(request)
         except ServerGone:

@@ -27,14 +27,17 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import select
 import signal
+import socket
 import sys
 import traceback
-from typing import Any, BinaryIO
+from typing import Any
 
 from fitspeed.trial import peak_memory
 
 PR_SET_PDEATHSIG = 1
+WAIT_S = 0.05  # how often a shared server looks for a client that went away
 PRELOAD = ("fitspeed.trial.protocol", "fitspeed.machine.environment", "fitspeed.trial.doctor", "fitspeed.trial.models",
            "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.fit_input",
            "fitspeed.trial.transform.rewrite", "fitspeed.trial.timing", "fitspeed.trial.validation")
@@ -95,12 +98,47 @@ def _child(request: dict[str, Any], server: int, server_kb: int) -> None:
         os._exit(code)
 
 
-def serve(backend: str, requests: BinaryIO | None = None) -> int:
-    """Import keras for `backend`, then fork a trial per line on stdin until stdin closes."""
-    requests = requests or os.fdopen(os.dup(0), "rb")
+def _fork(request: dict[str, Any], server: int, close: list[int]) -> int:
+    """Fork the trial process `request` describes; in the parent, its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    server_kb = peak_memory.resident_kb()
+    pid = os.fork()
+    if pid == 0:
+        for fd in close:
+            os.close(fd)
+        _child(request, server, server_kb)
+    return pid
+
+
+def _wait(pid: int, client: int | None) -> int:
+    """Wait for the child `pid`; its exit code. With `client`, kill the child's group if the client goes away."""
+    if client is None:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if select.select([client], [], [], WAIT_S)[0] and not os.read(client, 1):  # closed: the client died
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _setup_channel() -> int:
+    """Point stdin at /dev/null and stdout at stderr (a stray print in an import goes to the log); the replies' fd."""
     replies = os.dup(1)
-    os.dup2(2, 1)  # a stray print in an import goes to the log, never into the control channel
+    os.dup2(2, 1)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    return replies
+
+
+def serve(backend: str) -> int:
+    """Import keras for `backend`, then fork a trial per line on stdin until stdin closes (one parent's server)."""
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = _setup_channel()
     _preload(backend)
     server = os.getpid()
 
@@ -109,18 +147,51 @@ def serve(backend: str, requests: BinaryIO | None = None) -> int:
 
     reply("ready")
     for line in requests:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        server_kb = peak_memory.resident_kb()
-        pid = os.fork()
-        if pid == 0:
-            requests.close()
-            os.close(replies)
-            _child(request, server, server_kb)
-        reply(f"started {pid}")
-        _, status = os.waitpid(pid, 0)
-        reply(f"exited {os.waitstatus_to_exitcode(status)}")
+        if line.strip():
+            pid = _fork(json.loads(line), server, [requests.fileno(), replies])
+            reply(f"started {pid}")
+            reply(f"exited {_wait(pid, None)}")
     return 0
+
+
+def serve_socket(backend: str, path: str, idle_s: float) -> int:
+    """Import keras for `backend`, then serve trials to any process that connects to the Unix socket `path`.
+
+    One connection is one trial: a request line in, `started PID` and
+    `exited CODE` out. A client that goes away mid-trial takes its trial
+    with it (its process group is killed), as a parent that dies does a
+    private server's. The server says `ready` on stdout and closes it, and
+    exits after `idle_s` seconds without a client.
+    """
+    replies = _setup_channel()
+    _preload(backend)
+    server = os.getpid()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        if os.path.exists(path):
+            os.unlink(path)
+        listener.bind(path)
+        listener.listen(8)
+        listener.settimeout(idle_s)
+        os.write(replies, b"ready\n")
+        os.close(replies)
+        try:
+            while True:
+                try:
+                    connection, _ = listener.accept()
+                except TimeoutError:
+                    return 0
+                with connection:
+                    connection.settimeout(None)
+                    request = json.loads(connection.makefile("rb").readline() or b"null")
+                    if not request:
+                        continue
+                    pid = _fork(request, server, [listener.fileno(), connection.fileno()])
+                    connection.sendall(f"started {pid}\n".encode())
+                    code = _wait(pid, connection.fileno())
+                    try:
+                        connection.sendall(f"exited {code}\n".encode())
+                    except OSError:  # the client is gone
+                        pass
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)

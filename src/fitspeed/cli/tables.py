@@ -10,7 +10,7 @@ CLI's consoles have markup off.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -113,7 +113,7 @@ def _monitor_cells(summary: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def monitor_brief(summary: dict[str, Any] | None) -> str:
+def monitor_brief(summary: Mapping[str, Any] | None) -> str:
     """A trial's monitor summary in one phrase, for progress lines ('' without one).
 
     >>> monitor_brief({"cpu_percent_mean": 183.4, "threads_peak": 37, "device_util_mean": None})

@@ -203,23 +203,39 @@ _RECORD_FIELDS = ("schema", "kind", "id", "created", "status", "reason", "user_e
                   "environment", "stderr_tail")
 
 
+_PARENT_FIELDS = ("log_tail", "wall_s", "warm_start", "monitor")  # in the order `run_trial` adds them
+
+
+def _parents(key: str, value: Any) -> bool:
+    """Whether a record's `key` goes to a parent's field of its own: a None stays in `extra`, so it comes back."""
+    return key in _PARENT_FIELDS and value is not None
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """A trial's record, typed: what the child sent back, as the parent reads it.
 
     The record crosses the process boundary and lands in the study as JSON
     (`encode`, `decode`, `to_json`); `from_dict` and `to_dict` are the one
-    way between that text and this type. What a command adds beside the
-    fields every record has (the monitor's summary, a model rewrite, a
-    script's description) is kept in `extra`, so nothing is lost on the way.
+    way between that text and this type. What the parent adds to the child's
+    record (`fitspeed.measure.runner.run_trial`: the wall time, the warm
+    start, a script's log, the monitor's summary) has a field of its own,
+    absent from the dict when None, so the stored shape stays what it was.
+    What a command adds beside those (a model rewrite, a determinism check,
+    a reproduction's row) is kept in `extra`, so nothing is lost on the way.
 
     >>> record = TrialRecord.from_dict(decode(encode(new_record(
     ...     TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 812.5, "min": 800.0,
-    ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0}))))
-    >>> record.status, record.throughput, record.spec.model, record.extra["monitor"]["cpu_percent_mean"]
+    ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0},
+    ...     rewrite={"changes": []}, wall_s=2.5, warm_start=True))))
+    >>> record.status, record.throughput, record.spec.model, record.monitor["cpu_percent_mean"]
     (<Status.OK: 'ok'>, 812.5, 'tiny', 180.0)
+    >>> record.wall_s, record.warm_start, record.log_tail, dict(record.extra)
+    (2.5, True, None, {'rewrite': {'changes': []}})
     >>> TrialRecord.from_dict(record.to_dict()) == record
     True
+    >>> list(record.to_dict())[-5:]  # the parent's fields after the rest, as `run_trial` adds them
+    ['stderr_tail', 'rewrite', 'wall_s', 'warm_start', 'monitor']
     """
 
     id: str
@@ -234,6 +250,10 @@ class TrialRecord:
     stderr_tail: str | None = None
     schema: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+    log_tail: str | None = None  # a script trial's own output, stdout and stderr together
+    wall_s: float | None = None  # the trial's time in the parent, start to record
+    warm_start: bool | None = None  # a built-in trial forked from a fork server (`fitspeed.measure.warm_start`)
+    monitor: Mapping[str, Any] | None = None  # the sampler's summary with `TrialSpec.monitor` (`fitspeed.machine.usage`)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrialRecord:
@@ -246,14 +266,16 @@ class TrialRecord:
                    metrics=Metrics.from_dict(metrics) if metrics else None,
                    notes=tuple(values.get("notes") or ()), environment=values.get("environment"),
                    stderr_tail=values.get("stderr_tail"), schema=int(values.get("schema", SCHEMA_VERSION)),
-                   extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS})
+                   extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS and not _parents(k, v)},
+                   **{k: v for k, v in values.items() if _parents(k, v)})
 
     def to_dict(self) -> dict[str, Any]:
+        parents = {name: getattr(self, name) for name in _PARENT_FIELDS if getattr(self, name) is not None}
         return {"schema": self.schema, "kind": "trial", "id": self.id, "created": self.created,
                 "status": self.status, "reason": self.reason, "user_error": self.user_error,
                 "spec": self.spec.to_dict(), "metrics": self.metrics.to_dict() if self.metrics else None,
                 "notes": list(self.notes), "environment": dict(self.environment) if self.environment else None,
-                "stderr_tail": self.stderr_tail, **self.extra}
+                "stderr_tail": self.stderr_tail, **self.extra, **parents}
 
     @property
     def throughput(self) -> float | None:

@@ -59,8 +59,9 @@ def test_a_record_reads_typed_and_loses_nothing_on_the_way_back() -> None:
     assert record.metrics.other == {"compile_s": 1.5} and record.notes == ("stopped after the warm-up",)
     assert record.monitor == {"cpu_percent_mean": 180.0} and record.extra == {"rewrite": {"changes": []}}
     back = record.to_dict()
-    assert {k: v for k, v in back["metrics"].items()} == {k: v for k, v in text["metrics"].items() if v is not None}
+    assert back["metrics"] == text["metrics"] and list(back["metrics"]) == list(text["metrics"])  # a null stays, in place
     assert {k: v for k, v in back.items() if k != "metrics"} == {k: v for k, v in text.items() if k != "metrics"}
+    assert list(back) == list(text) and json.dumps(back) == json.dumps(text)  # the stored text, byte for byte
     assert TrialRecord.from_dict(back) == record
     failed = TrialRecord.from_dict(new_record(spec, Status.OOM, reason="out of memory"))
     assert failed.throughput is None and failed.metrics is None and failed.reason == "out of memory"

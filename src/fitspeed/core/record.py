@@ -177,6 +177,9 @@ class Metrics:
     val_accuracy: float | None = None
     stopped_early: Mapping[str, Any] | None = None  # where a trial below `stop_below` stopped
     other: Mapping[str, Any] = field(default_factory=dict)
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the keys the dict read had, in its order
+
+    _NULLABLE = ("samples_per_s", "loss_curve", "stopped_early", *_METRIC_FIELDS)  # a None left out unless read
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Metrics:
@@ -185,18 +188,19 @@ class Metrics:
         known = {name: rest.pop(name) for name in _METRIC_FIELDS if name in rest}
         return cls(samples_per_s=_spread(figure) if figure else None,
                    loss_curve=tuple(rest.pop("loss_curve", None) or ()),
-                   stopped_early=rest.pop("stopped_early", None), other=rest, **known)
+                   stopped_early=rest.pop("stopped_early", None), other=rest, order=tuple(values), **known)
 
     def to_dict(self) -> dict[str, Any]:
+        """The metrics as the child sent them: the keys it had, in its order (a null it sent stays null)."""
         values: dict[str, Any] = dict(self.other)
-        if self.samples_per_s is not None:
-            values["samples_per_s"] = self.samples_per_s.to_dict()
-        values.update({name: getattr(self, name) for name in _METRIC_FIELDS if getattr(self, name) is not None})
-        if self.loss_curve:
-            values["loss_curve"] = list(self.loss_curve)
-        if self.stopped_early is not None:
-            values["stopped_early"] = dict(self.stopped_early)
-        return values
+        values["samples_per_s"] = self.samples_per_s.to_dict() if self.samples_per_s is not None else None
+        values.update({name: getattr(self, name) for name in _METRIC_FIELDS})
+        values["loss_curve"] = list(self.loss_curve) if self.loss_curve or "loss_curve" in self.order else None
+        values["stopped_early"] = self.stopped_early
+        kept = {key: value for key, value in values.items()
+                if value is not None or key in self.order or key not in self._NULLABLE}
+        ordered = [key for key in self.order if key in kept] + [key for key in kept if key not in self.order]
+        return {key: kept[key] for key in ordered}
 
 
 _RECORD_FIELDS = ("schema", "kind", "id", "created", "status", "reason", "user_error", "spec", "metrics", "notes",
@@ -234,8 +238,12 @@ class TrialRecord:
     (2.5, True, None, {'rewrite': {'changes': []}})
     >>> TrialRecord.from_dict(record.to_dict()) == record
     True
-    >>> list(record.to_dict())[-5:]  # the parent's fields after the rest, as `run_trial` adds them
-    ['stderr_tail', 'rewrite', 'wall_s', 'warm_start', 'monitor']
+    >>> list(record.to_dict())[-4:]  # in the order the dict had them
+    ['monitor', 'rewrite', 'wall_s', 'warm_start']
+    >>> import dataclasses
+    >>> added = dataclasses.replace(record, extra={**record.extra, "arm": "a"}, log_tail="")
+    >>> list(added.to_dict())[-2:]  # the parent's fields, then what was added since, after those the dict had
+    ['log_tail', 'arm']
     """
 
     id: str
@@ -254,6 +262,9 @@ class TrialRecord:
     wall_s: float | None = None  # the trial's time in the parent, start to record
     warm_start: bool | None = None  # a built-in trial forked from a fork server (`fitspeed.measure.warm_start`)
     monitor: Mapping[str, Any] | None = None  # the sampler's summary with `TrialSpec.monitor` (`fitspeed.machine.usage`)
+    # the order the dict read had its keys in beyond the core's: `to_dict` writes them back in it, then the
+    # parent's fields, then what was added since (a comparison's arm and pair), as `run_trial` and its callers did
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrialRecord:
@@ -267,15 +278,18 @@ class TrialRecord:
                    notes=tuple(values.get("notes") or ()), environment=values.get("environment"),
                    stderr_tail=values.get("stderr_tail"), schema=int(values.get("schema", SCHEMA_VERSION)),
                    extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS and not _parents(k, v)},
+                   order=tuple(k for k in values if k not in _RECORD_FIELDS),
                    **{k: v for k, v in values.items() if _parents(k, v)})
 
     def to_dict(self) -> dict[str, Any]:
         parents = {name: getattr(self, name) for name in _PARENT_FIELDS if getattr(self, name) is not None}
+        rest = {**self.extra, **parents}
+        later = [key for key in (*_PARENT_FIELDS, *self.extra) if key in rest and key not in self.order]
         return {"schema": self.schema, "kind": "trial", "id": self.id, "created": self.created,
                 "status": self.status, "reason": self.reason, "user_error": self.user_error,
                 "spec": self.spec.to_dict(), "metrics": self.metrics.to_dict() if self.metrics else None,
                 "notes": list(self.notes), "environment": dict(self.environment) if self.environment else None,
-                "stderr_tail": self.stderr_tail, **self.extra, **parents}
+                "stderr_tail": self.stderr_tail, **{key: rest[key] for key in (*self.order, *later) if key in rest}}
 
     @property
     def throughput(self) -> float | None:

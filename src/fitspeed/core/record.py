@@ -291,18 +291,26 @@ class TrialRecord:
                 "notes": list(self.notes), "environment": dict(self.environment) if self.environment else None,
                 "stderr_tail": self.stderr_tail, **{key: rest[key] for key in (*self.order, *later) if key in rest}}
 
+    def measured(self, name: str) -> Any:
+        """A figure without a field of its own (`Metrics.other`: doctor's, predict's, a script's), or None."""
+        return self.metrics.other.get(name) if self.metrics is not None else None
+
     @property
     def throughput(self) -> float | None:
-        """The median samples/s of an ok record, else None (`throughput` on the record's dict)."""
+        """The median samples/s of an ok record, else None.
+
+        >>> TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OOM)).throughput is None
+        True
+        """
         if self.status != Status.OK or self.metrics is None or self.metrics.samples_per_s is None:
             return None
         return self.metrics.samples_per_s.median
 
 
-TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+TrialRunner = Callable[[TrialSpec], TrialRecord]
 """Runs one trial and always returns its record: `fitspeed.measure.runner.run_trial`, or a test's fake."""
 
-OnTrial = Callable[[str, dict[str, Any]], None]
+OnTrial = Callable[[str, TrialRecord], None]
 """Progress: called as each trial lands, with what the trial was for ("a", "input", "guard, 2 device(s)") and its record."""
 
 
@@ -369,19 +377,6 @@ def brief_reason(reason: str | None) -> str:
     if kind and not last.startswith(kind):
         last = f"{kind}: {last}"
     return last if len(last) <= 300 else f"{last[:80]} … {last[-200:]}"  # the cause is at the end
-
-
-def throughput(record: dict[str, Any]) -> float | None:
-    """The median samples/s of an ok record, else None.
-
-    >>> throughput({"status": "ok", "metrics": {"samples_per_s": {"median": 812.5}}})
-    812.5
-    >>> throughput({"status": "oom", "metrics": None}) is None
-    True
-    """
-    if record.get("status") != Status.OK:
-        return None
-    return float(record["metrics"]["samples_per_s"]["median"])
 
 
 def to_json(record: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 from fitspeed.cli.workload import trial_spec, training_script
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.core.stats import ratio_estimate
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard
@@ -124,9 +124,9 @@ def main() -> None:
             shuffle.shuffle(order)
             for arm in order:
                 record = run_trial(arms[arm])
-                speeds[arm].append(throughput(record) if record["status"] == "ok" else None)
-                if record["status"] != "ok":
-                    failures[arm] = f"{record['status']}: {record.get('reason')}"
+                speeds[arm].append(record.throughput)
+                if record.status != Status.OK:
+                    failures[arm] = f"{record.status}: {record.reason}"
         verdicts: dict[str, str] = {}
         baseline_runs: dict[int, Any] = {}
         seeds = GUARD_SEEDS.get(name, guard.GUARD_SEEDS) if args.guard_seeds is None else args.guard_seeds

@@ -19,7 +19,7 @@ import os
 import time
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.stats import ratio_estimate
 from fitspeed.machine import environment
 from fitspeed.measure.comparison import STATISTICS, interleave, speed
@@ -52,18 +52,17 @@ def main() -> None:
                      target_seconds=args.window)
     started = time.perf_counter()
 
-    def show(arm: str, pair: int, record: dict) -> None:
-        speeds = record["metrics"]["samples_per_s"] if record["status"] == "ok" else {}
-        print(f"pair {pair + 1:2d} {arm}: {record['status']:7s} median {speeds.get('median', 0):8.0f} "
-              f"best {speeds.get('max', 0):8.0f} samples/s", flush=True)
+    def show(arm: str, pair: int, record: TrialRecord) -> None:
+        print(f"pair {pair + 1:2d} {arm}: {record.status:7s} median {speed(record, 'median') or 0:8.0f} "
+              f"best {speed(record, 'best') or 0:8.0f} samples/s", flush=True)
 
-    landed: dict[int, dict[str, dict]] = {}
+    landed: dict[int, dict[str, TrialRecord]] = {}
 
-    def keep(arm: str, pair: int, record: dict) -> None:
-        show(arm, pair, record)
-        landed.setdefault(pair, {})[arm] = record
+    def keep(arm: str, record: TrialRecord) -> None:
+        show(arm, record.extra["pair"], record)
+        landed.setdefault(record.extra["pair"], {})[arm] = record
 
-    def run(one: TrialSpec) -> dict:
+    def run(one: TrialSpec) -> TrialRecord:
         if args.budget and time.perf_counter() - started > args.budget:
             raise OutOfTime
         return run_trial(one)

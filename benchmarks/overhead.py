@@ -101,9 +101,9 @@ def main() -> None:
         if pair % 2:
             theirs = bare(args.model, args.batch_size, args.steps, args.repeats)
         record = run_trial(spec)
-        if record["status"] != "ok":
-            raise SystemExit(f"fitspeed trial {record['status']}: {record['reason']}")
-        ours = record["metrics"]["samples_per_s"]["median"]
+        ours = record.throughput
+        if ours is None:
+            raise SystemExit(f"fitspeed trial {record.status}: {record.reason}")
         if not pair % 2:
             theirs = bare(args.model, args.batch_size, args.steps, args.repeats)
         ratios.append(ours / theirs["fit_steps"])

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 HERE = Path(__file__).resolve().parent
@@ -51,9 +51,9 @@ def trial(model: str, backend: str, remat: str, batch: int, steps: int) -> tuple
     record = run_trial(spec, cwd=HERE)
     stop.set()
     watcher.join()
-    if record["status"] != "ok":
-        print(f"  {backend} remat={remat}: {record['status']}: {record['reason']}")
-    return record["status"], throughput(record), found[0]
+    if record.status != Status.OK:
+        print(f"  {backend} remat={remat}: {record.status}: {record.reason}")
+    return record.status, record.throughput, found[0]
 
 
 def main() -> None:

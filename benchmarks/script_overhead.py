@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.measure import training_command
 from fitspeed.measure.comparison import interleave
@@ -51,13 +51,13 @@ def main() -> None:
     print(f"{'pair':>4}  {'module:function':>16}  {'script':>10}  {'script/module':>13}", flush=True)
     seen: dict[int, float] = {}
 
-    def show(arm: str, pair: int, record: dict) -> None:
-        speed = throughput(record)
+    def show(arm: str, record: TrialRecord) -> None:
+        pair, speed = record.extra["pair"], record.throughput
         if arm == "a":
             seen[pair] = speed or 0.0
             return
         a = seen.get(pair) or 0.0
-        ratio = f"{speed / a:.3f}" if speed and a else record.get("reason")
+        ratio = f"{speed / a:.3f}" if speed and a else record.reason
         print(f"{pair + 1:>4}  {a:>16,.0f}  {speed or 0:>10,.0f}  {ratio:>13}", flush=True)
 
     comparison = interleave(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show,

@@ -77,7 +77,7 @@ import optuna
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import KNOBS
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.search import tuner as tuner_module
 
@@ -364,7 +364,11 @@ class FakeMachine:
             factor *= self.rng.uniform(*noise.starved_range)
         return factor
 
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+    def __call__(self, spec: TrialSpec) -> TrialRecord:
+        """The trial's record, typed as `run_trial` returns it."""
+        return TrialRecord.from_dict(self._record(spec))
+
+    def _record(self, spec: TrialSpec) -> dict[str, Any]:
         self.calls += 1
         true = self.scenario.speed(spec.config)
         base = self.scenario.speed(TrialConfig()) or BASE_SPEED

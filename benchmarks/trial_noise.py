@@ -283,12 +283,12 @@ def measure(workloads: list[str], variants: list[str], rounds: int, budget: floa
                 began = time.perf_counter()
                 record = run_trial(spec, env=env)
                 wall = time.perf_counter() - began
-                record["bench"] = {"workload": workload, "variant": variant, "round": round_, "wall_s": wall,
-                                   "load": os.getloadavg()[0]}
+                bench = {"workload": workload, "variant": variant, "round": round_, "wall_s": wall,
+                         "load": os.getloadavg()[0]}
                 with out.open("a") as file:
-                    file.write(json.dumps(record) + "\n")
-                metrics = record.get("metrics") or {}
-                print(f"round {round_} {workload:18s} {variant:6s} {record['status']:6s} {wall:5.1f} s "
+                    file.write(json.dumps({**record.to_dict(), "bench": bench}) + "\n")
+                metrics = record.metrics.to_dict() if record.metrics else {}
+                print(f"round {round_} {workload:18s} {variant:6s} {record.status:6s} {wall:5.1f} s "
                       f"median {metrics.get('samples_per_s', {}).get('median', 0):8.0f} "
                       f"windows {len(metrics.get('window_s', []))} x {metrics.get('steps_per_repeat')} steps",
                       flush=True)

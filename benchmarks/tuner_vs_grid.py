@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.measure.comparison import interleave
 from fitspeed.measure.runner import run_trial
@@ -68,7 +68,7 @@ def parse_grid(texts: list[str]) -> dict[str, tuple[object, ...]]:
 
 
 def save_grid(path: Path, model: str, steps: int, repeats: int, grid: Mapping[str, tuple[object, ...]],
-              cells: list[tuple[TrialConfig, dict[str, object]]], load_before: float) -> None:
+              cells: list[tuple[TrialConfig, TrialRecord]], load_before: float) -> None:
     """Write the measured grid as a scenario file (see the module docstring)."""
     record = {
         "schema": 1,
@@ -78,8 +78,8 @@ def save_grid(path: Path, model: str, steps: int, repeats: int, grid: Mapping[st
         "repeats": repeats,
         "knobs": {name: list(values) for name, values in grid.items()},
         "cells": [{"knobs": {name: getattr(config, name) for name in grid},
-                   "status": result["status"],
-                   "samples_per_s": throughput(result)}
+                   "status": result.status,
+                   "samples_per_s": result.throughput}
                   for config, result in cells],
         "host": environment.host(),
         "recorded": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -110,8 +110,8 @@ def main() -> None:
         steps = TuneSettings(model=args.model, steps=args.steps).steps_for(config)  # whole executions
         record = run_trial(TrialSpec(model=args.model, config=config, steps=steps, repeats=args.repeats))
         grid.append((config, record))
-        print(f"grid  {config.label():55s} {record['status']:7s} {throughput(record) or 0:10.0f}", flush=True)
-    grid_best = max(grid, key=lambda item: throughput(item[1]) or 0.0)[0]
+        print(f"grid  {config.label():55s} {record.status:7s} {record.throughput or 0:10.0f}", flush=True)
+    grid_best = max(grid, key=lambda item: item[1].throughput or 0.0)[0]
     if args.save:
         save_grid(args.save, args.model, args.steps, args.repeats, space, grid, load_before)
         print(f"saved {len(grid)} cells to {args.save}")

@@ -20,7 +20,7 @@ import random
 import statistics
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.measure import warm_start
 from fitspeed.measure.runner import run_trial
 
@@ -28,11 +28,10 @@ from fitspeed.measure.runner import run_trial
 def once(spec: TrialSpec, warm: bool) -> dict[str, float]:
     os.environ[warm_start.SWITCH] = "1" if warm else "0"
     record = run_trial(spec)
-    if record["status"] != "ok" or record["warm_start"] != warm:
-        raise SystemExit(f"a {'warm' if warm else 'cold'} trial ended {record['status']}: {record['reason']}")
-    metrics = record["metrics"]
-    return {"wall_s": record["wall_s"], "samples_per_s": metrics["samples_per_s"]["median"],
-            "peak_host_mb": metrics["peak_host_mb"]}
+    if record.status != Status.OK or record.warm_start != warm or record.metrics is None:
+        raise SystemExit(f"a {'warm' if warm else 'cold'} trial ended {record.status}: {record.reason}")
+    return {"wall_s": record.wall_s or 0.0, "samples_per_s": record.throughput or 0.0,
+            "peak_host_mb": record.metrics.other["peak_host_mb"]}
 
 
 def main() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_script
+from conftest import load_script, trial_record
 
 from fitspeed.core.backends import backend_of
-from fitspeed.core.record import new_record
+from fitspeed.core.record import TrialRecord
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "backends.py"
 
@@ -33,10 +33,10 @@ def test_the_guard_verdict_settles_at_the_first_seed_or_runs_them_all(monkeypatc
     arms = bench.specs("tiny", 2)
     seen: list[tuple[str, int]] = []
 
-    def fake(spec: Any) -> dict[str, Any]:
+    def fake(spec: Any) -> TrialRecord:
         seen.append((spec.config.backend, spec.seed))
         loss = {"tensorflow": 1.0, "jax": 0.9, "torch": 1.1}[spec.config.backend] + 0.01 * spec.seed
-        return new_record(spec, "ok", metrics={"loss_curve": [2.0, loss], "val_loss": loss})
+        return trial_record(spec, "ok", metrics={"loss_curve": [2.0, loss], "val_loss": loss})
 
     monkeypatch.setattr(bench, "run_trial", fake)
     base = arms["tensorflow"]

@@ -11,7 +11,7 @@ import pytest
 from conftest import load_script
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, throughput
+from fitspeed.core.record import TrialSpec
 from fitspeed.machine import environment
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "search_simulation.py"
@@ -88,7 +88,7 @@ def test_the_second_of_two_timed_trials_gains_the_order_effect(sim: ModuleType) 
     null = next(s for s in sim.SCENARIOS if s.name == "null")
     machine = sim.FakeMachine(null, 0.0, random.Random(0), first_outlier=False, outliers=0.0, order_effect=1.04)
     spec = TrialSpec(model="tiny", config=TrialConfig(), steps=64)
-    figures = [throughput(machine(spec)) for _ in range(4)]
+    figures = [machine(spec).throughput for _ in range(4)]
     assert [round(f / sim.BASE_SPEED, 3) for f in figures] == [1.0, 1.04, 1.0, 1.04]
 
 

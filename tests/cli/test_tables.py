@@ -1,14 +1,16 @@
-"""Tables render from plain records; read as text at 100 columns."""
+"""Tables render from typed records; read as text at 100 columns."""
 
 from __future__ import annotations
 
 import io
+from typing import Any
 
+from conftest import trial_record
 from rich.console import Console
 
 from fitspeed.cli import tables
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.measure.comparison import Comparison
 
 
@@ -18,8 +20,8 @@ def render(draw) -> str:  # noqa: ANN001
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-def ok_record(spec: TrialSpec, speed: float) -> dict:
-    return new_record(spec, "ok", metrics={
+def ok_record(spec: TrialSpec, speed: float, **fields: Any) -> TrialRecord:
+    return trial_record(spec, "ok", **fields, metrics={
         "samples_per_s": {"median": speed, "min": speed * 0.9, "max": speed * 1.1, "cv": 0.05, "n": 3},
         "ms_per_step": 1000 * 32 / speed, "batch_size": 32, "steps_per_repeat": 64, "window_s": [1, 1, 1],
         "compile_s": 1.25, "peak_host_mb": 700.0, "peak_device_mb": None, "final_loss": 0.123456,
@@ -35,14 +37,14 @@ def test_measure_table_shows_every_figure() -> None:
 
 
 def test_measure_table_names_the_cpu_features_and_onednn() -> None:
-    record = ok_record(TrialSpec(model="tiny"), 1000.0)
-    record["environment"] = {"cpu_features": ["avx2", "avx512f", "amx_bf16"], "onednn": False}
+    record = ok_record(TrialSpec(model="tiny"), 1000.0,
+                       environment={"cpu_features": ["avx2", "avx512f", "amx_bf16"], "onednn": False})
     text = render(lambda c: tables.print_trials(c, [record]))
     assert "avx2 avx512f amx_bf16" in text and "oneDNN (TensorFlow)" in text and "off" in text
 
 
 def test_failed_trial_shows_its_reason() -> None:
-    record = new_record(TrialSpec(model="tiny"), "oom", reason="the trial used 2000 MiB")
+    record = trial_record(TrialSpec(model="tiny"), "oom", reason="the trial used 2000 MiB")
     text = render(lambda c: tables.print_trials(c, [record]))
     assert "oom: the trial used 2000 MiB" in text
 
@@ -51,8 +53,7 @@ def test_comparison_table_and_verdict() -> None:
     a, b = TrialSpec(model="tiny"), TrialSpec(model="tiny", config=TrialConfig(steps_per_execution=8))
     comparison = Comparison(a, b)
     for speed_a, speed_b in ((100.0, 150.0), (110.0, 160.0), (105.0, 158.0)):
-        comparison.pairs.append((ok_record(a, speed_a) | {"arm": "a", "pair": 0},
-                                 ok_record(b, speed_b) | {"arm": "b", "pair": 0}))
+        comparison.pairs.append((ok_record(a, speed_a, arm="a", pair=0), ok_record(b, speed_b, arm="b", pair=0)))
     text = render(lambda c: tables.print_comparison(c, comparison))
     assert "A: defaults   B: steps_per_execution=8" in text
     assert "1.500" in text and "B is 1.50× faster" in text

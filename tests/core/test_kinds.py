@@ -57,10 +57,11 @@ def test_a_record_reads_typed_and_loses_nothing_on_the_way_back() -> None:
     assert record.metrics.loss_curve == (2.3, None)  # NaN travels as null, as the record's JSON holds it
     assert record.metrics.stopped_early == {"after": "the warm-up", "stop_below": 900.0}
     assert record.metrics.other == {"compile_s": 1.5} and record.notes == ("stopped after the warm-up",)
-    assert record.extra == {"monitor": {"cpu_percent_mean": 180.0}, "rewrite": {"changes": []}}
+    assert record.monitor == {"cpu_percent_mean": 180.0} and record.extra == {"rewrite": {"changes": []}}
     back = record.to_dict()
-    assert {k: v for k, v in back["metrics"].items()} == {k: v for k, v in text["metrics"].items() if v is not None}
+    assert back["metrics"] == text["metrics"] and list(back["metrics"]) == list(text["metrics"])  # a null stays, in place
     assert {k: v for k, v in back.items() if k != "metrics"} == {k: v for k, v in text.items() if k != "metrics"}
+    assert list(back) == list(text) and json.dumps(back) == json.dumps(text)  # the stored text, byte for byte
     assert TrialRecord.from_dict(back) == record
     failed = TrialRecord.from_dict(new_record(spec, Status.OOM, reason="out of memory"))
     assert failed.throughput is None and failed.metrics is None and failed.reason == "out of memory"

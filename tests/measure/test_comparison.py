@@ -7,10 +7,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.measure.comparison import check, interleave, width
 
 SPEC = TrialSpec(model="tiny", steps=8, repeats=2)
@@ -25,18 +26,18 @@ def runner(medians: list[float], best: list[float] | None = None, status: str = 
     fastest = best or medians
     arms = {0: iter(zip(medians[0::2], fastest[0::2])), 1: iter(zip(medians[1::2], fastest[1::2]))}
 
-    def run(spec: TrialSpec) -> dict[str, Any]:
+    def run(spec: TrialSpec) -> TrialRecord:
         median, top = next(arms[spec.seed])
         metrics = {"samples_per_s": {"median": median, "max": top}} if status == "ok" else None
-        return new_record(spec, status, metrics=metrics)
+        return trial_record(spec, status, metrics=metrics)
 
     return run
 
 
 def test_each_pair_runs_in_a_random_order() -> None:
     comparison = interleave(SPEC, SPEC_B, 40, run=runner([100.0, 110.0] * 40))
-    b_first = [b["first"] for _, b in comparison.pairs]
-    assert all(a["first"] != b["first"] for a, b in comparison.pairs)
+    b_first = [b.extra["first"] for _, b in comparison.pairs]
+    assert all(a.extra["first"] != b.extra["first"] for a, b in comparison.pairs)
     assert 8 <= sum(b_first) <= 32  # a fair coin: both orders, neither always
     assert comparison.ratios() == pytest.approx([1.1] * 40)  # each ratio is still B over A
 
@@ -44,7 +45,7 @@ def test_each_pair_runs_in_a_random_order() -> None:
 def test_each_trial_lands_with_what_it_was_for_and_its_record() -> None:
     landed: list[tuple[str, int, str]] = []
     interleave(SPEC, SPEC_B, 3, run=runner([100.0, 110.0] * 3),
-               on_trial=lambda arm, record: landed.append((arm, record["pair"], record["arm"])))
+               on_trial=lambda arm, record: landed.append((arm, record.extra["pair"], record.extra["arm"])))
     assert [pair for _, pair, _ in landed] == [0, 0, 1, 1, 2, 2]
     assert all(arm == said for arm, _, said in landed)
     assert all(sorted(arm for arm, p, _ in landed if p == pair) == ["a", "b"] for pair in range(3))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import trial_record
+
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.measure.doctor import diagnose
 
 EPOCHS = {"boundary_s": [0.0], "end_s": 0.0, "lost_s": 0.0, "fit_s": 1.0, "lost_share": 0.0, "step_s": 0.01,
@@ -19,7 +21,11 @@ class Fake:
         self.speed = speed
         self.timed = 0
 
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+    def __call__(self, spec: TrialSpec) -> TrialRecord:
+        return trial_record(spec, "ok", metrics=self.metrics(spec))
+
+    def metrics(self, spec: TrialSpec) -> dict[str, Any]:
+        """What the trial of `spec` measured."""
         metrics: dict[str, Any] = {"data_kind": "pydataset"}
         if spec.mode == "input":
             metrics["ms_per_batch"] = 20.0
@@ -31,7 +37,7 @@ class Fake:
             self.timed += 1
             value = self.speed(spec.config, self.timed)
             metrics.update(samples_per_s={"median": value}, ms_per_step=32_000 / value)
-        return new_record(spec, "ok", metrics=metrics)
+        return metrics
 
 
 def run(fake: Fake) -> dict[str, Any]:
@@ -64,11 +70,10 @@ def test_a_fix_that_won_one_trial_by_luck_is_not_recommended() -> None:
 def test_a_gap_the_input_cannot_explain_is_not_called_waiting_for_input() -> None:
     # The convnet of issue 25: together 29% slower than compute alone, while the input alone costs 0.5 ms.
     class Convnet(Fake):
-        def __call__(self, spec: TrialSpec) -> dict[str, Any]:
-            record = super().__call__(spec)
-            record["metrics"].update({"input": {"ms_per_batch": 0.5}, "compute": {"ms_per_step": 23.0}}.get(
-                spec.mode, {}))
-            return record
+        def metrics(self, spec: TrialSpec) -> dict[str, Any]:
+            metrics = super().metrics(spec)
+            metrics.update({"input": {"ms_per_batch": 0.5}, "compute": {"ms_per_step": 23.0}}.get(spec.mode, {}))
+            return metrics
 
     fake = Convnet(lambda config, n: 32_000 / 32.4)
     summary = diagnose("tiny", "dataset", TrialConfig(), steps=8, repeats=1, pairs=5, run=fake).summary()
@@ -83,14 +88,14 @@ def test_an_epoch_edge_fix_that_won_one_trial_is_not_recommended() -> None:
             super().__init__(lambda config, n: 1600.0)
             self.epoch_trials = 0
 
-        def __call__(self, spec: TrialSpec) -> dict[str, Any]:
-            record = super().__call__(spec)
-            record["metrics"]["data_kind"] = "dataset"
+        def metrics(self, spec: TrialSpec) -> dict[str, Any]:
+            metrics = super().metrics(spec)
+            metrics["data_kind"] = "dataset"
             if spec.mode == "epochs":
                 self.epoch_trials += 1
                 fit_s = 0.7 if self.epoch_trials == 2 else (1.0, 1.03, 0.98, 1.01)[self.epoch_trials % 4]
-                record["metrics"].update(fit_s=fit_s, lost_s=0.2 * fit_s, lost_share=0.2)
-            return record
+                metrics.update(fit_s=fit_s, lost_s=0.2 * fit_s, lost_share=0.2)
+            return metrics
 
     fake = Stalls()
     summary = diagnose("tiny", "dataset", TrialConfig(), steps=8, repeats=1, pairs=5, run=fake).summary()

@@ -9,72 +9,72 @@ import pytest
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import STATUSES, TrialSpec
+from fitspeed.core.record import STATUSES, Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 
-def run(model: str, tmp_path: Path, **kwargs: object) -> dict:
+def run(model: str, tmp_path: Path, **kwargs: object) -> TrialRecord:
     spec = TrialSpec(model=model, steps=8, repeats=2, **kwargs)  # type: ignore[arg-type]
     env = {k: v for k, v in child_env().items() if k != "FITSPEED_FORK_SERVERS"}  # each run its own servers, as by default
     record = run_trial(spec, env=env, cwd=tmp_path)
-    assert record["status"] in STATUSES
-    assert record["schema"] == 1
+    assert record.status in STATUSES
+    assert record.schema == 1
     return record
 
 
 def test_ok(tmp_path: Path) -> None:
     record = run("tiny", tmp_path)
-    assert record["status"] == "ok", record["stderr_tail"]
-    metrics = record["metrics"]
-    assert metrics["samples_per_s"]["median"] > 0
-    assert math.isfinite(metrics["final_loss"])
-    env = record["environment"]
+    assert record.status == Status.OK, record.stderr_tail
+    metrics = record.metrics
+    assert metrics.samples_per_s.median > 0
+    assert math.isfinite(metrics.final_loss)
+    env = record.environment
     assert env["versions"]["keras"].startswith("3.")
     assert env["backend"] == "tensorflow" and env["cpu"] and env["fitspeed"]
-    assert record["spec"]["knobs"] == TrialConfig().to_dict()
+    assert record.spec.config.to_dict() == TrialConfig().to_dict()
 
 
 def test_oom_when_over_the_memory_limit(tmp_path: Path) -> None:
     record = run("userwork:memory_hog", tmp_path, memory_limit_mb=1500, timeout_s=120)
-    assert record["status"] == "oom"
-    assert "memory limit of 1500 MiB" in record["reason"]
+    assert record.status == Status.OOM
+    assert "memory limit of 1500 MiB" in record.reason
 
 
 def test_nan_when_the_loss_is_not_finite(tmp_path: Path) -> None:
     record = run("userwork:nan_model", tmp_path, data="userwork:arrays")
-    assert record["status"] == "nan"
-    assert "the loss became nan" in record["reason"]
+    assert record.status == Status.NAN
+    assert "the loss became nan" in record.reason
 
 
 def test_crashed_when_the_child_dies(tmp_path: Path) -> None:
     record = run("userwork:dies", tmp_path)
-    assert record["status"] == "crashed"
-    assert record["warm_start"] is True  # forked from a server (fitspeed.measure.warm_start): its signal still counts
-    assert "SIGKILL" in record["reason"]
+    assert record.status == Status.CRASHED
+    assert record.warm_start is True  # forked from a server (fitspeed.measure.warm_start): its signal still counts
+    assert "SIGKILL" in record.reason
 
 
 def test_timeout_when_it_runs_too_long(tmp_path: Path) -> None:
     record = run("userwork:sleeps", tmp_path, timeout_s=8)
-    assert record["status"] == "timeout"
-    assert record["warm_start"] is True  # the kill reaches a forked child's whole process group
-    assert record["wall_s"] < 30
+    assert record.status == Status.TIMEOUT
+    assert record.warm_start is True  # the kill reaches a forked child's whole process group
+    assert record.wall_s < 30
     # killed records still say what ran: versions come from package metadata
-    assert record["environment"]["versions"]["keras"].startswith("3.")
-    assert record["environment"]["backend"] == "tensorflow"
+    assert record.environment["versions"]["keras"].startswith("3.")
+    assert record.environment["backend"] == "tensorflow"
 
 
 def test_failed_keeps_the_error_message(tmp_path: Path) -> None:
     record = run("userwork:raises", tmp_path)
-    assert record["status"] == "failed"
-    assert record["reason"] == "ValueError: the builder broke on purpose"
-    assert "the builder broke on purpose" in record["stderr_tail"]
-    assert record["user_error"] is False
+    assert record.status == Status.FAILED
+    assert record.reason == "ValueError: the builder broke on purpose"
+    assert "the builder broke on purpose" in record.stderr_tail
+    assert record.user_error is False
 
 
 def test_user_error_is_marked(tmp_path: Path) -> None:
     record = run("no_such_module:build", tmp_path)
-    assert record["status"] == "failed" and record["user_error"] is True
-    assert "Could not import module 'no_such_module'" in record["reason"]
+    assert record.status == Status.FAILED and record.user_error is True
+    assert "Could not import module 'no_such_module'" in record.reason
 
 
 @pytest.mark.parametrize("steps", [0, 6])

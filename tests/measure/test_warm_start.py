@@ -21,7 +21,7 @@ import pytest
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure import warm_start
 from fitspeed.measure.runner import run_trial
 
@@ -38,7 +38,7 @@ def private_env() -> dict[str, str]:
     return {k: v for k, v in child_env().items() if k != warm_start.SHARED}
 
 
-def run(tmp_path: Path, env: dict[str, str] | None = None, **kwargs: object) -> dict:
+def run(tmp_path: Path, env: dict[str, str] | None = None, **kwargs: object) -> TrialRecord:
     spec = TrialSpec(model=str(kwargs.pop("model", "tiny")), steps=4, repeats=2, **kwargs)  # type: ignore[arg-type]
     return run_trial(spec, env=env or private_env(), cwd=tmp_path)
 
@@ -59,20 +59,20 @@ def test_trials_of_one_environment_share_a_server_and_match_a_cold_trial(tmp_pat
     [server] = servers()
     second = run(tmp_path, config=TrialConfig(steps_per_execution=2))
     cold = run(tmp_path, env={**private_env(), warm_start.SWITCH: "0"})
-    assert first["status"] == second["status"] == cold["status"] == "ok", first["stderr_tail"]
-    assert (first["warm_start"], second["warm_start"], cold["warm_start"]) == (True, True, False)
+    assert first.status == second.status == cold.status == Status.OK, first.stderr_tail
+    assert (first.warm_start, second.warm_start, cold.warm_start) == (True, True, False)
     assert servers() == [server]  # the second trial forked from the first one's server; the cold one started none
-    assert set(first["metrics"]) == set(cold["metrics"])
-    assert first["environment"]["backend"] == cold["environment"]["backend"] == "tensorflow"
-    assert second["spec"]["knobs"]["steps_per_execution"] == 2 and second["metrics"]["steps_per_repeat"] == 4
+    assert set(first.metrics.to_dict()) == set(cold.metrics.to_dict())
+    assert first.environment["backend"] == cold.environment["backend"] == "tensorflow"
+    assert second.spec.config.steps_per_execution == 2 and second.metrics.other["steps_per_repeat"] == 4
     # counted as a cold trial counts it: the imported libraries the child shares with the server are in
-    assert first["metrics"]["peak_host_mb"] > 0.6 * cold["metrics"]["peak_host_mb"]
+    assert first.metrics.other["peak_host_mb"] > 0.6 * cold.metrics.other["peak_host_mb"]
 
 
 def test_the_child_runs_with_the_trial_s_own_seed_and_environment(tmp_path: Path) -> None:
     record = run(tmp_path, model="userwork:reports_environment", seed=7)
-    assert record["status"] == "ok", record["stderr_tail"]
-    assert record["warm_start"] is True
+    assert record.status == Status.OK, record.stderr_tail
+    assert record.warm_start is True
     seen = (tmp_path / "environment.txt").read_text().splitlines()
     assert "PYTHONHASHSEED=7" in seen and f"cwd={tmp_path.resolve()}" in seen
     assert f"pid={[*warm_start._servers.values()][0].proc.pid}" not in seen  # a child of the server, not the server
@@ -84,18 +84,18 @@ def test_another_import_environment_gets_another_server_and_the_oldest_closes(tm
     assert len(servers()) == 2
     oldest = warm_start._servers[next(iter(warm_start._servers))].proc
     third = run(tmp_path, config=TrialConfig(onednn=True))
-    assert third["status"] == "ok" and third["warm_start"] is True, third["stderr_tail"]
+    assert third.status == Status.OK and third.warm_start is True, third.stderr_tail
     assert len(servers()) == warm_start.MAX_SERVERS
     assert oldest.poll() is not None  # closed, not left running
-    assert third["environment"]["onednn"] is True
+    assert third.environment["onednn"] is True
 
 
 def test_a_warm_trial_past_its_timeout_is_killed_and_the_server_serves_the_next(tmp_path: Path) -> None:
     record = run(tmp_path, model="userwork:sleeps", timeout_s=5)
-    assert record["status"] == "timeout" and record["warm_start"] is True
+    assert record.status == Status.TIMEOUT and record.warm_start is True
     [server] = servers()
     after = run(tmp_path)
-    assert after["status"] == "ok" and after["warm_start"] is True
+    assert after.status == Status.OK and after.warm_start is True
     assert servers() == [server]
 
 
@@ -107,7 +107,7 @@ def hold_env(folder: Path) -> dict[str, str]:
 
 def test_a_server_that_dies_under_a_trial_leaves_a_crashed_record_and_a_new_server_follows(tmp_path: Path) -> None:
     env = hold_env(tmp_path / "hold")
-    records: list[dict] = []
+    records: list[TrialRecord] = []
     runner = threading.Thread(target=lambda: records.append(run(tmp_path, env=env)))
     runner.start()
     wait_for(lambda: list((tmp_path / "hold").glob("host-*")), "the trial holds")
@@ -115,16 +115,16 @@ def test_a_server_that_dies_under_a_trial_leaves_a_crashed_record_and_a_new_serv
     os.kill(server, signal.SIGKILL)
     runner.join(120)
     [record] = records
-    assert record["status"] == "crashed" and record["warm_start"] is True
-    assert "SIGKILL" in record["reason"]
+    assert record.status == Status.CRASHED and record.warm_start is True
+    assert "SIGKILL" in record.reason
     after = run(tmp_path, env=env)  # nothing armed now: it runs through
-    assert after["status"] == "ok" and after["warm_start"] is True
+    assert after.status == Status.OK and after.warm_start is True
     assert servers() != [server]
 
 
 def test_a_busy_server_sends_a_second_thread_s_trial_to_a_cold_start(tmp_path: Path) -> None:
     env = hold_env(tmp_path / "hold")
-    records: list[dict] = []
+    records: list[TrialRecord] = []
     runner = threading.Thread(target=lambda: records.append(run(tmp_path, env=env)))
     runner.start()
     try:
@@ -133,17 +133,17 @@ def test_a_busy_server_sends_a_second_thread_s_trial_to_a_cold_start(tmp_path: P
     finally:
         (tmp_path / "hold" / "release").write_text("")
         runner.join(120)
-    assert beside["status"] == "ok" and beside["warm_start"] is False
-    assert records[0]["status"] == "ok" and records[0]["warm_start"] is True
+    assert beside.status == Status.OK and beside.warm_start is False
+    assert records[0].status == Status.OK and records[0].warm_start is True
 
 
 def test_a_server_that_cannot_start_sends_trials_cold_with_the_real_error(tmp_path: Path) -> None:
     env = {**private_env(), "KERAS_BACKEND": "tensorflow", "PYTHONPATH": str(tmp_path)}
     (tmp_path / "keras.py").write_text("raise ImportError('a keras that cannot import')\n")
     record = run(tmp_path, env=env)
-    assert record["warm_start"] is False and servers() == []
-    assert record["status"] != "ok"
-    assert "a keras that cannot import" in (record["stderr_tail"] or "") + (record["reason"] or "")
+    assert record.warm_start is False and servers() == []
+    assert record.status != Status.OK
+    assert "a keras that cannot import" in (record.stderr_tail or "") + (record.reason or "")
 
 
 @pytest.fixture

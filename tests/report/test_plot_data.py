@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
@@ -19,8 +20,8 @@ def trial(config: TrialConfig, phase: str, speed: float | None = 100.0, status: 
     if status == "ok":
         metrics = {"samples_per_s": {"median": speed}, "compile_s": compile_s, "ms_per_step": 3.2,
                    "jit_compile_resolved": config.jit_compile is True, "loss_curve": curve or [2.0, 1.5]}
-    record = new_record(TrialSpec(model="tiny", config=config), status, reason=None if status == "ok" else "boom",
-                        metrics=metrics)
+    record = trial_record(TrialSpec(model="tiny", config=config), status, reason=None if status == "ok" else "boom",
+                          metrics=metrics)
     return {"number": 0, "phase": phase, "config": config.to_dict(), "record": record}
 
 

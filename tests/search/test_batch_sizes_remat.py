@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from conftest import trial_record
 from rich.console import Console
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.report.batch_sweep import sentence
 from fitspeed.search.batch_figures import figures as sweep
 from fitspeed.search.batch_sizes import BatchSizes
@@ -38,10 +40,10 @@ class MemoryCapped:
             self.refused.append(str(error))
             return None
 
-    def measure(self, config: TrialConfig, phase: str, budgeted: bool = True) -> dict[str, Any]:
+    def measure(self, config: TrialConfig, phase: str, budgeted: bool = True) -> TrialRecord:
         assert phase == "batch_size" and not budgeted
         self.measured.append((config.batch_size, config.remat))
-        return {"status": self.status(config.batch_size, config.remat)}
+        return trial_record(TrialSpec(model="mlp", config=config), self.status(config.batch_size, config.remat))
 
     def status(self, size: int, remat: str) -> str:
         share = self.remat_share if remat == "full" else 1.0

@@ -9,10 +9,10 @@ from typing import Any
 
 import optuna
 import pytest
-from conftest import missing
+from conftest import missing, trial_record
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.core.sequential import Noise, Verdict, step
 from fitspeed.search import verification
@@ -36,17 +36,17 @@ class Fake:
         self.first_baseline = first_baseline
         self.calls: list[TrialSpec] = []
 
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+    def __call__(self, spec: TrialSpec) -> TrialRecord:
         self.calls.append(spec)
         if spec.mode == "train":
-            return new_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0]})
+            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0]})
         factor = self.truth(spec.config, len(self.calls))
         if factor == 0:
-            return new_record(spec, "failed", reason="RuntimeError: the knob fails")
+            return trial_record(spec, "failed", reason="RuntimeError: the knob fails")
         speed = 1000 * factor * next(self.jitter)
         if len(self.calls) == 1:
             speed *= self.first_baseline
-        return new_record(spec, "ok", metrics={"samples_per_s": {"median": speed}, "loss_curve": [2.0, 1.0]})
+        return trial_record(spec, "ok", metrics={"samples_per_s": {"median": speed}, "loss_curve": [2.0, 1.0]})
 
 
 @pytest.fixture(autouse=True)
@@ -387,12 +387,12 @@ class HeldOut(Fake):
         super().__init__(truth)
         self.val_loss = val_loss
 
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+    def __call__(self, spec: TrialSpec) -> TrialRecord:
         if spec.mode != "train":
             return super().__call__(spec)
         self.calls.append(spec)
         loss = self.val_loss(spec.config, spec.seed)
-        return new_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "val_loss": loss,
+        return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "val_loss": loss,
                                                "val_accuracy": 1.0 - loss / 2})
 
 

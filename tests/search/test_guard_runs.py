@@ -13,13 +13,12 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import built_once
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard
 from fitspeed.trial import faults
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.slow
 SPEC = TrialSpec(model="tiny", seed=0)
 
 
-def _records(config: TrialConfig, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _records(config: TrialConfig, env: dict[str, str] | None = None) -> list[TrialRecord]:
     spec = dataclasses.replace(SPEC, config=config)
     specs = [guard.guard_spec(spec, TrialConfig(), seed) for seed in guard.seeds(spec)]
     child_env = {k: v for k, v in os.environ.items() if k != faults.ENV} | (env or {})
@@ -36,20 +35,21 @@ def _records(config: TrialConfig, env: dict[str, str] | None = None) -> list[dic
         return list(pool.map(lambda s: run_trial(s, env=child_env), specs))
 
 
-def _runs(records: list[dict[str, Any]]) -> list[guard.GuardRun]:
+def _runs(records: list[TrialRecord]) -> list[guard.GuardRun]:
     for record in records:
-        assert record["status"] in ("ok", "nan"), record.get("reason")
+        assert record.status in (Status.OK, Status.NAN), record.reason
     return [guard.GuardRun.from_record(r) for r in records]
 
 
 def _train_baseline(folder: Path) -> None:
-    (folder / "records.json").write_text(json.dumps(_records(TrialConfig())))
+    (folder / "records.json").write_text(json.dumps([r.to_dict() for r in _records(TrialConfig())]))
 
 
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> list[guard.GuardRun]:
     """The defaults trained at the guard's seeds, once for the run."""
-    records = json.loads((built_once(tmp_path_factory, "guard-baseline", _train_baseline) / "records.json").read_text())
+    stored = json.loads((built_once(tmp_path_factory, "guard-baseline", _train_baseline) / "records.json").read_text())
+    records = [TrialRecord.from_dict(r) for r in stored]
     runs = _runs(records)
     assert all(r.val_loss is not None and r.val_accuracy is not None for r in runs)
     assert len({r.val_loss for r in runs}) == 3  # the seeds differ: a spread to judge against
@@ -75,6 +75,6 @@ def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
 
 def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> None:
     records = _records(TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x100"})
-    assert all(any("test fault injected" in n for n in r["notes"]) for r in records if r["status"] == "ok")
+    assert all(any("test fault injected" in n for n in r.notes) for r in records if r.status == Status.OK)
     verdict = guard.judge(baseline, _runs(records))
     assert not verdict.ok, verdict.reason

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import optuna
 import pytest
+from conftest import trial_record
 from test_decisions import HeldOut, effects, polished
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.sequential import step
 from fitspeed.machine import environment
 from fitspeed.search.combination import Combination
@@ -56,10 +56,10 @@ def test_the_polish_does_not_try_again_a_change_under_the_floor_that_a_phase_alr
 class Diverging(HeldOut):
     """mixed_float16's loss is not finite in the guard's runs; every other configuration learns as the baseline."""
 
-    def __call__(self, spec: TrialSpec) -> dict[str, Any]:
+    def __call__(self, spec: TrialSpec) -> TrialRecord:
         if spec.mode == "train" and spec.config.precision == "mixed_float16":
             self.calls.append(spec)
-            return new_record(spec, "ok", metrics={"loss_curve": [2.0, float("nan")]})
+            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, float("nan")]})
         return super().__call__(spec)
 
 

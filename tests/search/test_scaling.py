@@ -6,19 +6,19 @@ the real trials on this CPU run in tests/cli/test_scale.py.
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
+from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.search.scale import Scaling, check_counts, plan
 
 SPEED = {1: 1000.0, 2: 1800.0}  # samples/s of a two-GPU host at 1 and 2 devices
 
 
-def gpu_host(spec: TrialSpec) -> dict[str, Any]:
+def gpu_host(spec: TrialSpec) -> TrialRecord:
     """A trial's record as a host with 2 GPUs would send it."""
     asked = spec.config.devices
     used = min(asked, 2)
@@ -26,9 +26,9 @@ def gpu_host(spec: TrialSpec) -> dict[str, Any]:
                        "strategy": "tf.distribute.MirroredStrategy" if used > 1 else None}}
     if spec.mode == "train":
         final = 1.0 if used == 1 else 1.05
-        return new_record(spec, "ok", environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
+        return trial_record(spec, "ok", environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
     speed = SPEED[used]
-    return new_record(spec, "ok", environment=env,
+    return trial_record(spec, "ok", environment=env,
                       metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
 
 
@@ -57,9 +57,9 @@ def test_plan_and_bad_counts() -> None:
 
 
 def test_a_count_whose_trials_fail_has_no_speedup() -> None:
-    def broken(spec: TrialSpec) -> dict[str, Any]:
+    def broken(spec: TrialSpec) -> TrialRecord:
         if spec.config.devices > 1 and spec.mode == "time":
-            return new_record(spec, "oom", reason="out of memory")
+            return trial_record(spec, "oom", reason="out of memory")
         return gpu_host(spec)
 
     result = Scaling(TrialSpec(model="tiny", config=TrialConfig()), (2,), pairs=2).run(runner=broken).result()

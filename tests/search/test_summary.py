@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from conftest import trial_record
+
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import TrialSpec
 from fitspeed.search.studies import config_key
 from fitspeed.search.summary import study_summary
 
 
 def trial(config: TrialConfig, phase: str, status: str = "ok", speed: float = 100.0, reason: str | None = None) -> dict:
     metrics = {"samples_per_s": {"median": speed}, "compile_s": 1.0} if status == "ok" else None
-    record = new_record(TrialSpec(model="tiny", config=config), status, reason=reason, metrics=metrics)
+    record = trial_record(TrialSpec(model="tiny", config=config), status, reason=reason, metrics=metrics)
     return {"number": 0, "phase": phase, "config": config.to_dict(), "record": record}
 
 

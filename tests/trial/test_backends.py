@@ -12,7 +12,7 @@ from conftest import child_env, missing
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 
@@ -24,11 +24,11 @@ def test_trial_on_backend(backend: str, tmp_path: Path) -> None:
     spec = TrialSpec(model="tiny", steps=8, repeats=2,
                      config=TrialConfig(backend=backend, steps_per_execution=n, data_format="channels_first"))
     record = run_trial(spec, env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-    assert record["environment"]["backend"] == backend
-    assert record["environment"]["versions"][backend]
-    assert math.isfinite(record["metrics"]["final_loss"])
-    assert record["metrics"]["batch_callbacks_per_epoch"] == [(n + 8) // n]
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
+    assert record.environment["backend"] == backend
+    assert record.environment["versions"][backend]
+    assert math.isfinite(record.metrics.final_loss)
+    assert record.metrics.other["batch_callbacks_per_epoch"] == [(n + 8) // n]
 
 
 def test_missing_backend_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from conftest import FIXTURES, QUICK, child_env, missing
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 STRATEGY = {"tensorflow": "tf.distribute.MirroredStrategy", "jax": "keras.distribution.DataParallel"}
@@ -27,14 +27,14 @@ def test_two_devices_train_for_real_on_a_global_batch(backend: str, tmp_path: Pa
         missing(f"{backend} is not installed")
     config = TrialConfig(backend=backend, devices=2, batch_size=16)
     record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-    assert record["environment"]["devices"] == {"asked": 2, "used": 2, "kind": "CPU (logical devices)",
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
+    assert record.environment["devices"] == {"asked": 2, "used": 2, "kind": "CPU (logical devices)",
                                                 "available": None, "strategy": STRATEGY[backend]}
-    metrics = record["metrics"]
-    assert metrics["batch_size"] == 32  # 16 per device × 2: samples/s counts the global batch
-    assert metrics["ms_per_step"] == pytest.approx(1000 * 32 / metrics["samples_per_s"]["median"])
-    assert all(math.isfinite(loss) for loss in metrics["loss_curve"])
-    assert record["notes"] == []
+    metrics = record.metrics
+    assert metrics.batch_size == 32  # 16 per device × 2: samples/s counts the global batch
+    assert metrics.ms_per_step == pytest.approx(1000 * 32 / metrics.samples_per_s.median)
+    assert all(math.isfinite(loss) for loss in metrics.loss_curve)
+    assert record.notes == ()
 
 
 def test_pytorch_is_skipped_with_the_reason() -> None:
@@ -55,10 +55,10 @@ def _measure_script(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_script_trains_under_the_strategy_and_its_batch_is_global(tmp_path: Path) -> None:
     result = _measure_script("tf_style.py", tmp_path)
     assert result.returncode == 0, result.stderr
-    record = json.loads(result.stdout)
-    assert record["environment"]["devices"]["strategy"] == "tf.distribute.MirroredStrategy"
-    assert record["metrics"]["batch_size"] == 32
-    assert "the script's batch of 32 is the global batch, 16 per device on 2 devices" in record["notes"]
+    record = TrialRecord.from_dict(json.loads(result.stdout))
+    assert record.environment["devices"]["strategy"] == "tf.distribute.MirroredStrategy"
+    assert record.metrics.batch_size == 32
+    assert "the script's batch of 32 is the global batch, 16 per device on 2 devices" in record.notes
 
 
 def test_a_script_model_built_outside_the_scope_is_refused_with_the_reason(tmp_path: Path) -> None:

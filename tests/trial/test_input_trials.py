@@ -22,12 +22,12 @@ import pytest
 from conftest import FIXTURES, child_env, fitspeed, json_out
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 from fitspeed.search.space import default_space
 
 
-def trial(data: str, timeout_s: float = 120, repeats: int = 2, **knobs: object) -> dict:
+def trial(data: str, timeout_s: float = 120, repeats: int = 2, **knobs: object) -> TrialRecord:
     spec = TrialSpec(model="userwork:small_model", data=data, config=TrialConfig(**knobs), steps=8,
                      repeats=repeats, timeout_s=timeout_s)
     return run_trial(spec, env=child_env())
@@ -65,40 +65,40 @@ def test_threads_stay_in_the_process_and_processes_do_not(tmp_path: Path) -> Non
 
 def test_short_pydataset_in_processes_does_not_run_out_across_epochs() -> None:
     record = trial("inputwork:short_in_processes", repeats=3)  # 4 batches an epoch; 3 windows of 9 steps
-    assert record["status"] == "ok", record.get("reason")
-    assert len(record["metrics"]["window_s"]) == 3
-    assert record["metrics"]["data_kind"] == "pydataset"
+    assert record.status == Status.OK, record.reason
+    assert len(record.metrics.other["window_s"]) == 3
+    assert record.metrics.other["data_kind"] == "pydataset"
 
 
 def test_short_pydataset_in_threads_does_not_hang_at_epoch_end() -> None:
     record = trial("inputwork:short_in_threads", repeats=3, timeout_s=90)
-    assert record["status"] == "ok", record.get("reason")
+    assert record.status == Status.OK, record.reason
 
 
 def test_epochs_mode_sees_time_lost_at_epoch_edges() -> None:
     spec = TrialSpec(model="userwork:small_model", data="inputwork:slow_epoch_end", config=TrialConfig(),
                      steps=8, repeats=3, timeout_s=120, mode="epochs")
     record = run_trial(spec, env=child_env())
-    assert record["status"] == "ok", record.get("reason")
-    metrics = record["metrics"]
-    assert len(metrics["boundary_s"]) == 2 and min(metrics["boundary_s"]) >= 0.25, metrics  # 0.3 s each
-    assert metrics["end_s"] >= 0.25 and metrics["lost_s"] >= 0.75, metrics
-    assert metrics["lost_share"] == pytest.approx(metrics["lost_s"] / metrics["fit_s"])
+    assert record.status == Status.OK, record.reason
+    metrics = record.metrics
+    assert len(metrics.other["boundary_s"]) == 2 and min(metrics.other["boundary_s"]) >= 0.25, metrics  # 0.3 s each
+    assert metrics.other["end_s"] >= 0.25 and metrics.other["lost_s"] >= 0.75, metrics
+    assert metrics.other["lost_share"] == pytest.approx(metrics.other["lost_s"] / metrics.other["fit_s"])
 
 
 def test_a_loader_that_hangs_is_a_timeout() -> None:
     started = time.perf_counter()
     record = trial("inputwork:hangs", timeout_s=6)
-    assert record["status"] == "timeout"
-    assert "timeout of 6 s" in record["reason"]
+    assert record.status == Status.TIMEOUT
+    assert "timeout of 6 s" in record.reason
     assert time.perf_counter() - started < 35
 
 
 def test_a_loader_that_raises_fails_with_its_own_message() -> None:
     for data in ("inputwork:raises_in_thread", "inputwork:raises_in_process"):
         record = trial(data)
-        assert record["status"] == "failed", data
-        assert "the loader broke on purpose at batch 3" in record["reason"], record["reason"]
+        assert record.status == Status.FAILED, data
+        assert "the loader broke on purpose at batch 3" in record.reason, record.reason
 
 
 def test_input_knobs_join_the_space_where_they_apply() -> None:

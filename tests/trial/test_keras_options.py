@@ -13,7 +13,7 @@ import pytest
 from conftest import child_env, json_line, missing, run_on_backend
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 
@@ -40,7 +40,7 @@ def test_auto_scale_loss_false_trains_mixed_float16_without_the_loss_scale_optim
     spec = TrialSpec(model="tiny", steps=4, repeats=1,
                      config=TrialConfig(precision="mixed_float16", auto_scale_loss=False))
     record = run_trial(spec, env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])

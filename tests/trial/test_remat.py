@@ -14,7 +14,7 @@ from conftest import FIXTURES, QUICK, child_env, json_line, missing, run_on_back
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
-from fitspeed.core.record import Mode, TrialSpec
+from fitspeed.core.record import Mode, Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 
@@ -28,11 +28,11 @@ def test_a_trial_under_remat_builds_its_layers_in_the_scope_and_trains_to_the_sa
         spec = TrialSpec(model="mlp", steps=6, repeats=2, seed=3, mode=Mode.TRAIN,
                          config=TrialConfig(backend=backend, remat=remat))
         record = run_trial(spec, env=child_env(), cwd=tmp_path)
-        assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-        curves[remat] = record["metrics"]["loss_curve"]
-        notes = [note for note in record["notes"] if note.startswith("remat=")]
+        assert record.status == Status.OK, (record.reason, record.stderr_tail)
+        curves[remat] = record.metrics.loss_curve
+        notes = [note for note in record.notes if note.startswith("remat=")]
         if remat == "full":  # every layer of the model, the model itself too, was built inside the scope
-            assert notes and notes[0].startswith("remat=full: 6 of 6 layers"), record["notes"]
+            assert notes and notes[0].startswith("remat=full: 6 of 6 layers"), record.notes
         else:
             assert not notes
     assert len(curves["off"]) == 2
@@ -115,9 +115,9 @@ def test_a_training_script_refuses_remat_with_the_reason(tmp_path: Path) -> None
                            str(FIXTURES / "scripts" / "portable_train.py")],
                           cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    record = json.loads(results.read_text().splitlines()[-1])
-    assert record["status"] == "failed" and not record["user_error"]
-    assert record["reason"].startswith("remat is not applied to a training command: keras.RematScope acts on"), record
+    record = TrialRecord.from_dict(json.loads(results.read_text().splitlines()[-1]))
+    assert record.status == Status.FAILED and not record.user_error
+    assert record.reason.startswith("remat is not applied to a training command: keras.RematScope acts on"), record
 
 
 def test_best_json_builds_the_model_inside_the_scope() -> None:

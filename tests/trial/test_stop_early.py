@@ -9,7 +9,7 @@ from typing import Any
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec
 from fitspeed.measure.runner import run_trial
 from fitspeed.trial.measurement import Timed
 
@@ -19,13 +19,13 @@ def test_a_trial_far_below_the_incumbent_stops_early(tmp_path: Path) -> None:
     # MIN_CHECK_S or more on this CPU) or after its first timed window, as ok, with its figure
     spec = TrialSpec(model="tiny", steps=64, repeats=5, config=TrialConfig(batch_size=4), stop_below=1e9)
     record = run_trial(spec, env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-    metrics = record["metrics"]
-    after = metrics["stopped_early"]["after"]
-    assert after in ("the warm-up", "its first timed window") and metrics["stopped_early"]["stop_below"] == 1e9
-    assert 0 < metrics["samples_per_s"]["median"] < 1e9 and metrics["samples_per_s"]["n"] == 1
-    assert "window_s" not in metrics  # no whole set of timed windows ran
-    assert record["notes"] and record["notes"][0].startswith(f"stopped after {after}")
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
+    metrics = record.metrics
+    after = metrics.stopped_early["after"]
+    assert after in ("the warm-up", "its first timed window") and metrics.stopped_early["stop_below"] == 1e9
+    assert 0 < metrics.samples_per_s.median < 1e9 and metrics.samples_per_s.n == 1
+    assert "window_s" not in metrics.other  # no whole set of timed windows ran
+    assert record.notes and record.notes[0].startswith(f"stopped after {after}")
 
 
 class _Model:
@@ -93,8 +93,8 @@ def test_only_the_first_timed_window_may_cut_a_trial() -> None:
 def test_a_trial_above_the_bar_runs_every_window(tmp_path: Path) -> None:
     spec = TrialSpec(model="tiny", steps=8, repeats=3, config=TrialConfig(batch_size=4), stop_below=1.0)
     record = run_trial(spec, env=child_env(), cwd=tmp_path)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
-    assert "stopped_early" not in record["metrics"] and len(record["metrics"]["window_s"]) == 3
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
+    assert "stopped_early" not in record.metrics.to_dict() and len(record.metrics.other["window_s"]) == 3
 
 
 def test_the_timer_stops_training_after_a_slow_first_window() -> None:

@@ -10,44 +10,44 @@ import pytest
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 
 
-def ok(spec: TrialSpec, cwd: Path) -> dict:
+def ok(spec: TrialSpec, cwd: Path) -> TrialRecord:
     record = run_trial(spec, env=child_env(), cwd=cwd)
-    assert record["status"] == "ok", (record["reason"], record["stderr_tail"])
+    assert record.status == Status.OK, (record.reason, record.stderr_tail)
     return record
 
 
 def test_windows_stay_whole_when_callbacks_fire_every_n_batches(tmp_path: Path) -> None:
     n = 4
     spec = TrialSpec(model="tiny", steps=12, repeats=3, config=TrialConfig(steps_per_execution=n))
-    metrics = ok(spec, tmp_path)["metrics"]
-    assert metrics["steps_per_repeat"] == 12
-    assert len(metrics["window_s"]) == 3
+    metrics = ok(spec, tmp_path).metrics
+    assert metrics.other["steps_per_repeat"] == 12
+    assert len(metrics.other["window_s"]) == 3
     # one lead-in execution plus 12 timed steps: (4 + 12) / 4 batch callbacks per epoch
-    assert metrics["batch_callbacks_per_epoch"] == [(n + 12) // n]
-    speeds = [12 * 32 / w for w in metrics["window_s"]]
-    assert metrics["samples_per_s"]["median"] == pytest.approx(sorted(speeds)[1])
-    assert metrics["ms_per_step"] == pytest.approx(1000 * 32 / metrics["samples_per_s"]["median"])
-    assert metrics["compile_s"] >= 0 and metrics["first_execution_s"] > 0
+    assert metrics.other["batch_callbacks_per_epoch"] == [(n + 12) // n]
+    speeds = [12 * 32 / w for w in metrics.other["window_s"]]
+    assert metrics.samples_per_s.median == pytest.approx(sorted(speeds)[1])
+    assert metrics.ms_per_step == pytest.approx(1000 * 32 / metrics.samples_per_s.median)
+    assert metrics.other["compile_s"] >= 0 and metrics.other["first_execution_s"] > 0
     # warm-up epoch plus three timed epochs, and the loss falls on learnable data
-    assert len(metrics["loss_curve"]) == 4
-    assert metrics["loss_curve"][-1] < metrics["loss_curve"][0]
+    assert len(metrics.loss_curve) == 4
+    assert metrics.loss_curve[-1] < metrics.loss_curve[0]
 
 
 def test_auto_steps_fill_the_target_window(tmp_path: Path) -> None:
     spec = TrialSpec(model="mlp", repeats=2, target_seconds=0.3, config=TrialConfig(steps_per_execution=8))
-    metrics = ok(spec, tmp_path)["metrics"]
-    assert metrics["steps_per_repeat"] % 8 == 0 and metrics["steps_per_repeat"] > 8
+    metrics = ok(spec, tmp_path).metrics
+    assert metrics.other["steps_per_repeat"] % 8 == 0 and metrics.other["steps_per_repeat"] > 8
 
 
 def test_mixed_bfloat16_runs_on_any_cpu(tmp_path: Path) -> None:
     # bf16 arithmetic runs everywhere (emulated where the CPU has no bf16 units); only its speed varies
     config = TrialConfig(precision="mixed_bfloat16", batch_size=16)
-    metrics = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)["metrics"]
-    assert metrics["batch_size"] == 16 and math.isfinite(metrics["final_loss"])
+    metrics = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path).metrics
+    assert metrics.batch_size == 16 and math.isfinite(metrics.final_loss)
 
 
 # What TensorFlow answers where its CPU kernels take NHWC only (oneDNN off, as on an AVX2-only Zen 3).
@@ -58,12 +58,12 @@ def test_channels_first_trains_or_fails_with_the_backends_message(tmp_path: Path
     """channels_first runs on some CPUs and not others: either way the record says what happened."""
     config = TrialConfig(data_format="channels_first", precision="mixed_bfloat16", batch_size=16)
     record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
-    if record["status"] == "ok":
-        metrics = record["metrics"]
-        assert metrics["batch_size"] == 16 and math.isfinite(metrics["final_loss"])
+    if record.status == Status.OK:
+        metrics = record.metrics
+        assert metrics.batch_size == 16 and math.isfinite(metrics.final_loss)
     else:
-        assert record["status"] == "failed", (record["reason"], record["stderr_tail"])
-        assert any(words in record["reason"] for words in NHWC_ONLY), record["reason"]
+        assert record.status == Status.FAILED, (record.reason, record.stderr_tail)
+        assert any(words in record.reason for words in NHWC_ONLY), record.reason
 
 
 @pytest.mark.slow
@@ -72,8 +72,8 @@ def test_onednn_knob_sets_what_tensorflow_runs_and_the_record_says_so(tmp_path: 
     for value in (False, True):
         config = TrialConfig(onednn=value)
         record = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)
-        assert record["environment"]["onednn"] is value
-        assert record["spec"]["knobs"]["onednn"] is value
+        assert record.environment["onednn"] is value
+        assert record.spec.config.onednn is value
     # keep sets nothing: the record says what TensorFlow chose by its own rule for this CPU
     env = child_env()
     env.pop("TF_ENABLE_ONEDNN_OPTS", None)
@@ -81,37 +81,37 @@ def test_onednn_knob_sets_what_tensorflow_runs_and_the_record_says_so(tmp_path: 
     from fitspeed.machine.environment import onednn_default
 
     if onednn_default() is not None:
-        assert record["environment"]["onednn"] is onednn_default()
-    assert "avx2" in record["environment"]["cpu_features"] or not record["environment"]["cpu_features"]
+        assert record.environment["onednn"] is onednn_default()
+    assert "avx2" in record.environment["cpu_features"] or not record.environment["cpu_features"]
 
 
 def test_onednn_off_reproduces_the_nhwc_only_failure_on_any_cpu(tmp_path: Path) -> None:
     """With oneDNN off (an AVX2-only Zen 3's default), TensorFlow's CPU convolutions take NHWC only."""
     config = TrialConfig(onednn=False, data_format="channels_first", batch_size=16)
     record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
-    assert record["status"] == "failed", (record["status"], record.get("stderr_tail"))
-    assert any(words in record["reason"] for words in NHWC_ONLY), record["reason"]
-    assert record["environment"]["onednn"] is False
+    assert record.status == Status.FAILED, (record.status, record.stderr_tail)
+    assert any(words in record.reason for words in NHWC_ONLY), record.reason
+    assert record.environment["onednn"] is False
 
 
 def test_threads_and_jit_run(tmp_path: Path) -> None:
     config = TrialConfig(intra_op_threads=1, inter_op_threads=1, jit_compile=True)
     record = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)
-    assert record["metrics"]["jit_compile_resolved"] is True
-    assert record["notes"] == []
+    assert record.metrics.other["jit_compile_resolved"] is True
+    assert record.notes == ()
 
 
 def test_determinism_turns_xla_off_and_says_so(tmp_path: Path) -> None:
     config = TrialConfig(jit_compile=True, deterministic=True)
     record = ok(TrialSpec(model="tiny", steps=8, repeats=2, config=config), tmp_path)
-    assert record["metrics"]["jit_compile_resolved"] is False
-    assert "op determinism is on" in record["notes"][0]
+    assert record.metrics.other["jit_compile_resolved"] is False
+    assert "op determinism is on" in record.notes[0]
 
 
 def test_user_model_compiled_with_its_own_loss(tmp_path: Path) -> None:
     spec = TrialSpec(model="userwork:compiled_model", data="userwork:arrays", steps=8, repeats=2,
                      config=TrialConfig(steps_per_execution=2))
-    assert ok(spec, tmp_path)["metrics"]["params"] == 8 * 16 + 16 + 16 * 3 + 3
+    assert ok(spec, tmp_path).metrics.other["params"] == 8 * 16 + 16 + 16 * 3 + 3
 
 
 @pytest.mark.parametrize("data", ["userwork:dataset", "userwork:pydataset"])
@@ -119,8 +119,8 @@ def test_user_dataset_and_pydataset_are_cycled(data: str, tmp_path: Path) -> Non
     # 512 samples are 16 batches of 32: 40 steps per epoch need the data to repeat
     spec = TrialSpec(model="userwork:small_model", data=data, steps=40, repeats=2,
                      config=TrialConfig(batch_size=32))
-    metrics = ok(spec, tmp_path)["metrics"]
-    assert metrics["batch_size"] == 32 and metrics["steps_per_repeat"] == 40
+    metrics = ok(spec, tmp_path).metrics
+    assert metrics.batch_size == 32 and metrics.other["steps_per_repeat"] == 40
 
 
 def test_npz_data(tmp_path: Path) -> None:
@@ -145,5 +145,5 @@ def test_bad_data_is_a_user_error(model: str, data: str | None, fragment: str, t
     (tmp_path / "bad.npz").write_bytes(b"this is not a zip file")
     np.savez(tmp_path / "nokeys.npz", a=np.zeros(3))
     record = run_trial(TrialSpec(model=model, data=data, steps=8, repeats=1), env=child_env(), cwd=tmp_path)
-    assert record["status"] == "failed" and record["user_error"], record
-    assert fragment in record["reason"]
+    assert record.status == Status.FAILED and record.user_error, record
+    assert fragment in record.reason

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -27,6 +27,7 @@ from fitspeed.cli.options import (
 )
 from fitspeed.cli.workload import check_user_error, data_ref, training_script, trial_spec
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialRecord
 from fitspeed.measure import results
 
 
@@ -69,18 +70,18 @@ def compare(
     with interruptible(), Progress(console=err, transient=True) as progress:
         task = progress.add_task("comparing", total=2 * most)
 
-        def landed(arm: str, record: dict[str, Any]) -> None:
+        def landed(arm: str, record: TrialRecord) -> None:
             check_user_error(record)
-            results.append(results_path, [record])
+            results.append(results_path, [record.to_dict()])
             progress.advance(task)
-            progress.update(task, description=f"pair {record['pair'] + 1}/{most}: {arm} {record['status']}")
+            progress.update(task, description=f"pair {record.extra['pair'] + 1}/{most}: {arm} {record.status}")
 
         comparison = interleave(spec_a, spec_b, pairs, on_trial=landed, confidence=confidence,
                                 statistic=statistic, until_width=until_width, max_pairs=max_pairs)
     summary = comparison.record()
     results.append(results_path, [summary])
     if as_json:
-        trials = [r for pair in comparison.pairs for r in pair]
+        trials = [r.to_dict() for pair in comparison.pairs for r in pair]
         print(json.dumps({**summary, "trials": trials}, indent=2))
     else:
         tables.print_comparison(out, comparison)

@@ -31,7 +31,7 @@ from fitspeed.cli.options import (
     TimeoutOpt,
 )
 from fitspeed.cli.workload import check_user_error, data_ref, profile_dir, training_script, trial_spec
-from fitspeed.core.record import Mode
+from fitspeed.core.record import Metrics, Mode, Status, TrialRecord
 from fitspeed.core.sequential import Verdict
 from fitspeed.measure import results
 
@@ -71,18 +71,18 @@ def doctor(
         with interruptible(), err.status(f"checking {workload}…"):
             record = run_trial(spec)
         check_user_error(record)
-        results.append(results_path, [record])
-        print(json.dumps(record, indent=2)) if as_json else print_model_check(out, record)
-        raise typer.Exit(0 if record["status"] == "ok" else 1)
+        results.append(results_path, [record.to_dict()])
+        print(json.dumps(record.to_dict(), indent=2)) if as_json else print_model_check(out, record)
+        raise typer.Exit(0 if record.status == Status.OK else 1)
 
-    def landed(name: str, record: dict[str, Any]) -> None:
+    def landed(name: str, record: TrialRecord) -> None:
         check_user_error(record)
-        results.append(results_path, [record])
-        metrics = record.get("metrics") or {}
-        detail = (f"{metrics['ms_per_step']:.1f} ms per step" if "ms_per_step" in metrics
-                  else f"{metrics.get('lost_s', 0):.2f} s lost at epoch edges" if "lost_s" in metrics
-                  else record.get("reason"))
-        err.print(f"{name:>9}: {record['status']}, {detail}", highlight=False)
+        results.append(results_path, [record.to_dict()])
+        metrics = record.metrics or Metrics()
+        detail = (f"{metrics.ms_per_step:.1f} ms per step" if metrics.ms_per_step is not None
+                  else f"{metrics.other.get('lost_s', 0):.2f} s lost at epoch edges" if "lost_s" in metrics.other
+                  else record.reason)
+        err.print(f"{name:>9}: {record.status}, {detail}", highlight=False)
 
     with interruptible(), err.status(f"diagnosing {workload}…"):
         diagnosis = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,

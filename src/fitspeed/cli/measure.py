@@ -28,6 +28,7 @@ from fitspeed.cli.options import (
 )
 from fitspeed.cli.workload import check_user_error, data_ref, profile_dir, training_script, trial_spec
 from fitspeed.core.errors import UserError
+from fitspeed.core.record import Status
 from fitspeed.measure import results
 
 
@@ -67,20 +68,20 @@ def measure(
         err.print(f"{doing} in a fresh process; a slow configuration can take minutes", highlight=False)
     with interruptible(), err.status(doing):
         record = run_trial(spec)
-    if script is not None and record.get("user_error"):
-        results.append(results_path, [record])  # the record keeps the script's traceback and log tail
+    if script is not None and record.user_error:
+        results.append(results_path, [record.to_dict()])  # the record keeps the script's traceback and log tail
     check_user_error(record)
-    results.append(results_path, [record])
+    results.append(results_path, [record.to_dict()])
     if as_json:
-        print(json.dumps(record, indent=2))
+        print(json.dumps(record.to_dict(), indent=2))
     else:
-        tables.print_trials(out, [record], title=f"{workload} · {record['spec']['data'] or 'synthetic'}")
+        tables.print_trials(out, [record], title=f"{workload} · {record.spec.data or 'synthetic'}")
         from fitspeed.cli.convert import rewrite_brief
 
-        if rewrite_brief(record.get("rewrite")):
-            out.print(rewrite_brief(record.get("rewrite")), highlight=False)
-        if record.get("profile"):
-            tables.print_profile(out, record["profile"])
+        if rewrite_brief(record.extra.get("rewrite")):
+            out.print(rewrite_brief(record.extra.get("rewrite")), highlight=False)
+        if record.extra.get("profile"):
+            tables.print_profile(out, record.extra["profile"])
         err.print(f"record appended to {results_path}", highlight=False)
-    if record["status"] != "ok":
+    if record.status != Status.OK:
         raise typer.Exit(1)

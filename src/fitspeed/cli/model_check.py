@@ -8,15 +8,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fitspeed.core.record import Status, TrialRecord
 from fitspeed.report.numbers import number, si
 
 
-def print_model_check(console: Console, record: dict[str, Any]) -> None:
+def print_model_check(console: Console, record: TrialRecord) -> None:
     """Print a record's `model_check`: the roofline, the findings, the slowest layers."""
-    check = record.get("model_check")
-    if record.get("status") != "ok" or not check:
+    check = record.extra.get("model_check")
+    if record.status != Status.OK or not check:
         console.print(Text.assemble(("model check not run", "bold"),
-                                    f": {record.get('status')}: {record.get('reason') or 'no reason given'}"))
+                                    f": {record.status}: {record.reason or 'no reason given'}"))
         return
     if check.get("error"):
         console.print(Text.assemble(("model check failed", "bold"), f": {check['error']}"))
@@ -30,7 +31,7 @@ def print_model_check(console: Console, record: dict[str, Any]) -> None:
         console.print(f"XLA: {'compiles' if xla['compiles'] else 'does not compile'} ({xla['how']})", highlight=False)
     _print_findings(console, check["findings"])
     _print_layers(console, check["slowest_layers"])
-    for path in (record.get("profile") or {}).get("trace_files") or []:
+    for path in (record.extra.get("profile") or {}).get("trace_files") or []:
         console.print(f"trace: {path}", highlight=False, soft_wrap=True)
 
 

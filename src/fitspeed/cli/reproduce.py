@@ -16,6 +16,7 @@ from rich.table import Table
 
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.core.errors import UserError
+from fitspeed.core.record import Metrics, Status, TrialRecord
 
 
 def reproduce(
@@ -69,15 +70,15 @@ def run_article(name: str, *, size: str, data: str | None, out: Path, say: Conso
 
     done = [0]
 
-    def landed(row: str, record: dict[str, Any]) -> None:
+    def landed(row: str, record: TrialRecord) -> None:
         done[0] += 1
-        metrics = record.get("metrics") or {}
-        accuracy = metrics.get("val_accuracy")
-        say.print(f"  [{done[0]}/{total}] {row}: {record['status']}"
-                  + (f", {metrics['samples_per_s']['median']:,.0f} samples/s" if metrics.get("samples_per_s") else "")
+        metrics = record.metrics or Metrics()
+        accuracy = metrics.val_accuracy
+        say.print(f"  [{done[0]}/{total}] {row}: {record.status}"
+                  + (f", {metrics.samples_per_s.median:,.0f} samples/s" if metrics.samples_per_s else "")
                   + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else "")
-                  + (f" ({record.get('reason')})" if record["status"] != "ok" else "")
-                  + f" [{record.get('wall_s', 0):.0f} s]", highlight=False, markup=False)
+                  + (f" ({record.reason})" if record.status != Status.OK else "")
+                  + f" [{record.wall_s or 0:.0f} s]", highlight=False, markup=False)
 
     results = run(plan, described, run_trial=run_trial, on_trial=landed)
     summary, written = output.write(results, out)

@@ -35,7 +35,7 @@ from fitspeed.cli.options import (
 )
 from fitspeed.cli.workload import data_ref, training_script, trial_spec
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialSpec, brief_reason, to_json
+from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
 from fitspeed.measure.comparison import check
 from fitspeed.report.numbers import number
 
@@ -92,15 +92,16 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
         with Progress(console=err, transient=True) as progress:
             task = progress.add_task("scaling", total=None)
 
-            def landed(role: str, record: dict[str, Any]) -> None:
-                if record.get("user_error"):
-                    raise UserError(record["reason"])
+            def landed(role: str, record: TrialRecord) -> None:
+                if record.user_error:
+                    raise UserError(record.reason or "")
                 _write(result_path, scaling.result())
-                speed = (record.get("metrics") or {}).get("samples_per_s")
-                detail = (f"{speed['median']:,.0f} samples/s" if speed and record["status"] == "ok"
-                          else f"final loss {number(record['metrics'].get('final_loss'), 3)}" if record["status"] == "ok"
-                          else brief_reason(record.get("reason")))
-                err.print(f"{role:>28}: {record['status']}, {detail}", highlight=False)
+                metrics = record.metrics or Metrics()
+                speed = metrics.samples_per_s
+                detail = (f"{speed.median:,.0f} samples/s" if speed and record.status == Status.OK
+                          else f"final loss {number(metrics.final_loss, 3)}" if record.status == Status.OK
+                          else brief_reason(record.reason))
+                err.print(f"{role:>28}: {record.status}, {detail}", highlight=False)
                 progress.update(task, description=role)
 
             scaling.run(on_trial=landed)

@@ -10,7 +10,7 @@ CLI's consoles have markup off.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -21,7 +21,8 @@ from fitspeed.core.backends import BACKENDS
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.keras_options import NOT_KNOBS
 from fitspeed.core.knobs import KNOBS
-from fitspeed.core.record import brief_reason
+from fitspeed.core.record import Metrics, Status, TrialRecord, brief_reason
+from fitspeed.core.stats import Spread
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison, speed
 from fitspeed.report import batch_sweep
@@ -35,17 +36,16 @@ def _loss(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
-def _config_label(record: dict[str, Any]) -> str:
-    return TrialConfig.from_dict(record["spec"]["knobs"]).label()
+def _config_label(record: TrialRecord) -> str:
+    return record.spec.config.label()
 
 
-def _speed(metrics: dict[str, Any]) -> tuple[str, str]:
-    speed = metrics.get("samples_per_s")
+def _speed(speed: Spread | None) -> tuple[str, str]:
     if not speed:
         return "–", "–"
     return (
-        f"{speed['median']:,.0f} ({speed['min']:,.0f}–{speed['max']:,.0f})",
-        f"{100 * speed['cv']:.1f}%",
+        f"{speed.median:,.0f} ({speed.min:,.0f}–{speed.max:,.0f})",
+        f"{100 * speed.cv:.1f}%",
     )
 
 
@@ -64,7 +64,7 @@ def whole_words(values: Sequence[Any], cap: int = 40) -> int:
     return min(cap, max((len(word) for value in values for word in str(value).split()), default=0))
 
 
-def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) -> Table:
+def trials_table(records: Sequence[TrialRecord], title: str | None = None) -> Table:
     """One row per trial: speed with its spread, step time, compile time, loss at the last timed step."""
     # collapse_padding and no edge padding: at 80 columns the widest knob=value (data_format=channels_first)
     # still fits whole beside the figures
@@ -76,21 +76,21 @@ def trials_table(records: Sequence[dict[str, Any]], title: str | None = None) ->
     table.add_column("ms/step", justify="right")
     table.add_column("compile s", justify="right")
     table.add_column("loss*", justify="right")
-    watched = any(record.get("monitor") for record in records)
+    watched = any(record.monitor for record in records)
     for column in _MONITOR_COLUMNS if watched else ():
         table.add_column(column, justify="right")
     for record in records:
-        metrics = record.get("metrics") or {}
-        speed, _ = _speed(metrics) if record["status"] == "ok" else ("–", "–")
+        metrics = record.metrics or Metrics()
+        speed, _ = _speed(metrics.samples_per_s) if record.status == Status.OK else ("–", "–")
         speed = speed.replace(" (", "\n(")  # the median, its range under it: narrow enough for 80 columns
         table.add_row(
             _config_label(record),
-            _status(record["status"]),
+            _status(record.status),
             speed,
-            number(metrics.get("ms_per_step"), 2),
-            number(metrics.get("compile_s"), 2),
-            _loss(metrics.get("final_loss")),
-            *(_monitor_cells(record.get("monitor") or {}) if watched else ()),
+            number(metrics.ms_per_step, 2),
+            number(metrics.other.get("compile_s"), 2),
+            _loss(metrics.final_loss),
+            *(_monitor_cells(record.monitor or {}) if watched else ()),
         )
     return table
 
@@ -103,7 +103,7 @@ def _mean_peak(mean: float | None, peak: float | None) -> str:
     return "–" if mean is None else f"{mean:,.0f} ({number(peak, 0)})"
 
 
-def _monitor_cells(summary: dict[str, Any]) -> tuple[str, ...]:
+def _monitor_cells(summary: Mapping[str, Any]) -> tuple[str, ...]:
     return (
         number(summary.get("cpu_percent_mean"), 0),
         number(summary.get("threads_peak"), 0),
@@ -113,7 +113,7 @@ def _monitor_cells(summary: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def monitor_brief(summary: dict[str, Any] | None) -> str:
+def monitor_brief(summary: Mapping[str, Any] | None) -> str:
     """A trial's monitor summary in one phrase, for progress lines ('' without one).
 
     >>> monitor_brief({"cpu_percent_mean": 183.4, "threads_peak": 37, "device_util_mean": None})
@@ -127,7 +127,7 @@ def monitor_brief(summary: dict[str, Any] | None) -> str:
     return text
 
 
-def _monitor_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def _monitor_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Rows for one summary: CPU and threads, then the GPUs if there were any."""
     rows = [
         ("CPU % mean (peak), 100 = one core", _mean_peak(summary.get("cpu_percent_mean"), summary.get("cpu_percent_peak"))),
@@ -147,32 +147,32 @@ def _status(status: str) -> Text:
     return Text(status, style=_STATUS_STYLE.get(status, ""))
 
 
-def measure_table(record: dict[str, Any]) -> Table:
+def measure_table(record: TrialRecord) -> Table:
     """One trial, one figure per row."""
-    spec = record["spec"]
-    metrics = record.get("metrics") or {}
-    ok = record["status"] == "ok"
-    speed, cv = _speed(metrics) if ok else ("–", "–")
-    table = Table(title=f"{spec['model']} · {spec['data'] or 'synthetic'}", show_header=False)
+    spec, typed = record.spec, record.metrics or Metrics()
+    metrics = typed.other  # the figures without a field of their own
+    ok = record.status == Status.OK
+    speed, cv = _speed(typed.samples_per_s) if ok else ("–", "–")
+    table = Table(title=f"{spec.model} · {spec.data or 'synthetic'}", show_header=False)
     table.add_column("", style="bold")
     table.add_column("", justify="right")
     rows: list[tuple[str, str | Text]] = [
         ("config", _config_label(record)),
-        ("status", _status(record["status"])),
+        ("status", _status(record.status)),
         ("samples/s median (min–max)", speed),
         ("coefficient of variation", cv),
-        ("ms/step", number(metrics.get("ms_per_step"), 2)),
-        *_device_rows(record.get("environment"), metrics.get("batch_size")),
+        ("ms/step", number(typed.ms_per_step, 2)),
+        *_device_rows(record.environment, typed.batch_size),
         ("timed steps × repeats",
          f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
         ("compile s (excluded)", number(metrics.get("compile_s"), 2)),
         ("peak host memory MiB", number(metrics.get("peak_host_mb"), 0)),
         ("peak device memory MiB, the framework's own", number(metrics.get("peak_device_mb"), 0)),
-        ("loss at the last timed step*", _loss(metrics.get("final_loss"))),
+        ("loss at the last timed step*", _loss(typed.final_loss)),
     ]
     if ok:
         table.caption = LOSS_NOTE
-    check = record.get("determinism")
+    check = record.extra.get("determinism")
     if check:  # a deterministic=true trial's proof (fitspeed.trial.determinism)
         rows.append(("determinism", f"check failed: {check['error']}" if "error" in check else
                      f"{'bit-identical' if check['identical'] else 'differed'}: weights of "
@@ -180,8 +180,8 @@ def measure_table(record: dict[str, Any]) -> Table:
     # imported here: it imports optuna, which `fitspeed --help` must not wait for
     from fitspeed.report import plot_data
 
-    rows += plot_data.cpu_rows(record.get("environment"))
-    watched = record.get("monitor")
+    rows += plot_data.cpu_rows(record.environment)
+    watched = record.monitor
     if watched:
         rows.append(("monitor samples", f"{watched['samples']} over the {watched.get('scope', 'trial')}"))
         rows += _monitor_rows(watched)
@@ -190,7 +190,7 @@ def measure_table(record: dict[str, Any]) -> Table:
     return table
 
 
-def _device_rows(environment: dict[str, Any] | None, batch: int | None) -> list[tuple[str, str]]:
+def _device_rows(environment: Mapping[str, Any] | None, batch: int | None) -> list[tuple[str, str]]:
     """The batch row, and with devices=N the devices row: the batch is global, per-device × N.
 
     >>> placement = {"asked": 2, "used": 2, "kind": "GPU", "strategy": "tf.distribute.MirroredStrategy"}
@@ -207,16 +207,16 @@ def _device_rows(environment: dict[str, Any] | None, batch: int | None) -> list[
     return [("devices", devices), ("batch size (global)", f"{batch} = {batch / used:g} per device × {used}")]
 
 
-def print_trials(console: Console, records: Sequence[dict[str, Any]], title: str | None = None) -> None:
+def print_trials(console: Console, records: Sequence[TrialRecord], title: str | None = None) -> None:
     if len(records) == 1:
         console.print(measure_table(records[0]))
     else:
         console.print(trials_table(records, title))
     for record in records:
-        if record["status"] != "ok" and record.get("reason"):
-            console.print(Text.assemble((record["status"], "bold"), f": {brief_reason(record['reason'])}"),
+        if record.status != Status.OK and record.reason:
+            console.print(Text.assemble((record.status, "bold"), f": {brief_reason(record.reason)}"),
                           highlight=False)
-            if brief_reason(record["reason"]) != record["reason"]:
+            if brief_reason(record.reason) != record.reason:
                 console.print("(the whole message is in the record: --json, or the results file)", highlight=False)
 
 
@@ -231,8 +231,8 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         ta, tb = speed(a, comparison.statistic), speed(b, comparison.statistic)
         table.add_row(
             str(index),
-            number(ta, 0) if ta else a["status"],
-            number(tb, 0) if tb else b["status"],
+            number(ta, 0) if ta else a.status,
+            number(tb, 0) if tb else b.status,
             f"{tb / ta:.3f}" if ta and tb else "–",
         )
     console.print(table)
@@ -250,9 +250,9 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     console.print(Text(comparison.verdict(), style="bold"), highlight=False)
     for pair in comparison.pairs:
         for record in pair:
-            if record["status"] != "ok":
-                console.print(f"{record['arm']} (pair {record['pair'] + 1}) {record['status']}: "
-                              f"{record.get('reason')}", highlight=False)
+            if record.status != Status.OK:
+                console.print(f"{record.extra['arm']} (pair {record.extra['pair'] + 1}) {record.status}: "
+                              f"{record.reason}", highlight=False)
 
 
 def print_knobs(console: Console) -> None:

@@ -158,7 +158,7 @@ def trial_line(phase: str, record: TrialRecord, base: TrialConfig) -> str:
     speed = record.throughput
     return (f"{phase:>9} {record.spec.config.label()}: {record.status}"
             + (f", {speed:,.0f} samples/s" if speed else f" ({brief_reason(record.reason)})")
-            + tables.monitor_brief(record.extra.get("monitor")))
+            + tables.monitor_brief(record.monitor))
 
 
 def decision_line(decision: Decision) -> str:

@@ -17,7 +17,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
 
 
@@ -73,10 +73,10 @@ def training_script(workload: str | None, command: list[str] | None, fit: int,
     return training_command.describe([workload, *(command or [])], fit)
 
 
-def check_user_error(record: dict[str, Any]) -> None:
+def check_user_error(record: TrialRecord) -> None:
     """A record that failed on the user's input ends the command with its message."""
-    if record.get("user_error"):
-        raise UserError(record["reason"])
+    if record.user_error:
+        raise UserError(record.reason or "")
 
 
 def profile_dir(workload: str) -> str:

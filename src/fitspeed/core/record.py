@@ -177,6 +177,9 @@ class Metrics:
     val_accuracy: float | None = None
     stopped_early: Mapping[str, Any] | None = None  # where a trial below `stop_below` stopped
     other: Mapping[str, Any] = field(default_factory=dict)
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the keys the dict read had, in its order
+
+    _NULLABLE = ("samples_per_s", "loss_curve", "stopped_early", *_METRIC_FIELDS)  # a None left out unless read
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Metrics:
@@ -185,22 +188,31 @@ class Metrics:
         known = {name: rest.pop(name) for name in _METRIC_FIELDS if name in rest}
         return cls(samples_per_s=_spread(figure) if figure else None,
                    loss_curve=tuple(rest.pop("loss_curve", None) or ()),
-                   stopped_early=rest.pop("stopped_early", None), other=rest, **known)
+                   stopped_early=rest.pop("stopped_early", None), other=rest, order=tuple(values), **known)
 
     def to_dict(self) -> dict[str, Any]:
+        """The metrics as the child sent them: the keys it had, in its order (a null it sent stays null)."""
         values: dict[str, Any] = dict(self.other)
-        if self.samples_per_s is not None:
-            values["samples_per_s"] = self.samples_per_s.to_dict()
-        values.update({name: getattr(self, name) for name in _METRIC_FIELDS if getattr(self, name) is not None})
-        if self.loss_curve:
-            values["loss_curve"] = list(self.loss_curve)
-        if self.stopped_early is not None:
-            values["stopped_early"] = dict(self.stopped_early)
-        return values
+        values["samples_per_s"] = self.samples_per_s.to_dict() if self.samples_per_s is not None else None
+        values.update({name: getattr(self, name) for name in _METRIC_FIELDS})
+        values["loss_curve"] = list(self.loss_curve) if self.loss_curve or "loss_curve" in self.order else None
+        values["stopped_early"] = self.stopped_early
+        kept = {key: value for key, value in values.items()
+                if value is not None or key in self.order or key not in self._NULLABLE}
+        ordered = [key for key in self.order if key in kept] + [key for key in kept if key not in self.order]
+        return {key: kept[key] for key in ordered}
 
 
 _RECORD_FIELDS = ("schema", "kind", "id", "created", "status", "reason", "user_error", "spec", "metrics", "notes",
                   "environment", "stderr_tail")
+
+
+_PARENT_FIELDS = ("log_tail", "wall_s", "warm_start", "monitor")  # in the order `run_trial` adds them
+
+
+def _parents(key: str, value: Any) -> bool:
+    """Whether a record's `key` goes to a parent's field of its own: a None stays in `extra`, so it comes back."""
+    return key in _PARENT_FIELDS and value is not None
 
 
 @dataclass(frozen=True)
@@ -209,17 +221,29 @@ class TrialRecord:
 
     The record crosses the process boundary and lands in the study as JSON
     (`encode`, `decode`, `to_json`); `from_dict` and `to_dict` are the one
-    way between that text and this type. What a command adds beside the
-    fields every record has (the monitor's summary, a model rewrite, a
-    script's description) is kept in `extra`, so nothing is lost on the way.
+    way between that text and this type. What the parent adds to the child's
+    record (`fitspeed.measure.runner.run_trial`: the wall time, the warm
+    start, a script's log, the monitor's summary) has a field of its own,
+    absent from the dict when None, so the stored shape stays what it was.
+    What a command adds beside those (a model rewrite, a determinism check,
+    a reproduction's row) is kept in `extra`, so nothing is lost on the way.
 
     >>> record = TrialRecord.from_dict(decode(encode(new_record(
     ...     TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 812.5, "min": 800.0,
-    ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0}))))
-    >>> record.status, record.throughput, record.spec.model, record.extra["monitor"]["cpu_percent_mean"]
+    ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0},
+    ...     rewrite={"changes": []}, wall_s=2.5, warm_start=True))))
+    >>> record.status, record.throughput, record.spec.model, record.monitor["cpu_percent_mean"]
     (<Status.OK: 'ok'>, 812.5, 'tiny', 180.0)
+    >>> record.wall_s, record.warm_start, record.log_tail, dict(record.extra)
+    (2.5, True, None, {'rewrite': {'changes': []}})
     >>> TrialRecord.from_dict(record.to_dict()) == record
     True
+    >>> list(record.to_dict())[-4:]  # in the order the dict had them
+    ['monitor', 'rewrite', 'wall_s', 'warm_start']
+    >>> import dataclasses
+    >>> added = dataclasses.replace(record, extra={**record.extra, "arm": "a"}, log_tail="")
+    >>> list(added.to_dict())[-2:]  # the parent's fields, then what was added since, after those the dict had
+    ['log_tail', 'arm']
     """
 
     id: str
@@ -234,6 +258,13 @@ class TrialRecord:
     stderr_tail: str | None = None
     schema: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+    log_tail: str | None = None  # a script trial's own output, stdout and stderr together
+    wall_s: float | None = None  # the trial's time in the parent, start to record
+    warm_start: bool | None = None  # a built-in trial forked from a fork server (`fitspeed.measure.warm_start`)
+    monitor: Mapping[str, Any] | None = None  # the sampler's summary with `TrialSpec.monitor` (`fitspeed.machine.usage`)
+    # the order the dict read had its keys in beyond the core's: `to_dict` writes them back in it, then the
+    # parent's fields, then what was added since (a comparison's arm and pair), as `run_trial` and its callers did
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrialRecord:
@@ -246,27 +277,40 @@ class TrialRecord:
                    metrics=Metrics.from_dict(metrics) if metrics else None,
                    notes=tuple(values.get("notes") or ()), environment=values.get("environment"),
                    stderr_tail=values.get("stderr_tail"), schema=int(values.get("schema", SCHEMA_VERSION)),
-                   extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS})
+                   extra={k: v for k, v in values.items() if k not in _RECORD_FIELDS and not _parents(k, v)},
+                   order=tuple(k for k in values if k not in _RECORD_FIELDS),
+                   **{k: v for k, v in values.items() if _parents(k, v)})
 
     def to_dict(self) -> dict[str, Any]:
+        parents = {name: getattr(self, name) for name in _PARENT_FIELDS if getattr(self, name) is not None}
+        rest = {**self.extra, **parents}
+        later = [key for key in (*_PARENT_FIELDS, *self.extra) if key in rest and key not in self.order]
         return {"schema": self.schema, "kind": "trial", "id": self.id, "created": self.created,
                 "status": self.status, "reason": self.reason, "user_error": self.user_error,
                 "spec": self.spec.to_dict(), "metrics": self.metrics.to_dict() if self.metrics else None,
                 "notes": list(self.notes), "environment": dict(self.environment) if self.environment else None,
-                "stderr_tail": self.stderr_tail, **self.extra}
+                "stderr_tail": self.stderr_tail, **{key: rest[key] for key in (*self.order, *later) if key in rest}}
+
+    def measured(self, name: str) -> Any:
+        """A figure without a field of its own (`Metrics.other`: doctor's, predict's, a script's), or None."""
+        return self.metrics.other.get(name) if self.metrics is not None else None
 
     @property
     def throughput(self) -> float | None:
-        """The median samples/s of an ok record, else None (`throughput` on the record's dict)."""
+        """The median samples/s of an ok record, else None.
+
+        >>> TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OOM)).throughput is None
+        True
+        """
         if self.status != Status.OK or self.metrics is None or self.metrics.samples_per_s is None:
             return None
         return self.metrics.samples_per_s.median
 
 
-TrialRunner = Callable[[TrialSpec], dict[str, Any]]
+TrialRunner = Callable[[TrialSpec], TrialRecord]
 """Runs one trial and always returns its record: `fitspeed.measure.runner.run_trial`, or a test's fake."""
 
-OnTrial = Callable[[str, dict[str, Any]], None]
+OnTrial = Callable[[str, TrialRecord], None]
 """Progress: called as each trial lands, with what the trial was for ("a", "input", "guard, 2 device(s)") and its record."""
 
 
@@ -333,19 +377,6 @@ def brief_reason(reason: str | None) -> str:
     if kind and not last.startswith(kind):
         last = f"{kind}: {last}"
     return last if len(last) <= 300 else f"{last[:80]} … {last[-200:]}"  # the cause is at the end
-
-
-def throughput(record: dict[str, Any]) -> float | None:
-    """The median samples/s of an ok record, else None.
-
-    >>> throughput({"status": "ok", "metrics": {"samples_per_s": {"median": 812.5}}})
-    812.5
-    >>> throughput({"status": "oom", "metrics": None}) is None
-    True
-    """
-    if record.get("status") != Status.OK:
-        return None
-    return float(record["metrics"]["samples_per_s"]["median"])
 
 
 def to_json(record: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fitspeed.core.record import TrialRecord
 from fitspeed.machine.sampler import Sample, Sampler
 
 
@@ -50,7 +51,7 @@ def usage_figures(samples: Sequence[Sample], interval_s: float | None = None) ->
     }
 
 
-def trial_usage(sampler: Sampler, record: dict[str, Any]) -> dict[str, Any]:
+def trial_usage(sampler: Sampler, record: TrialRecord) -> dict[str, Any]:
     """The `monitor` field of a trial record: the samples taken during the timed fit.
 
     The child stores the wall-clock span of its timed `fit()` as the record's
@@ -58,7 +59,7 @@ def trial_usage(sampler: Sampler, record: dict[str, Any]) -> dict[str, Any]:
     trial without one (failed early), or a timed fit shorter than one
     interval, is summarized over the whole trial, and `scope` says so.
     """
-    span = record.get("timed_wall") or None
+    span = record.extra.get("timed_wall") or None
     chosen: list[Sample] = []
     if span:
         start, end = span

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRunner, TrialSpec, throughput
+from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
 from fitspeed.measure.runner import run_trial
@@ -30,23 +30,26 @@ from fitspeed.measure.runner import run_trial
 STATISTICS = ("median", "best")
 
 
-def speed(record: dict[str, Any], statistic: str = "median") -> float | None:
+def speed(record: TrialRecord, statistic: str = "median") -> float | None:
     """A trial's samples/s by `statistic`: its median window, or its fastest ("best").
 
-    >>> r = {"status": "ok", "metrics": {"samples_per_s": {"median": 900.0, "max": 1000.0}}}
+    >>> from fitspeed.core.record import new_record
+    >>> r = TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OK,
+    ...                                      metrics={"samples_per_s": {"median": 900.0, "max": 1000.0}}))
     >>> speed(r), speed(r, "best")
     (900.0, 1000.0)
     """
     if statistic == "best":
-        return float(record["metrics"]["samples_per_s"]["max"]) if record.get("status") == "ok" else None
-    return throughput(record)
+        figure = record.metrics.samples_per_s if record.metrics is not None else None
+        return figure.max if record.status == Status.OK and figure is not None else None
+    return record.throughput
 
 
 @dataclass
 class Comparison:
     spec_a: TrialSpec
     spec_b: TrialSpec
-    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    pairs: list[tuple[TrialRecord, TrialRecord]] = field(default_factory=list)
     confidence: float = 0.95
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     statistic: str = "median"
@@ -66,7 +69,7 @@ class Comparison:
 
     def verdict(self) -> str:
         estimate = self.estimate()
-        failed = sum(1 for pair in self.pairs for r in pair if r.get("status") != "ok")
+        failed = sum(1 for pair in self.pairs for r in pair if r.status != Status.OK)
         if estimate is None:
             return "could not compare: no pair finished with both trials ok"
         note = f" ({failed} trial(s) did not finish ok)" if failed else ""
@@ -86,7 +89,7 @@ class Comparison:
             "b": self.spec_b.config.to_dict(),
             "a_label": self.spec_a.config.label(),
             "b_label": self.spec_b.config.label(),
-            "trial_ids": [[a["id"], b["id"]] for a, b in self.pairs],
+            "trial_ids": [[a.id, b.id] for a, b in self.pairs],
             "statistic": self.statistic,
             "until_width": self.until_width,
             "width": estimate.high - estimate.low if estimate and len(estimate.ratios) >= 2 else None,
@@ -136,12 +139,13 @@ def interleave(
     comparison = Comparison(spec_a, spec_b, confidence=confidence, statistic=statistic, until_width=until_width)
     index = 0
     while index < pairs or (until_width is not None and index < cap and _wider(comparison, until_width)):
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, TrialRecord] = {}
         arms = (("a", spec_a), ("b", spec_b))
         # each pair in a random order: the second slot of two back-to-back trials can run faster
         for arm, spec in reversed(arms) if pair_order(comparison.id, "compare", index) else arms:
             record = run(spec)
-            record.update(compare_id=comparison.id, arm=arm, pair=index, first=not records)
+            record = replace(record, extra={**record.extra, "compare_id": comparison.id, "arm": arm, "pair": index,
+                                            "first": not records})
             if on_trial:
                 on_trial(arm, record)
             records[arm] = record

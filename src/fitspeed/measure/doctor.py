@@ -37,7 +37,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.input_kinds import data_kind, why_not
-from fitspeed.core.record import Mode, OnTrial, TrialRunner, TrialSpec, throughput
+from fitspeed.core.record import Mode, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import Design, Verdict, pair_order, step
 
 HIGH = 0.20
@@ -139,13 +139,13 @@ class Diagnosis:
     model: str
     data: str | None
     base: TrialConfig
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, TrialRecord] = field(default_factory=dict)
     fixes: list[dict[str, Any]] = field(default_factory=list)
 
     def ok(self, name: str) -> dict[str, Any] | None:
         record = self.records.get(name)
-        if record and record["status"] == "ok":
-            return dict(record["metrics"])
+        if record and record.status == Status.OK and record.metrics is not None:
+            return record.metrics.to_dict()
         return None
 
     def summary(self) -> dict[str, Any]:
@@ -166,7 +166,7 @@ class Diagnosis:
             out["profile"] = inputs["profile"]
         if inputs and inputs.get("pipeline"):
             out["pipeline"] = inputs["pipeline"]
-        out["failed"] = {n: r.get("reason") for n, r in self.records.items() if r["status"] != "ok"}
+        out["failed"] = {n: r.reason for n, r in self.records.items() if r.status != Status.OK}
         ranked = sorted(self.fixes, key=lambda f: f.get("gain") or 0.0, reverse=True)
         confirmed = [f for f in ranked if (f.get("gain") or 0) >= MIN_GAIN
                      and (f.get("confirmed") or {}).get("verdict") == Verdict.FASTER]
@@ -178,7 +178,7 @@ class Diagnosis:
 
 
 def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
-                 run_one: Callable[[str, TrialConfig], dict[str, Any]]) -> None:
+                 run_one: Callable[[str, TrialConfig], TrialRecord]) -> None:
     """The top fix against the unchanged configuration, in fresh pairs, each in a random order.
 
     The fix's own screen trial chose it, so it is not evidence here.
@@ -186,7 +186,7 @@ def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
     timed = [f for f in diagnosis.fixes if (f.get("gain") or 0) >= MIN_GAIN]
     if timed:
         top = max(timed, key=lambda f: f["gain"])
-        _confirm(top, base, pairs, lambda name, config: throughput(run_one(name, config)))
+        _confirm(top, base, pairs, lambda name, config: run_one(name, config).throughput)
 
 
 def _confirm(fix: dict[str, Any], base: TrialConfig, pairs: int,
@@ -243,7 +243,7 @@ def diagnose(
     landed = on_trial or (lambda name, record: None)
     diagnosis = Diagnosis(model, data, base)
 
-    def trial(name: str, mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> dict[str, Any]:
+    def trial(name: str, mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> TrialRecord:
         spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
                          timeout_s=timeout_s, mode=mode, script=script)
         record = runner(spec)
@@ -253,31 +253,31 @@ def diagnose(
     for name, mode, count in (("input", Mode.INPUT, repeats), ("compute", Mode.COMPUTE, repeats),
                               ("together", Mode.TIME, repeats), ("epochs", Mode.EPOCHS, epochs)):
         diagnosis.records[name] = trial(name, mode, base, count)
-        if diagnosis.records[name].get("user_error"):
+        if diagnosis.records[name].user_error:
             return diagnosis
     if not try_fixes:
         return diagnosis
     summary = diagnosis.summary()
     kind = summary["kind"]
-    base_speed = throughput(diagnosis.records["together"])
+    base_speed = diagnosis.records["together"].throughput
     if base_speed and summary.get("wait_share", 0.0) >= MODERATE:
         for fix in candidate_fixes(kind, base, os.cpu_count() or 1):
             record = trial(fix.label(), Mode.TIME, base.replace(**fix.changes), repeats)
-            speed = throughput(record)
-            diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record["status"],
-                                 "reason": record.get("reason"), "gain": speed / base_speed if speed else None,
+            speed = record.throughput
+            diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record.status,
+                                 "reason": record.reason, "gain": speed / base_speed if speed else None,
                                  "measured": f"{base_speed:,.0f} → {speed:,.0f} samples/s" if speed else None})
     _confirm_top(diagnosis, base, pairs, lambda name, config: trial(name, Mode.TIME, config, repeats))
     stall = stall_fix(kind, base)
     lost = summary.get("epochs")
     if stall and lost and lost["lost_share"] >= STALL_SHARE:
         # The same steps per epoch as the measurement it is compared with.
-        same = diagnosis.records["epochs"]["metrics"]["steps_per_repeat"]
+        same = diagnosis.records["epochs"].measured("steps_per_repeat")
         record = trial(stall.label(), Mode.EPOCHS, base.replace(**stall.changes), epochs, fixed=same)
-        after = record["metrics"] if record["status"] == "ok" else None
+        after = record.metrics.other if record.status == Status.OK and record.metrics is not None else None
         gain = lost["fit_s"] / after["fit_s"] if after else None
         found: dict[str, Any] = {
-            "change": stall.changes, "why": stall.why, "status": record["status"], "reason": record.get("reason"),
+            "change": stall.changes, "why": stall.why, "status": record.status, "reason": record.reason,
             "gain": gain,
             "measured": (f"time lost at epoch edges and fit() end {lost['lost_s']:.2f} s → {after['lost_s']:.2f} s; "
                          f"fit() {lost['fit_s']:.2f} s → {after['fit_s']:.2f} s") if after else None,
@@ -287,7 +287,8 @@ def diagnose(
 
             def fit_speed(name: str, config: TrialConfig) -> float | None:
                 done = trial(name, Mode.EPOCHS, config, epochs, fixed=same)
-                return 1.0 / done["metrics"]["fit_s"] if done["status"] == "ok" and done["metrics"]["fit_s"] else None
+                fit_s = done.measured("fit_s") if done.status == Status.OK else None
+                return 1.0 / fit_s if fit_s else None
 
             _confirm(found, base, pairs, fit_speed)
     return diagnosis

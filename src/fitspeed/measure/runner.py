@@ -15,6 +15,7 @@ This module runs in the parent and never imports a framework.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -24,10 +25,9 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.import_environment import import_environment
-from fitspeed.core.record import Status, TrialSpec, decode, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
@@ -63,7 +63,7 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _watch(proc: subprocess.Popen[bytes] | warm_start.WarmChild, spec: TrialSpec, started: float) -> tuple[str, str] | None:
+def _watch(proc: subprocess.Popen[bytes] | warm_start.WarmChild, spec: TrialSpec, started: float) -> tuple[Status, str] | None:
     """Wait for the child; return (status, reason) if it must be killed for its limits."""
     peak_mb = 0.0
     tree = ProcessTree(proc.pid)
@@ -73,12 +73,12 @@ def _watch(proc: subprocess.Popen[bytes] | warm_start.WarmChild, spec: TrialSpec
             peak_mb = max(peak_mb, tree.rss_mb())
             if peak_mb > spec.memory_limit_mb:
                 return (
-                    "oom",
+                    Status.OOM,
                     f"the trial used {peak_mb:.0f} MiB, over the memory limit of "
                     f"{spec.memory_limit_mb} MiB",
                 )
         if spec.timeout_s is not None and elapsed > spec.timeout_s:
-            return ("timeout", f"the trial ran past its timeout of {spec.timeout_s:g} s")
+            return (Status.TIMEOUT, f"the trial ran past its timeout of {spec.timeout_s:g} s")
         time.sleep(POLL_S)
     return None
 
@@ -107,7 +107,7 @@ def run_trial(
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """Run `spec` in a child process and return its record, whatever happened."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fitspeed-trial-") as tmp:
@@ -156,33 +156,33 @@ def run_trial(
     wall_s = time.perf_counter() - started
     if killed:
         status, reason = killed
-        record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
+        sent = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout) if spec.script is None else scripted
         hook_failed = _hook_failure(stderr_tail) if spec.script is not None and returncode == HOOK_FAILED else None
         if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
-            record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
-                                environment=environment.host(spec.config.backend))
+            sent = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
+                              environment=environment.host(spec.config.backend))
         elif decoded is None:
             code = returncode
             how = (
                 f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
             )
             hint = " (the kernel's out-of-memory killer sends SIGKILL)" if code == -9 else ""
-            record = new_record(
+            sent = new_record(
                 spec,
-                "crashed",
+                Status.CRASHED,
                 reason=f"the trial process {how} before it sent a record{hint}",
                 environment=environment.host(spec.config.backend),
             )
         else:
-            record = decoded
-    record["stderr_tail"] = stderr_tail if record["status"] != "ok" else None
-    if spec.script is not None:
-        record["log_tail"] = stderr_tail  # the script's own output, stdout and stderr together
-    record["wall_s"] = wall_s
-    if spec.script is None:
-        record["warm_start"] = warm  # forked from a fork server (fitspeed.measure.warm_start), or a fresh interpreter
-    if sampler is not None:
-        record["monitor"] = trial_usage(sampler, record)
-    return record
+            sent = decoded
+    record = TrialRecord.from_dict(sent)  # the one decoding of the child's answer; attributes from here on
+    return dataclasses.replace(
+        record,
+        stderr_tail=stderr_tail if record.status != Status.OK else None,
+        log_tail=stderr_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
+        wall_s=wall_s,
+        warm_start=warm if spec.script is None else None,  # forked from a fork server, or a fresh interpreter
+        monitor=trial_usage(sampler, record) if sampler is not None else None,
+    )

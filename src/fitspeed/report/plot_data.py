@@ -10,12 +10,12 @@ looks the same whichever way its numbers were measured.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import throughput
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import level
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
@@ -53,23 +53,24 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
     name = workload if workload is not None else _workload(newest["spec"]["model"], newest["spec"]["data"])
     if name not in names:
         raise ValueError(f"no records for workload {name!r}; the file has: {', '.join(names)}")
-    trials = [r for r in records if r.get("kind") == "trial"
+    # each trial record decoded once, beside its stored knobs (a row's config, compared as stored)
+    trials = [(r["spec"]["knobs"], TrialRecord.from_dict(r)) for r in records if r.get("kind") == "trial"
               and _workload(r["spec"]["model"], r["spec"]["data"]) == name]
     comparisons = [r for r in records if r.get("kind") == "comparison"
                    and _workload(r["model"], r["data"]) == name]
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for record in trials:
-        key = config_key(TrialConfig.from_dict(record["spec"]["knobs"]))
-        groups.setdefault(key, []).append(record)
+    groups: dict[str, list[tuple[dict[str, Any], TrialRecord]]] = {}
+    for knobs, record in trials:
+        groups.setdefault(config_key(record.spec.config), []).append((knobs, record))
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for number, group in enumerate(groups.values()):
-        ok = sorted((r for r in group if throughput(r) is not None), key=lambda r: throughput(r) or 0.0)
-        chosen = ok[len(ok) // 2] if ok else group[-1]
-        phase = Phase.COMPARE if chosen.get("compare_id") else Phase.MEASURE
-        rows.append({"number": number, "phase": phase, "config": chosen["spec"]["knobs"], "record": chosen})
+        ok = sorted((g for g in group if g[1].throughput is not None), key=lambda g: g[1].throughput or 0.0)
+        knobs, chosen = ok[len(ok) // 2] if ok else group[-1]
+        phase = Phase.COMPARE if chosen.extra.get("compare_id") else Phase.MEASURE
+        rows.append({"number": number, "phase": phase, "config": knobs, "record": chosen})
 
-    defaults = TrialConfig(backend=trials[0]["spec"]["knobs"].get("backend", TrialConfig().backend))
+    first = trials[0][1]
+    defaults = TrialConfig(backend=first.spec.config.backend)
     keys = {config_key(TrialConfig.from_dict(r["config"])) for r in rows}
     if comparisons:
         base = comparisons[-1]["a"]
@@ -86,11 +87,10 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
         estimate = last["estimate"]
         verification = {"config": last["b"], "claimed": estimate["ci_low"] > 1.0,
                         "verdict": last.get("verdict"), "estimate": estimate, "why": None}
-    first = trials[0]
     return {
         "study": name,
-        "meta": {"model": first["spec"]["model"], "data": first["spec"]["data"], "base": base, "workload": name,
-                 "environment": first.get("environment")},
+        "meta": {"model": first.spec.model, "data": first.spec.data, "base": base, "workload": name,
+                 "environment": first.environment},
         "trials": rows,
         "guards": {},
         "verification": verification,
@@ -122,7 +122,7 @@ def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def cpu_rows(env: dict[str, Any] | None) -> list[tuple[str, str]]:
+def cpu_rows(env: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """The CPU features that decide which precision is fast, and whether TensorFlow ran oneDNN.
 
     >>> cpu_rows({"cpu_features": ["avx2", "amx_bf16"], "onednn": False, "backend": "tensorflow"})

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import Mode, TrialSpec
+from fitspeed.core.record import Mode, Status, TrialRecord, TrialSpec
 from fitspeed.measure.doctor import verdict, wait_share
 from fitspeed.reproduce.experiment import Plan, Row, speed_of
 
@@ -106,13 +106,17 @@ LADDER: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def _input_bound(row: Row, records: list[dict[str, Any]], every: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    compute = [r for r in every.get(COMPUTE_ROW, []) if r.get("status") == "ok"]
-    mine = [r for r in records if r.get("status") == "ok"]
+def _ms_per_step(record: TrialRecord) -> float | None:
+    return record.metrics.ms_per_step if record.metrics is not None else None
+
+
+def _input_bound(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+    compute = [ms for r in every.get(COMPUTE_ROW, []) if r.status == Status.OK and (ms := _ms_per_step(r)) is not None]
+    mine = [ms for r in records if r.status == Status.OK and (ms := _ms_per_step(r)) is not None]
     if not compute or not mine or row.label == COMPUTE_ROW:
-        return {"ms_per_step": mine[0]["metrics"]["ms_per_step"] if mine else None}
-    share = wait_share(compute[0]["metrics"]["ms_per_step"], mine[0]["metrics"]["ms_per_step"])
-    return {"ms_per_step": mine[0]["metrics"]["ms_per_step"], "input_bound_percent": 100 * share,
+        return {"ms_per_step": mine[0] if mine else None}
+    share = wait_share(compute[0], mine[0])
+    return {"ms_per_step": mine[0], "input_bound_percent": 100 * share,
             "verdict": verdict(share)}
 
 
@@ -157,11 +161,11 @@ def input_pipeline(size: str, images: str) -> Plan:
 
 # -- 002 -----------------------------------------------------------------------------------------
 
-def _predict_cells(row: Row, records: list[dict[str, Any]], every: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    ok = [r for r in records if r.get("status") == "ok"]
-    if not ok or ok[0]["spec"]["mode"] != "predict":
+def _predict_cells(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+    ok = [r for r in records if r.status == Status.OK]
+    if not ok or ok[0].spec.mode != Mode.PREDICT or ok[0].metrics is None:
         return {}
-    m = ok[0]["metrics"]
+    m = ok[0].metrics.other
     return {"predict_one_ms": m["predict_one_ms"]["median"], "call_one_ms": m["call_one_ms"]["median"],
             "batched_ms_per_sample": m["batched_ms_per_sample"]}
 
@@ -214,8 +218,8 @@ def batch_and_workers(size: str, data: str) -> Plan:
 
 QUICK_PRECISION_TIMEOUT_S = 75.0
 
-def _identical(row: Row, records: list[dict[str, Any]], every: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    digests = [r["metrics"].get("weights_sha256") for r in records if r.get("status") == "ok"]
+def _identical(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+    digests = [r.measured("weights_sha256") for r in records if r.status == Status.OK]
     if len(digests) < 2:
         return {"bit_identical": None}
     return {"bit_identical": "yes" if len(set(digests)) == 1 else "no"}
@@ -256,18 +260,18 @@ def precision_and_determinism(size: str, data: str) -> Plan:
 
 # -- 004 -----------------------------------------------------------------------------------------
 
-def _monitor(row: Row, records: list[dict[str, Any]], every: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _monitor(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
     """Total fit() time and the monitor's figures (the median over the row's trials, one per seed), and
     for a 2-device row its time as % of the 1-device row's with the same model and data_format."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in records if r.status == Status.OK]
 
     def median(values: list[Any]) -> float | None:
         present = [v for v in values if v is not None]
         return statistics.median(present) if present else None
 
-    out = {"total_s": median([r["metrics"].get("fit_s") for r in ok])}
+    out = {"total_s": median([r.measured("fit_s") for r in ok])}
     for key in ("cpu_percent_mean", "rss_peak_mb", "device_util_mean", "device_memory_peak_mb"):
-        out[key] = median([(r.get("monitor") or {}).get(key) for r in ok])
+        out[key] = median([(r.monitor or {}).get(key) for r in ok])
     if row.cells["devices"] > 1:
         one, mine = speed_of(every.get(_label_004(row.cells["model"], 1, row.cells["data_format"]), [])), speed_of(ok)
         out["percent_of_one_device"] = 100 * one / mine if one and mine else None

@@ -27,13 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fitspeed.core.record import OnTrial, TrialRunner, TrialSpec, brief_reason
+from fitspeed.core.record import Metrics, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec, brief_reason
 from fitspeed.machine import environment
 from fitspeed.search import guard
 
 ONE_SEED_TOLERANCE = guard.ACCURACY_FLOOR  # accuracy a row may always fall below its baseline, unmarked
 
-Extra = Callable[["Row", list[dict[str, Any]], dict[str, list[dict[str, Any]]]], dict[str, Any]]
+Extra = Callable[["Row", list[TrialRecord], dict[str, list[TrialRecord]]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Plan:
 class Results:
     plan: Plan
     data: str  # what the trials trained on
-    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # row label -> its records
+    records: dict[str, list[TrialRecord]] = field(default_factory=dict)  # row label -> its records
     started: float = field(default_factory=time.time)
     wall_s: float = 0.0
 
@@ -99,10 +99,10 @@ def run(plan: Plan, data: str, *, run_trial: TrialRunner, on_trial: OnTrial | No
             for row in plan.rows:
                 if row.spec is None or not row.runs_seed(seed) or repeat >= row.runs:
                     continue
-                if any(r["status"] == "timeout" for r in results.records.get(row.label, [])):
+                if any(r.status == Status.TIMEOUT for r in results.records.get(row.label, [])):
                     continue
                 record = run_trial(dataclasses.replace(row.spec, seed=seed))
-                record["reproduce"] = {"row": row.label, "seed": seed}
+                record = dataclasses.replace(record, extra={**record.extra, "reproduce": {"row": row.label, "seed": seed}})
                 results.records.setdefault(row.label, []).append(record)
                 if on_trial:
                     on_trial(row.label, record)
@@ -110,37 +110,41 @@ def run(plan: Plan, data: str, *, run_trial: TrialRunner, on_trial: OnTrial | No
     return results
 
 
-def _ok(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r.get("status") == "ok" and r.get("metrics")]
+def _ok(records: list[TrialRecord]) -> list[tuple[TrialRecord, Metrics]]:
+    return [(r, r.metrics) for r in records if r.status == Status.OK and r.metrics is not None]
 
 
-def speed_of(records: list[dict[str, Any]]) -> float | None:
+def speed_of(records: list[TrialRecord]) -> float | None:
     """Median samples/s over a row's ok trials."""
-    speeds = [r["metrics"]["samples_per_s"]["median"] for r in _ok(records) if r["metrics"].get("samples_per_s")]
+    speeds = [m.samples_per_s.median for _, m in _ok(records) if m.samples_per_s is not None]
     return statistics.median(speeds) if speeds else None
 
 
-def _seed(record: dict[str, Any], index: int) -> Any:
-    """The seed a record ran from: the engine's note, the spec's, or else its own place."""
-    return (record.get("reproduce") or {}).get("seed", (record.get("spec") or {}).get("seed", f"#{index}"))
+def _seed(record: TrialRecord) -> Any:
+    """The seed a record ran from: the engine's note, else the spec's."""
+    return (record.extra.get("reproduce") or {}).get("seed", record.spec.seed)
 
 
-def accuracy_of(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def accuracy_of(records: list[TrialRecord]) -> dict[str, Any] | None:
     """Held-out accuracy over a row's ok trials: mean, min, max, how many, and the mean of each seed's runs.
 
-    >>> accuracy_of([{"status": "ok", "metrics": {"val_accuracy": 0.8}}, {"status": "ok", "metrics": {"val_accuracy": 0.9}}])
+    >>> from fitspeed.core.record import new_record
+    >>> def ok(accuracy, seed=0, **more):
+    ...     spec = TrialSpec(model="tiny", seed=seed)
+    ...     return TrialRecord.from_dict(new_record(spec, "ok", metrics={"val_accuracy": accuracy}, **more))
+    >>> accuracy_of([ok(0.8, seed=0), ok(0.9, seed=1)])
     {'mean': 0.85, 'min': 0.8, 'max': 0.9, 'n': 2, 'per_seed': [0.8, 0.9]}
 
     Two runs of one seed are one value of the spread over seeds:
 
-    >>> one = {"status": "ok", "reproduce": {"seed": 0}, "metrics": {"val_accuracy": 0.8}}
+    >>> one = ok(0.8, seed=3, reproduce={"seed": 0})
     >>> accuracy_of([one, one])["per_seed"]
     [0.8]
     """
     by_seed: dict[Any, list[float]] = {}
-    for index, record in enumerate(_ok(records)):
-        if record["metrics"].get("val_accuracy") is not None:
-            by_seed.setdefault(_seed(record, index), []).append(record["metrics"]["val_accuracy"])
+    for record, metrics in _ok(records):
+        if metrics.val_accuracy is not None:
+            by_seed.setdefault(_seed(record), []).append(metrics.val_accuracy)
     values = [v for runs in by_seed.values() for v in runs]
     if not values:
         return None
@@ -168,8 +172,8 @@ def accuracy_mark(row: dict[str, Any] | None, base: dict[str, Any] | None) -> st
     return None if check.ok else check.text()
 
 
-def _failure(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    bad = [r for r in records if r.get("status") != "ok"]
+def _failure(records: list[TrialRecord]) -> TrialRecord | None:
+    bad = [r for r in records if r.status != Status.OK]
     return bad[0] if bad else None
 
 
@@ -192,8 +196,8 @@ def summarize(results: Results) -> dict[str, Any]:
             "cells": row.cells,
             "group": row.group,
             "baseline": row.baseline,
-            "status": ("skipped" if row.skipped else failed["status"] if failed else "ok" if records else "not run"),
-            "reason": row.skipped or (brief_reason(failed.get("reason")) if failed else None),
+            "status": ("skipped" if row.skipped else failed.status if failed else "ok" if records else "not run"),
+            "reason": row.skipped or (brief_reason(failed.reason) if failed else None),
             "trials": len(records),
             "samples_per_s": speed,
             "percent_of_baseline_time": (100 * base_speed / speed) if speed and base_speed else None,
@@ -224,9 +228,9 @@ def summarize(results: Results) -> dict[str, Any]:
     }
 
 
-def ran_on(records: list[dict[str, Any]]) -> dict[str, Any]:
+def ran_on(records: list[TrialRecord]) -> dict[str, Any]:
     """What the trials ran on, from their records (the parent's view where none came back)."""
-    env = next((r["environment"] for r in records if r.get("status") == "ok" and r.get("environment")), None)
+    env = next((r.environment for r in records if r.status == Status.OK and r.environment), None)
     env = env or environment.host("tensorflow")
     features = env.get("cpu_features") or []
     accelerators = env.get("accelerators") or []

@@ -143,7 +143,7 @@ def write(results: Results, out: Path) -> tuple[dict[str, Any], Path]:
     folder = out / summary["name"]
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        records = [r for rows in results.records.values() for r in rows]
+        records = [r.to_dict() for rows in results.records.values() for r in rows]
         write_atomically(folder / "results.json",
                          json.dumps(json.loads(to_json({"summary": summary, "records": records})), indent=1) + "\n")
         write_atomically(folder / "table.md", markdown(summary))

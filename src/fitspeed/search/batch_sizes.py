@@ -8,6 +8,7 @@ memory even with it. Each size's record says whether it ran with remat.
 
 from __future__ import annotations
 
+from fitspeed.core.record import Status
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.settings import next_batch_probe
@@ -36,36 +37,36 @@ class BatchSizes:
         remat = self.tuner.base.remat
         for size in sorted(self.tuner.settings.batch_sizes):
             status, mode = self._fits(size, remat)
-            if status == "oom":
+            if status == Status.OOM:
                 low, high = max(fits, default=0), size
                 while True:
                     middle = next_batch_probe(low, high)
                     if middle is None:
                         break
                     status, mode = self._fits(middle, remat)
-                    if status == "oom":
+                    if status == Status.OOM:
                         high = middle
                     else:
                         low = middle
-                        remat = mode if status == "ok" else remat
+                        remat = mode if status == Status.OK else remat
                 break  # larger batches will not fit either
-            if status == "ok":
+            if status == Status.OK:
                 fits.append(size)
                 remat = mode  # a size that needed remat: the larger ones run with it from the start
 
-    def _fits(self, size: int, remat: str) -> tuple[str | None, str]:
+    def _fits(self, size: int, remat: str) -> tuple[Status | None, str]:
         """The status at `size` and the remat mode it ran with: again with remat after an out-of-memory."""
         status = self._status(size, remat)
-        if status != "oom" or remat != "off" or not self.can_remat:
+        if status != Status.OOM or remat != "off" or not self.can_remat:
             return status, remat
         retried = self._status(size, REMAT)
-        if retried in ("ok", "oom"):
+        if retried in (Status.OK, Status.OOM):
             return retried, REMAT
         self.can_remat = False  # remat could not run here (the backend, the model): not tried again
         return status, remat
 
-    def _status(self, size: int, remat: str) -> str | None:
+    def _status(self, size: int, remat: str) -> Status | None:
         values = {"batch_size": size} if remat == self.tuner.base.remat else {"batch_size": size, "remat": remat}
         config = self.tuner._config(knob_values=values)
         record = self.tuner.measure(config, Phase.BATCH_SIZE, budgeted=False) if config else None
-        return record["status"] if record else None
+        return record.status if record else None

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import throughput
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Design, Noise, Step, pair_order, step
 from fitspeed.search import studies
 from fitspeed.search.decision import Decision
@@ -65,7 +65,7 @@ VERIFY_MIN_PAIRS = 3  # one starved trial among three pairs moves a Huber estima
 STOP_SHARE = 0.5  # a candidate's trial stops early below this share of the incumbent's figure
 SEARCH_PRIOR = Noise(0.14, 4, "a prior of 10% trial noise")  # pooled into every search step's noise, never the claim's
 
-Measure = Callable[..., "dict[str, Any] | None"]
+Measure = Callable[..., "TrialRecord | None"]
 Once = Callable[[str, Callable[[], Any], Callable[[], Any]], Any]
 
 
@@ -221,27 +221,27 @@ class Decider:
             # a comparison starts only if it can reach its first look; then a pair is claimed whole
             ahead = 2 * design.min_pairs - 1 if index == 0 else 1
 
-            def run_b(ahead: int) -> dict[str, Any] | None:
+            def run_b(ahead: int) -> TrialRecord | None:
                 return self.measure(b, purpose, f"#{ident}:{index}b", budgeted=budgeted, stop_below=stop_below,
                                     ahead=ahead)
 
-            def run_a(ahead: int) -> dict[str, Any] | None:
+            def run_a(ahead: int) -> TrialRecord | None:
                 return self.measure(a, purpose, f"#{ident}:{index}a", budgeted=budgeted, ahead=ahead)
 
             if b_first:
                 record_b = run_b(ahead)
-                record_a = run_a(0) if record_b is not None and throughput(record_b) is not None else None
+                record_a = run_a(0) if record_b is not None and record_b.throughput is not None else None
             else:
                 record_a = run_a(ahead)
                 record_b = run_b(0) if record_a is not None else None
-            if record_b is not None and throughput(record_b) is None:
-                why = f"{record_b['status']}: {record_b.get('reason') or 'no reason given'}"
+            if record_b is not None and record_b.throughput is None:
+                why = f"{record_b.status}: {record_b.reason or 'no reason given'}"
                 result = step([], design, prior)
                 break
             if record_a is None or record_b is None:
                 why = "the budget ran out"
                 break
-            speed_a, speed_b = throughput(record_a), throughput(record_b)
+            speed_a, speed_b = record_a.throughput, record_b.throughput
             if speed_a is None or speed_b is None:
                 continue  # the incumbent's trial failed this time: this pair does not count
             pairs.append((speed_a, speed_b))

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import throughput
 from fitspeed.search.decider import STOP_SHARE, Measure, Once, decision_id
 from fitspeed.search.ledger import FACTORIAL, Ledger
 from fitspeed.search.phase import Phase
@@ -96,7 +95,7 @@ def estimate(ledger: Ledger, measure: Measure, once: Once, seed: object, incumbe
             record = measure(config, Phase.FACTORIAL, f"#{ident}:f{index}", stop_below=figure and STOP_SHARE * figure)
             if record is None:
                 break
-            speed = throughput(record)
+            speed = record.throughput
             logs[index] = math.log(speed) if speed else None
         result = {"id": ident, "incumbent": incumbent.to_dict(), "members": members, "rows": rows,
                   "order": order, "logs": logs, "effects": effects(rows, logs)}

@@ -43,7 +43,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import Mode, TrialSpec
+from fitspeed.core.record import Metrics, Mode, TrialRecord, TrialSpec
 
 GUARD_STEPS = 64
 GUARD_EPOCHS = 4
@@ -231,11 +231,10 @@ class GuardRun:
     seed: int | None = None
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> GuardRun:
-        metrics = record.get("metrics") or {}
-        return cls(status=record["status"], reason=record.get("reason"), curve=tuple(metrics.get("loss_curve") or ()),
-                   val_loss=metrics.get("val_loss"), val_accuracy=metrics.get("val_accuracy"),
-                   output_dtype=metrics.get("output_dtype"), seed=(record.get("spec") or {}).get("seed"))
+    def from_record(cls, record: TrialRecord) -> GuardRun:
+        metrics = record.metrics or Metrics()
+        return cls(status=record.status, reason=record.reason, curve=metrics.loss_curve, val_loss=metrics.val_loss,
+                   val_accuracy=metrics.val_accuracy, output_dtype=record.measured("output_dtype"), seed=record.spec.seed)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> GuardRun:

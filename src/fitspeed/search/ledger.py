@@ -35,7 +35,7 @@ import optuna
 from optuna.trial import TrialState
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import throughput
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Noise, pooled_noise
 from fitspeed.search import studies
 from fitspeed.search.guard import numeric_changes
@@ -139,7 +139,7 @@ class Ledger:
 
     def figures(self, config: TrialConfig) -> list[float]:
         prefix = studies.config_key(config)
-        speeds = [throughput(dict(t.user_attrs["record"])) for k, t in studies.measured(self.study).items()
+        speeds = [TrialRecord.from_dict(t.user_attrs["record"]).throughput for k, t in studies.measured(self.study).items()
                   if k.startswith(prefix) and (k == prefix or k[len(prefix)] == "#")]
         return [s for s in speeds if s]
 
@@ -151,7 +151,7 @@ class Ledger:
             if trial.user_attrs.get("phase") == Phase.BASELINE and key.startswith(base):
                 tag = key[len(base):]
                 if tag == "" or tag.startswith("#screen"):
-                    speed = throughput(dict(trial.user_attrs["record"]))
+                    speed = TrialRecord.from_dict(trial.user_attrs["record"]).throughput
                     if speed:
                         out.append((trial.number, speed))
         return [speed for _, speed in sorted(out)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
-from fitspeed.core.record import throughput
 from fitspeed.search import studies
 from fitspeed.search.decider import STOP_SHARE
 from fitspeed.search.phase import Phase
@@ -64,7 +63,7 @@ class Sampler:
                     self.tuner.study.tell(trial, value)
                 continue
             duplicates = 0
-            speed = throughput(self.tuner._run(claimed, config, Phase.SAMPLER, stop_below))
+            speed = self.tuner._run(claimed, config, Phase.SAMPLER, stop_below).throughput
             incumbent = self.tuner.ledger.incumbent()
             while True:  # another worker's winner may have replaced the incumbent meanwhile: beat that one
                 figure = self.tuner.ledger.figure(incumbent)

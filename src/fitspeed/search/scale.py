@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRunner, TrialSpec
+from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.measure.comparison import Comparison, interleave, speed
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard
@@ -86,8 +86,8 @@ class Scaling:
     counts: tuple[int, ...] = ()
     notes: list[str] = field(default_factory=list)
     comparisons: dict[int, Comparison] = field(default_factory=dict)
-    guard_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # devices -> train-mode record
-    trials: list[dict[str, Any]] = field(default_factory=list)
+    guard_runs: dict[int, TrialRecord] = field(default_factory=dict)  # devices -> train-mode record
+    trials: list[TrialRecord] = field(default_factory=list)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
     def spec_for(self, devices: int) -> TrialSpec:
@@ -97,7 +97,7 @@ class Scaling:
         """Measure: the guard's baseline, the pairs for each count, then the guard for each count."""
         base = self.spec.config
 
-        def landed(role: str, record: dict[str, Any]) -> None:
+        def landed(role: str, record: TrialRecord) -> None:
             self.trials.append(record)
             if on_trial:
                 on_trial(role, record)
@@ -108,11 +108,11 @@ class Scaling:
             landed(f"guard, {devices} device(s)", record)
 
         guarded(1)
-        available = ((self.guard_runs[1].get("environment") or {}).get("devices") or {}).get("available")
+        available = ((self.guard_runs[1].environment or {}).get("devices") or {}).get("available")
         self.counts, self.notes = plan(self.asked, available)
         for devices in self.counts[1:]:
-            def pair_landed(arm: str, record: dict[str, Any], devices: int = devices) -> None:
-                landed(f"pair {record['pair'] + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
+            def pair_landed(arm: str, record: TrialRecord, devices: int = devices) -> None:
+                landed(f"pair {record.extra['pair'] + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
 
             self.comparisons[devices] = interleave(
                 self.spec, self.spec_for(devices), self.pairs, run=runner, on_trial=pair_landed,
@@ -159,18 +159,18 @@ class Scaling:
             "notes": self.notes,
             "rows": rows,
             "comparisons": [c.record() for c in self.comparisons.values()],
-            "trials": self.trials,
+            "trials": [t.to_dict() for t in self.trials],
         }
 
 
-def _curve(record: dict[str, Any] | None) -> list[float | None]:
-    return list(((record or {}).get("metrics") or {}).get("loss_curve") or [])
+def _curve(record: TrialRecord | None) -> list[float | None]:
+    return list(record.metrics.loss_curve) if record is not None and record.metrics is not None else []
 
 
-def _used(records: Sequence[dict[str, Any]], asked: int) -> int:
+def _used(records: Sequence[TrialRecord], asked: int) -> int:
     """The devices the trials ran on, as their records say (the count asked if none says)."""
     for record in records:
-        placement = (record.get("environment") or {}).get("devices")
+        placement = (record.environment or {}).get("devices")
         if placement:
             return int(placement["used"])
     return asked
@@ -191,7 +191,7 @@ def _change(verdict: dict[str, Any] | None) -> float | None:
 
 
 def _row(devices: int, used: int, global_batch: int, speeds: list[float], comparison: Comparison | None,
-         guard_run: dict[str, Any] | None, verdict: dict[str, Any] | None) -> dict[str, Any]:
+         guard_run: TrialRecord | None, verdict: dict[str, Any] | None) -> dict[str, Any]:
     """One device count's figures; speed-up and efficiency are None until a pair finished ok.
 
     >>> row = _row(2, 2, 64, [900.0, 1100.0], None, None, None)
@@ -203,7 +203,7 @@ def _row(devices: int, used: int, global_batch: int, speeds: list[float], compar
     speedup = 1.0 if one else estimate.median if estimate else None
     low = None if one or not estimate or len(estimate.ratios) < 2 else estimate.low
     high = None if one or not estimate or len(estimate.ratios) < 2 else estimate.high
-    metrics = (guard_run or {}).get("metrics") or {}
+    metrics = guard_run.metrics if guard_run is not None else None
     return {
         "devices": devices,
         "used": used,
@@ -216,9 +216,9 @@ def _row(devices: int, used: int, global_batch: int, speeds: list[float], compar
         "efficiency_low": None if low is None else low / used,
         "efficiency_high": None if high is None else high / used,
         "pairs_ok": len(estimate.ratios) if estimate else 0,
-        "final_loss": metrics.get("final_loss"),
+        "final_loss": metrics.final_loss if metrics is not None else None,
         "loss_change": _change(verdict),
-        "guard_status": (guard_run or {}).get("status"),
+        "guard_status": guard_run.status if guard_run is not None else None,
         "guard": verdict,
         "verdict": None if one or comparison is None else comparison.verdict(),
     }

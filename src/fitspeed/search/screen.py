@@ -7,17 +7,15 @@ trial selects; it is never evidence in a decision.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import throughput
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Step, Verdict
 from fitspeed.search.budget import SCREEN_GROUP
 from fitspeed.search.decider import STOP_SHARE
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.space import Dimension
-from fitspeed.search.workers import BUSY
+from fitspeed.search.workers import Busy
 
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
 
@@ -46,7 +44,7 @@ class Screen:
             dim, index, deferred = queue.pop(0)
             config = self.tuner._config(knob_values=dim.change(dim.values[index]))
             if config is None:
-                record: dict[str, Any] | None = None
+                record: TrialRecord | Busy | None = None
             else:
                 if not deferred:
                     if number and number % SCREEN_GROUP == 0 \
@@ -56,13 +54,13 @@ class Screen:
                 reference = self.tuner.ledger.screen_reference()
                 record = self.tuner.measure(config, Phase.SWEEP, stop_below=reference and STOP_SHARE * reference,
                                       wait=deferred)
-                if record is BUSY:  # another worker measures it: come back to it at the end
+                if isinstance(record, Busy):  # another worker measures it: come back to it at the end
                     queue.append((dim, index, True))
                     continue
                 if record is None:
                     break
-                measured.append((config, throughput(record)))
-            speed = throughput(record) if record else None
+                measured.append((config, record.throughput))
+            speed = record.throughput if isinstance(record, TrialRecord) else None
             reference = self.tuner.ledger.screen_reference()
             if index + 1 < len(dim.values) and (dim.each or speed is None
                                                 or (reference and speed <= CLEARLY_SLOWER * reference)):

@@ -8,19 +8,20 @@ that none of them imports the tuner, which imports them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, overload
 
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialRecord
 from fitspeed.search.decider import Decider
 from fitspeed.search.ledger import Ledger
 from fitspeed.search.phase import Phase
 from fitspeed.search.settings import TuneSettings
 from fitspeed.search.space import Dimension
-from fitspeed.search.workers import Workers
+from fitspeed.search.workers import Busy, Workers
 
 
 class Searcher(Protocol):
@@ -33,8 +34,13 @@ class Searcher(Protocol):
     study: optuna.Study
     workers: Workers
 
+    @overload
     def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, wait: bool = True, ahead: int = 0) -> dict[str, Any] | None: ...
+                stop_below: float | None = None, wait: Literal[True] = True, ahead: int = 0) -> TrialRecord | None: ...
+
+    @overload
+    def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
+                stop_below: float | None = None, *, wait: bool, ahead: int = 0) -> TrialRecord | Busy | None: ...
 
     def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any: ...
 
@@ -47,7 +53,7 @@ class Searcher(Protocol):
     def _settle(self, phases: tuple[Phase, ...] | None = None) -> None: ...
 
     def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
-             stop_below: float | None = None) -> dict[str, Any]: ...
+             stop_below: float | None = None) -> TrialRecord: ...
 
     def _run_orphan(self, trial: FrozenTrial) -> None: ...
 

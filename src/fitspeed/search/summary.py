@@ -1,6 +1,7 @@
 """Pure summaries of a tuning study: plain data the tables and best.json draw from.
 
-`study_data` reads an Optuna study into plain dicts; `study_summary` turns those
+`study_data` reads an Optuna study into plain dicts, each trial's record decoded
+once into a `TrialRecord`; `study_summary` turns those
 into the answer: the baseline, the verified best, each knob's own effect, and
 every rejected configuration with its reason. Nothing here runs a trial.
 """
@@ -14,7 +15,7 @@ from typing import Any
 import optuna
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import throughput
+from fitspeed.core.record import Metrics, Status, TrialRecord
 from fitspeed.core.sequential import Verdict, level
 from fitspeed.search import batch_figures, guard
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
@@ -28,7 +29,7 @@ def study_data(study: optuna.Study) -> dict[str, Any]:
         if "record" not in trial.user_attrs:
             continue
         trials.append({"number": trial.number, "phase": trial.user_attrs.get("phase"),
-                       "config": trial.user_attrs["config"], "record": trial.user_attrs["record"]})
+                       "config": trial.user_attrs["config"], "record": TrialRecord.from_dict(trial.user_attrs["record"])})
     attrs = study.user_attrs
     return {
         "study": study.study_name,
@@ -98,11 +99,11 @@ def held(check: dict[str, Any]) -> str:
     return f"weights {'bit-identical' if check['identical'] else 'differed'} over {check['runs']} runs"
 
 
-def determinism_summary(record: dict[str, Any], label: str, ratio: float | None) -> dict[str, Any]:
+def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> dict[str, Any]:
     """The deterministic knob's cost (its speed against the baseline's) and its weight-hash check."""
-    check = record["determinism"]
+    check = record.extra["determinism"]
     return {"config": label, "ratio": ratio, "cost": None if ratio is None else 1 - ratio,
-            "samples_per_s": throughput(record), "identical": check["identical"], "held": held(check),
+            "samples_per_s": record.throughput, "identical": check["identical"], "held": held(check),
             "hash": check["hashes"][0], "hashes": check["hashes"], "steps": check["steps"],
             "differing": check.get("differing") or [], "how": check.get("how")}
 
@@ -117,14 +118,15 @@ def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def medians(trials: list[dict[str, Any]]) -> dict[str, float]:
     """Each configuration's figure: the median of its own trials' samples/s, by configuration key.
 
-    >>> t = [{"config": {}, "record": {"status": "ok", "metrics": {"samples_per_s": {"median": v}}}}
-    ...      for v in (10.0, 30.0, 20.0)]
+    >>> from fitspeed.core.record import TrialSpec, new_record
+    >>> t = [{"config": {}, "record": TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), "ok",
+    ...      metrics={"samples_per_s": {"median": v}}))} for v in (10.0, 30.0, 20.0)]
     >>> list(medians(t).values())
     [20.0]
     """
     speeds: dict[str, list[float]] = {}
     for trial in trials:
-        speed = throughput(trial["record"])
+        speed = trial["record"].throughput
         if speed:
             speeds.setdefault(config_key(TrialConfig.from_dict(trial["config"])), []).append(speed)
     return {key: statistics.median(values) for key, values in speeds.items()}
@@ -177,17 +179,17 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     environment = meta.get("environment")  # the baseline child's, when it ran, is richer
     for key, trial in by_key.items():
         config = TrialConfig.from_dict(trial["config"])
-        record = trial["record"]
-        metrics = record.get("metrics") or {}
-        speed = figures.get(key) if throughput(record) else None
+        record: TrialRecord = trial["record"]
+        metrics = record.metrics or Metrics()
+        speed = figures.get(key) if record.throughput else None
         ratio = speed / base_speed if speed and base_speed else None
         changes = {k: v for k, v in config.to_dict().items() if v != getattr(base, k)}
         verdict = guards.get(key)
         numeric = bool(guard.numeric_changes(config, base))
-        if record["status"] != "ok":
-            outcome = f"{record['status']}: {record.get('reason') or 'no reason given'}"
-            if record["status"] == "nan":
-                outcome = f"numerics: {record.get('reason')}"
+        if record.status != Status.OK:
+            outcome = f"{record.status}: {record.reason or 'no reason given'}"
+            if record.status == Status.NAN:
+                outcome = f"numerics: {record.reason}"
         elif numeric and verdict and not verdict["ok"]:
             outcome = f"numerics changed: {verdict['reason']}"
         elif key in raced and key not in decided and trial["phase"] == Phase.RACE:
@@ -200,15 +202,15 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                        f"({len(decision.get('pairs') or [])} pair(s))")
             if decision["verdict"] == Verdict.FASTER:
                 outcome = "faster"
-        elif metrics.get("stopped_early"):
-            outcome = (f"slower: cut short after {metrics['stopped_early']['after']}"
+        elif metrics.stopped_early:
+            outcome = (f"slower: cut short after {metrics.stopped_early['after']}"
                        + (f" ({ratio:.2f}×)" if ratio is not None else ""))
         elif config == base:
             outcome = "baseline"
         elif changes.keys() == {"deterministic"}:  # measured for its cost, never a speed candidate
             outcome = "cost only" + (f" ({ratio:.2f}×)" if ratio is not None else "")
-            if "identical" in (record.get("determinism") or {}):  # absent, or {"error": ...} if the check failed
-                outcome += ", " + held(record["determinism"])
+            if "identical" in (record.extra.get("determinism") or {}):  # absent, or {"error": ...} if it failed
+                outcome += ", " + held(record.extra["determinism"])
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
@@ -226,16 +228,16 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         else:
             outcome = "faster"
         row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
-               "status": record["status"], "samples_per_s": speed, "ratio": ratio,
+               "status": record.status, "samples_per_s": speed, "ratio": ratio,
                "outcome": outcome, "guard": verdict,
-               "compile_s": metrics.get("compile_s"), "ms_per_step": metrics.get("ms_per_step"),
-               "jit_compile_resolved": metrics.get("jit_compile_resolved"),
+               "compile_s": metrics.other.get("compile_s"), "ms_per_step": metrics.ms_per_step,
+               "jit_compile_resolved": metrics.other.get("jit_compile_resolved"),
                "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == key for t in data["trials"])}
         rows.append(row)
         if config == base:
             baseline_row = row
-            baseline_curve = metrics.get("loss_curve") or []
-            environment = record.get("environment") or environment
+            baseline_curve = list(metrics.loss_curve)
+            environment = dict(record.environment) if record.environment else environment
         if trial["phase"] == Phase.BATCH_SIZE or (changes.keys() == {"batch_size"}):
             batch_sizes.append(row)
         elif trial["phase"] in (Phase.SWEEP, Phase.MEASURE, Phase.COMPARE) and len(changes) == 1:
@@ -262,20 +264,20 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
         "refused": data.get("refused") or [],
         "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve,
                      "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
-                                   for t in data["trials"] if throughput(t["record"]))},
+                                   for t in data["trials"] if t["record"].throughput)},
         "best": {
             "config": best_config.to_dict(),
             "label": best_config.label(),
             "samples_per_s": best_speed,
             "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(best_config)
-                          for t in data["trials"] if throughput(t["record"])),
+                          for t in data["trials"] if t["record"].throughput),
             "claimed": bool(verification.get("claimed")),
             "agreement": agreement(base_speed, best_speed, verification),
             "verdict": verification.get("verdict") or "not verified yet",
             "why": verification.get("why"),
             "estimate": verification.get("estimate"),
             # what its trial rewrote in the model (fitspeed.trial.transform), for best.json's snippet
-            "rewrite": best_trial["record"].get("rewrite") if best_trial else None,
+            "rewrite": best_trial["record"].extra.get("rewrite") if best_trial else None,
         },
         "effects": effects,
         "rejected": rejected,

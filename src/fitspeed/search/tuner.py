@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
@@ -63,7 +63,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.input_kinds import check as check_input_knobs
-from fitspeed.core.record import TrialRecord, TrialRunner, throughput
+from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, studies
@@ -102,7 +102,7 @@ from fitspeed.search.space import (
     skipped,
 )
 from fitspeed.search.verification import verify
-from fitspeed.search.workers import BUSY, POLL_S, Busy, Workers
+from fitspeed.search.workers import POLL_S, Busy, Workers
 
 __all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_probe"]
 
@@ -167,34 +167,40 @@ class Tuner:
     def _distributions(self) -> dict[str, BaseDistribution]:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
+    @overload
+    def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
+                stop_below: float | None = None, wait: Literal[True] = True, ahead: int = 0) -> TrialRecord | None: ...
+    @overload
+    def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
+                stop_below: float | None = None, *, wait: bool, ahead: int = 0) -> TrialRecord | Busy | None: ...
     def measure(
         self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
         stop_below: float | None = None, wait: bool = True, ahead: int = 0,
-    ) -> dict[str, Any] | None:
+    ) -> TrialRecord | Busy | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget.
 
         `ahead`: budgeted trials that must still fit after this one (the other
         half of its pair, a reserve), or it is not started.
 
-        While another worker measures it, wait for its record, or return BUSY
-        at once with `wait=False`.
+        While another worker measures it, wait for its record, or return its
+        `Busy` at once with `wait=False`.
         """
         key = studies.config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:
-            return dict(done[key].user_attrs["record"])
+            return TrialRecord.from_dict(done[key].user_attrs["record"])
         while True:
             claimed = self.workers.claim(key, self._attrs(config, phase, key, stop_below), self._params(config),
                                          self._distributions(), room=lambda: not (budgeted and self._spent(ahead)))
             if not isinstance(claimed, Busy):
                 break
             if not wait:
-                return BUSY
+                return claimed
             time.sleep(POLL_S)
         if claimed is None:
             return None
         if isinstance(claimed, FrozenTrial):
-            return dict(claimed.user_attrs["record"])
+            return TrialRecord.from_dict(claimed.user_attrs["record"])
         return self._run(claimed, config, phase, stop_below)
 
     def _params(self, config: TrialConfig) -> dict[str, Any]:
@@ -205,14 +211,14 @@ class Tuner:
         return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
 
     def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
-             stop_below: float | None = None) -> dict[str, Any]:
+             stop_below: float | None = None) -> TrialRecord:
         """Run `config` as the Optuna trial `trial` (claimed, with its attrs); its record and speed go to the study."""
         self.emit(TrialStarted(phase, config))
         with self.workers.heartbeat(trial):
             record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
-        speed = throughput(record)
+        speed = record.throughput
         try:
-            trial.set_user_attr("record", studies.plain(record))
+            trial.set_user_attr("record", studies.plain(record.to_dict()))
             if speed is None:
                 self.study.tell(trial, state=TrialState.FAIL)
             else:
@@ -220,7 +226,7 @@ class Tuner:
         except UpdateFinishedTrialError:  # its heartbeat lapsed and another worker took it as dead
             self.emit(Note(f"trial {trial.number} was taken for a dead worker's (its heartbeat lapsed); "
                            "another worker measures it again"))
-        self.emit(TrialFinished(phase, TrialRecord.from_dict(record)))
+        self.emit(TrialFinished(phase, record))
         return record
 
     def _run_orphan(self, trial: FrozenTrial) -> None:
@@ -341,7 +347,7 @@ class Tuner:
         self.study.set_user_attr(studies.LAST_USED, time.time())  # `fitspeed show` opens the study used last
         self.ledger.started = time.perf_counter()  # --time counts the search, not opening the study
         baseline = self._baseline()  # nothing can be decided without it
-        if baseline is None or throughput(baseline) is None:
+        if baseline is None or baseline.throughput is None:
             return self.finish()
         self._learn_data_kind(baseline)
         self._fit_epoch(baseline)
@@ -357,7 +363,7 @@ class Tuner:
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
         return self.finish()
 
-    def _baseline(self) -> dict[str, Any] | None:
+    def _baseline(self) -> TrialRecord | None:
         """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.
 
         A baseline that crashed (the wrong Python, a full disk, a killed
@@ -368,13 +374,12 @@ class Tuner:
         """
         done = studies.measured(self.study)
         key, tag, again = studies.config_key(self.base), "", 0
-        while key + tag in done and throughput(done[key + tag].user_attrs["record"]) is None:
-            failed = done[key + tag].user_attrs["record"]
+        while key + tag in done and (failed := TrialRecord.from_dict(done[key + tag].user_attrs["record"])).throughput is None:
             again += 1
             tag = f"#again{again}"
             if key + tag not in done:
                 self.emit(Note(f"the baseline failed in an earlier run of this study "
-                               f"({failed['status']}: {failed.get('reason') or 'no reason recorded'}); "
+                               f"({failed.status}: {failed.reason or 'no reason recorded'}); "
                                "measuring it again"))
                 if self.ledger.verification():
                     self.ledger.put_verification({})
@@ -392,9 +397,9 @@ class Tuner:
                 f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
                 f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)"))
 
-    def _learn_data_kind(self, baseline: dict[str, Any]) -> None:
+    def _learn_data_kind(self, baseline: TrialRecord) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""
-        kind = (baseline.get("metrics") or {}).get("data_kind")
+        kind = baseline.measured("data_kind")
         if data_kind(self.settings.data) is not None or kind not in KINDS:
             return
         self.data_kind = kind
@@ -406,9 +411,9 @@ class Tuner:
         self.study.set_user_attr("skipped", skipped(self.dims))
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))
 
-    def _fit_epoch(self, baseline: dict[str, Any]) -> None:
+    def _fit_epoch(self, baseline: TrialRecord) -> None:
         """A script's epoch of N steps: no steps_per_execution above N, which its real run would never reach."""
-        epoch = (baseline.get("metrics") or {}).get("epoch_steps")
+        epoch = baseline.measured("epoch_steps")
         if not epoch:
             return
         dims = []

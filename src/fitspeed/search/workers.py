@@ -59,9 +59,6 @@ class Worker:
         return {"host": self.host, "pid": self.pid, "worker": self.id}
 
 
-BUSY: dict[str, Any] = {"status": "busy"}  # `Tuner.measure(wait=False)`: another worker measures it now
-
-
 @dataclass(frozen=True)
 class Busy:
     """The key is being measured by another live worker."""

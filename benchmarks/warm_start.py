@@ -8,7 +8,8 @@ once cold (`FITSPEED_WARM_START=0`). One warm trial runs first so that its
 server's import is paid before the pairs. It prints every pair and the
 medians of three ratios, warm over cold: a trial's wall time (what a search
 saves), its samples/s (must stay about 1: a fork must not change what is
-measured) and its peak host memory (about 1: counted alike).
+measured; with the t interval `compare` uses) and its peak host memory
+(about 1: counted alike).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import statistics
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec
+from fitspeed.core.stats import ratio_estimate
 from fitspeed.measure import warm_start
 from fitspeed.measure.runner import run_trial
 
@@ -58,8 +60,9 @@ def main() -> None:
                 for kind, p in pair.items()), flush=True)
     ratios = {name: statistics.median(p["warm"][name] / p["cold"][name] for p in pairs)
               for name in ("wall_s", "samples_per_s", "peak_host_mb")}
+    speed = ratio_estimate([p["warm"]["samples_per_s"] / p["cold"]["samples_per_s"] for p in pairs])
     summary = {"model": args.model, "backend": args.backend, "steps": args.steps, "pairs": pairs,
-               "median_warm_over_cold": ratios,
+               "median_warm_over_cold": ratios, "samples_per_s_interval": [speed.low, speed.high],
                "median_wall_s": {kind: statistics.median(p[kind]["wall_s"] for p in pairs) for kind in ("warm", "cold")},
                "load_average": os.getloadavg()[0]}
     if args.json:
@@ -67,7 +70,8 @@ def main() -> None:
         return
     print(f"median warm/cold over {args.pairs} pairs ({args.model}, {args.backend}, {args.steps} steps): "
           f"wall time {ratios['wall_s']:.2f}× ({summary['median_wall_s']['warm']:.2f} s against "
-          f"{summary['median_wall_s']['cold']:.2f} s), samples/s {ratios['samples_per_s']:.2f}×, "
+          f"{summary['median_wall_s']['cold']:.2f} s), samples/s {ratios['samples_per_s']:.2f}× "
+          f"(95% CI {speed.low:.2f}–{speed.high:.2f}), "
           f"peak host memory {ratios['peak_host_mb']:.2f}×")
 
 

@@ -48,12 +48,13 @@ class Screen:
             else:
                 if not deferred:
                     if number and number % SCREEN_GROUP == 0 \
-                            and self.tuner.measure(self.tuner.base, Phase.BASELINE, f"#screen{number}", wait=False) is None:
+                            and self.tuner.measure_or_busy(self.tuner.base, Phase.BASELINE, f"#screen{number}") is None:
                         break
                     number += 1
                 reference = self.tuner.ledger.screen_reference()
-                record = self.tuner.measure(config, Phase.SWEEP, stop_below=reference and STOP_SHARE * reference,
-                                      wait=deferred)
+                below = reference and STOP_SHARE * reference
+                record = (self.tuner.measure(config, Phase.SWEEP, stop_below=below) if deferred
+                          else self.tuner.measure_or_busy(config, Phase.SWEEP, stop_below=below))
                 if isinstance(record, Busy):  # another worker measures it: come back to it at the end
                     queue.append((dim, index, True))
                     continue

@@ -8,7 +8,7 @@ that none of them imports the tuner, which imports them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Protocol
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -34,13 +34,11 @@ class Searcher(Protocol):
     study: optuna.Study
     workers: Workers
 
-    @overload
     def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, wait: Literal[True] = True, ahead: int = 0) -> TrialRecord | None: ...
+                stop_below: float | None = None, ahead: int = 0) -> TrialRecord | None: ...
 
-    @overload
-    def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, *, wait: bool, ahead: int = 0) -> TrialRecord | Busy | None: ...
+    def measure_or_busy(self, config: TrialConfig, phase: Phase, tag: str = "",
+                        stop_below: float | None = None) -> TrialRecord | Busy | None: ...
 
     def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any: ...
 

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
@@ -167,24 +167,24 @@ class Tuner:
     def _distributions(self) -> dict[str, BaseDistribution]:
         return {name: CategoricalDistribution(list(values)) for name, values in self.choices.items()}
 
-    @overload
     def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, wait: Literal[True] = True, ahead: int = 0) -> TrialRecord | None: ...
-    @overload
-    def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-                stop_below: float | None = None, *, wait: bool, ahead: int = 0) -> TrialRecord | Busy | None: ...
-    def measure(
-        self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
-        stop_below: float | None = None, wait: bool = True, ahead: int = 0,
-    ) -> TrialRecord | Busy | None:
+                stop_below: float | None = None, ahead: int = 0) -> TrialRecord | None:
         """Measure `config` once (per `tag`), or return its stored record; None when out of budget.
 
         `ahead`: budgeted trials that must still fit after this one (the other
-        half of its pair, a reserve), or it is not started.
-
-        While another worker measures it, wait for its record, or return its
-        `Busy` at once with `wait=False`.
+        half of its pair, a reserve), or it is not started. While another
+        worker measures it, wait for its record.
         """
+        record = self._measure(config, phase, tag, budgeted, stop_below, ahead, wait=True)
+        return None if isinstance(record, Busy) else record  # waiting, it is never Busy
+
+    def measure_or_busy(self, config: TrialConfig, phase: Phase, tag: str = "",
+                        stop_below: float | None = None) -> TrialRecord | Busy | None:
+        """As `measure`, but while another worker measures `config`, its `Busy` at once."""
+        return self._measure(config, phase, tag, True, stop_below, 0, wait=False)
+
+    def _measure(self, config: TrialConfig, phase: Phase, tag: str, budgeted: bool, stop_below: float | None,
+                 ahead: int, wait: bool) -> TrialRecord | Busy | None:
         key = studies.config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:

@@ -9,6 +9,7 @@ the real code. On a machine with a GPU, the real NVML path runs too.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import doctest
 import importlib
 import io
@@ -200,6 +201,18 @@ def test_trial_summary_keeps_the_timed_fit() -> None:
     assert inside["cpu_percent_mean"] == 160.0 and inside["threads_peak"] == 42
     failed = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "failed"))
     assert failed["scope"] == "whole trial" and failed["samples"] == 4
+
+
+def test_a_sample_taken_after_the_trial_exited_is_left_out() -> None:
+    # A forked trial can end within the grace after its timed fit: the sampler then reads no process tree.
+    # The figures come from the readings of the trial, not from that empty one.
+    sampler = Sampler(0.25, pid=os.getpid(), gpus=None)
+    gone = dataclasses.replace(sample(12.1, 0.0, 0), tree=None)
+    sampler.samples.extend([sample(10.0, 50.0, 5), sample(11.0, 150.0, 40), gone])
+    inside = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "ok", timed_wall=[10.5, 12.0]))
+    assert inside["scope"] == "timed fit" and inside["samples"] == 1 and inside["threads_peak"] == 40
+    short = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "ok", timed_wall=[11.5, 12.0]))
+    assert short["scope"] == "whole trial" and short["samples"] == 2 and short["threads_peak"] == 40
 
 
 def test_no_nvidia_gpu_is_said_once(tmp_path: Path) -> None:

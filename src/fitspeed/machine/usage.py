@@ -60,11 +60,13 @@ def trial_usage(sampler: Sampler, record: TrialRecord) -> dict[str, Any]:
     interval, is summarized over the whole trial, and `scope` says so.
     """
     span = record.extra.get("timed_wall") or None
+    # a sample taken once the trial's process had exited (its last moments: the grace below) describes nothing of it
+    taken = [s for s in sampler.samples if s.tree is not None] if sampler.tree is not None else sampler.samples
     chosen: list[Sample] = []
     if span:
         start, end = span
         # a sample at t covers (t - interval, t]: keep those that end inside the span
-        chosen = [s for s in sampler.samples if start < s.time <= end + sampler.interval_s / 2]
+        chosen = [s for s in taken if start < s.time <= end + sampler.interval_s / 2]
     scope = "timed fit" if chosen else "whole trial"
-    summary = usage_figures(chosen or sampler.samples, sampler.interval_s)
+    summary = usage_figures(chosen or taken or sampler.samples, sampler.interval_s)
     return {"scope": scope, **summary, "gpus": sampler.gpu_names}

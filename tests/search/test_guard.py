@@ -34,7 +34,7 @@ def test_guard_runs_train_the_same_steps_with_only_numeric_knobs_changed() -> No
 def test_guard_specs_vary_the_seed_and_keep_the_data() -> None:
     spec = TrialSpec(model="tiny", config=TrialConfig(precision="mixed_bfloat16"), seed=5)
     specs = [guard.guard_spec(spec, TrialConfig(), seed) for seed in guard.seeds(spec)]
-    assert [s.seed for s in specs] == [5, 6, 7] and {s.data_seed for s in specs} == {5}
+    assert [s.seed for s in specs] == [5, 6, 7, 8, 9] and {s.data_seed for s in specs} == {5}
     assert all(s.validate and s.mode == "train" for s in specs)
     assert TrialSpec.from_dict(specs[1].to_dict()) == specs[1]
 
@@ -44,38 +44,80 @@ def _runs(losses: list[float], accuracies: list[float] | None = None) -> list[gu
     return [guard.GuardRun("ok", curve=(2.3, 1.7), val_loss=v, val_accuracy=a) for v, a in zip(losses, accuracies)]
 
 
-BASE = _runs([1.60, 1.65, 1.70], [0.50, 0.55, 0.52])
+# five seeds of a baseline: mean 1.65, seed-to-seed sd 0.041
+BASE = _runs([1.60, 1.65, 1.70, 1.62, 1.68], [0.50, 0.55, 0.52, 0.54, 0.51])
 
 
-def test_a_lower_held_out_loss_always_passes() -> None:
+def test_the_same_learning_passes() -> None:
+    # each seed's candidate run lands near the baseline's, above at some seeds and below at others
+    verdict = guard.judge(BASE, _runs([1.62, 1.63, 1.71, 1.60, 1.69], [0.51, 0.54, 0.52, 0.55, 0.50]))
+    (loss,) = verdict.checks
+    assert verdict.ok and loss.low < 0 < loss.high and loss.pairs == 5
+    assert "over 5 paired seeds" in verdict.reason and "within" in verdict.reason
+
+
+def test_a_lower_loss_always_passes_whatever_its_spread() -> None:
     # the Zen 5 case: a loss far lower than the baseline's, once rejected as "17% away"
-    verdict = guard.judge(BASE, _runs([1.04, 1.06, 1.05], [0.70, 0.71, 0.72]))
+    verdict = guard.judge(BASE, _runs([1.04, 1.06, 1.05, 1.03, 1.07], [0.70, 0.71, 0.72, 0.70, 0.71]))
     assert verdict.ok and "below the baseline's" in verdict.reason
-    assert verdict.to_dict()["runs"] == {"baseline": 3, "candidate": 3}
+    assert verdict.to_dict()["runs"] == {"baseline": 5, "candidate": 5}
+    # a mean gap at or below 0 never fails, however the gaps spread or agree
+    for candidate in ([1.60, 1.65, 1.70, 1.62, 1.68], [1.59, 1.64, 1.69, 1.61, 1.67], [1.20, 2.0, 1.1, 2.1, 1.6]):
+        assert guard.judge(BASE, _runs(candidate)).ok, candidate
+    # and the accuracy does not decide: a lower accuracy is reported beside a lower loss that passes
+    accuracy = guard.judge(BASE, _runs([1.59, 1.64, 1.69, 1.61, 1.67], [0.30, 0.31, 0.29, 0.30, 0.31]))
+    assert accuracy.ok and "held-out accuracy 30.2% against the baseline's 52.4%" in accuracy.reason
 
 
-def test_worse_than_the_spread_fails_and_within_it_passes() -> None:
-    assert guard.judge(BASE, _runs([1.70, 1.72, 1.74], [0.50, 0.53, 0.50])).ok  # 0.07 worse: 3 sd is 0.15
-    worse = guard.judge(BASE, _runs([1.85, 1.88, 1.86], [0.50, 0.53, 0.50]))
-    assert not worse.ok and "more than the band" in worse.reason
-    accuracy = guard.judge(BASE, _runs([1.60, 1.65, 1.70], [0.30, 0.31, 0.29]))
-    assert not accuracy.ok and accuracy.reason.startswith("held-out accuracy")
+def test_one_sd_worse_with_correlated_seeds_fails() -> None:
+    # 0.04 worse (one sd) at every seed, give or take 0.01: the seeds' two runs correlate
+    verdict = guard.judge(BASE, _runs([1.65, 1.68, 1.75, 1.66, 1.71]))
+    (loss,) = verdict.checks
+    assert not verdict.ok and loss.low > 0 and "worse" in verdict.reason
+    assert round(loss.sd, 3) == 0.041 and round(loss.gap, 3) == 0.04
+    # the stored form keeps the fields readers know, and the paired test's own
+    stored = verdict.to_dict()["checks"][0]
+    assert stored["ok"] is False and stored["worse_by"] == loss.gap and stored["pairs"] == 5
+    assert stored["low"] == loss.low and stored["band"] == loss.gap - loss.low
 
 
-def test_identical_seeds_leave_a_floor_for_rounding() -> None:
-    same = _runs([0.50, 0.50, 0.50])
-    assert guard.judge(same, _runs([0.505, 0.51, 0.503])).ok  # sd 0: a rounding difference is not a change
-    assert not guard.judge(same, _runs([0.60, 0.61, 0.60])).ok
+def test_the_same_gap_with_uncorrelated_seeds_is_not_shown() -> None:
+    # the same mean gap, but the gaps spread as widely as single runs: not evidence, and the rule asks for more
+    verdict = guard.judge(BASE, _runs([1.72, 1.63, 1.73, 1.70, 1.65]))
+    (loss,) = verdict.checks
+    assert verdict.ok and loss.needed == guard.MAX_SEEDS
+    assert "power against a gap of one sd (the rule asks for 10)" in verdict.reason
+
+
+def test_the_seed_count_rule() -> None:
+    # Stein's N: ((t(0.975; 4) + t(0.8; 4)) x sd(d) / sigma)^2 = (3.717 x ratio)^2, between 5 and 10
+    assert guard.stein_seeds(0.01, 0.04) == 5  # quiet gaps: the first stage settles it
+    assert guard.stein_seeds(0.025, 0.04) == 6  # 13.8 x 0.39 = 5.4
+    assert guard.stein_seeds(0.03, 0.04) == 8  # 13.8 x 0.5625 = 7.8
+    assert guard.stein_seeds(0.05, 0.04) == guard.MAX_SEEDS  # capped
+    assert guard.stein_seeds(0.0, 0.0) == guard.FIRST_SEEDS
+    # from runs: fewer than the first stage, or a candidate that stopped, takes what there is
+    assert guard.seeds_needed(BASE, BASE[:3]) == guard.FIRST_SEEDS
+    assert guard.seeds_needed(BASE, _runs([1.65, 1.68, 1.75, 1.66, 1.71])) == 5
+    assert guard.seeds_needed(BASE, _runs([1.72, 1.63, 1.73, 1.70, 1.65])) == 10
+    stopped = [*_runs([1.6]), guard.GuardRun("nan", curve=(2.3, None))]
+    assert guard.seeds_needed(BASE, stopped) == guard.FIRST_SEEDS
+    # the mean takes every seed; the gaps' sd and its degrees of freedom come from the first stage alone
+    late = guard.paired_gap("held-out loss", [1.0] * 5 + [1.0] * 3, [1.01, 0.99, 1.01, 0.99, 1.0, 1.5, 1.5, 1.5])
+    assert late.first == 5 and late.pairs == 8 and late.sd_gap is not None and round(late.sd_gap, 4) == 0.01
+    assert round(late.gap, 4) == 0.1875 and not late.ok  # three late seeds 0.5 worse move the mean, not the sd
 
 
 def test_a_stall_and_a_non_finite_loss_fail() -> None:
-    stall = guard.judge(BASE, _runs([2.30, 2.30, 2.31], [0.10, 0.10, 0.11]))
+    stall = guard.judge(BASE, _runs([2.30, 2.30, 2.31, 2.29, 2.30], [0.10, 0.10, 0.11, 0.1, 0.1]))
     assert not stall.ok and "held-out loss 2.3 is" in stall.reason
     nan = guard.judge(BASE, [guard.GuardRun("ok", curve=(2.3, float("nan")), val_loss=1.6)])
     assert not nan.ok and nan.reason.startswith("the loss is not finite")
     assert not guard.judge(BASE, [guard.GuardRun("failed", "ResourceExhaustedError")]).ok
     broken_base = [guard.GuardRun("nan", "nan at epoch 1", curve=(2.3, None))]
     assert guard.judge(broken_base, BASE).reason.startswith("the baseline cannot judge it")
+    bf16_output = [*BASE[:1], guard.GuardRun("ok", curve=(2.3, 1.0), val_loss=1.6, output_dtype="bfloat16")]
+    assert "not float32" in guard.judge(BASE, bf16_output).reason
 
 
 def test_one_bad_candidate_run_stops_the_seeds() -> None:
@@ -84,11 +126,21 @@ def test_one_bad_candidate_run_stops_the_seeds() -> None:
     assert guard.stop_early([guard.GuardRun("ok", curve=(2.3, 1.0), output_dtype="float16")])
 
 
+def test_one_paired_seed_passes_only_a_loss_no_higher() -> None:
+    assert guard.judge(BASE[:1], _runs([1.55])).ok
+    higher = guard.judge(BASE[:1], _runs([1.61]))
+    assert not higher.ok and "at one paired seed" in higher.reason
+
+
 def test_without_held_out_data_the_final_training_loss_decides_and_says_so() -> None:
-    base = [guard.GuardRun("ok", curve=(2.3, c)) for c in (1.00, 1.05, 1.10)]
-    verdict = guard.judge(base, [guard.GuardRun("ok", curve=(2.3, c)) for c in (1.50, 1.52, 1.55)], script=True)
+    def finals(losses: list[float]) -> list[guard.GuardRun]:
+        return [guard.GuardRun("ok", curve=(2.3, c)) for c in losses]
+
+    base = finals([1.00, 1.05, 1.10, 1.02, 1.08])
+    verdict = guard.judge(base, finals([1.50, 1.52, 1.55, 1.49, 1.56]), script=True)
     assert not verdict.ok and verdict.reason.startswith("no held-out data") and "final training loss" in verdict.reason
-    noisy = [guard.GuardRun("ok", curve=(2.3, c)) for c in (0.4, 1.6, 1.0)]
-    unsteady = guard.judge(noisy, [guard.GuardRun("ok", curve=(2.3, 1.0))], script=True)
+    noisy = finals([0.4, 1.6, 1.0, 0.7, 1.3])
+    unsteady = guard.judge(noisy, finals([1.0]), script=True)
     assert not unsteady.ok and "varies too much over seeds" in unsteady.reason
-    assert guard.judge(noisy, [guard.GuardRun("ok", curve=(2.3, 1.0))]).ok  # a built-in: the band is the spread
+    assert guard.settled_by_baseline(noisy, finals([1.0])) and not guard.settled_by_baseline(base, finals([1.0]))
+    assert guard.judge(noisy, finals([0.4, 1.6, 1.0, 0.7, 1.3])).ok  # a built-in: no spread check

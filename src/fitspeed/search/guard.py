@@ -7,30 +7,45 @@ train-mode trial, and then measured on held-out data it did not train on
 that do not change numerics (steps_per_execution, threads) are reset to the
 baseline's values, so every guard run trains exactly the same steps.
 
-The question is one-sided: does the candidate learn at least as well as the
-baseline, within the baseline's own run-to-run spread? Both run at the same
-GUARD_SEEDS seeds (spec.seed, +1, +2): each seed sets the weights' init and the
-data order, while the data itself stays that of spec.seed (`data_seed`). A
-candidate whose mean held-out loss is lower (accuracy higher) passes; one worse
-by more than SPREAD_MULTIPLE baseline seed-to-seed standard deviations, and by
-more than a small floor, fails (`compare`, which `fitspeed reproduce`'s
-accuracy mark uses too). A non-finite loss fails, and so does a model whose
-output is not float32 under a mixed policy. Where there is no held-out data (a
-training script brings none) the final training loss is compared instead, and
-the verdict says so.
+The question is one-sided: does the candidate learn worse than the baseline?
+Both train at the same seeds (spec.seed, +1, ...): each seed sets the
+weights' init and the data order, while the data itself stays that of
+spec.seed (`data_seed`). So the two runs at one seed differ only by the
+change, and the guard judges the paired gaps seed by seed, d = candidate's
+held-out loss - baseline's (`judge`, `paired_gap`); where there is no held-out
+data (a training script brings none) the final training loss stands in, and
+the verdict says so. Lower loss is better.
 
-Budget, in trial processes: the baseline and the candidate at the first seed;
-when the candidate's run there learns at least as well as the baseline's on
-every held-out measure (`passes_at_first_seed`), that is the verdict, 2 runs
-(1 once the baseline's is stored). Otherwise GUARD_SEEDS (3) baseline runs,
-once per search (stored), and GUARD_SEEDS per configuration, fewer when a run
-fails or is not finite (the verdict is known then). The candidate runs at
-the same seeds as the baseline rather than fewer: the comparison is then of two
-means over the same inits and data orders, whose difference has a smaller
-spread (at most sqrt(2/3) of one run's sd, less as the pairs correlate) than a
-single candidate run against the baseline's mean (sqrt(4/3)); with one
-candidate run the same multiple would reject about one good candidate in eight
-(t with 2 degrees of freedom past 3/sqrt(4/3) = 2.6) instead of one in thirty.
+The rule, a two-stage design (Stein 1945) on a paired t test:
+
+1. FIRST_SEEDS (5) paired seeds. Their gaps give sd(d) on FIRST_SEEDS - 1
+   degrees of freedom; the baseline's own runs give sigma, its seed-to-seed sd.
+2. The number of seeds N is the smallest with POWER (80%) against a gap of one
+   sigma: N >= ((t(1 - LEVEL) + t(POWER)) x sd(d) / sigma)^2, t on
+   FIRST_SEEDS - 1 degrees of freedom, between FIRST_SEEDS and MAX_SEEDS (10)
+   (`seeds_needed`). Seeds FIRST_SEEDS+1..N are then run for both.
+3. The candidate fails when the one-sided 97.5% lower bound of mean(d) over
+   the N seeds, mean(d) - t(1 - LEVEL) x sd(d) / sqrt(N) with the first
+   stage's sd(d) and degrees of freedom, lies above 0.
+
+Using the first stage's variance makes the level exact whatever N the data
+chose: a candidate that learns the same fails 2.5% of the time, and one whose
+mean gap is at most 0 never fails (the bound lies below the mean). Where the
+gaps vary as much as single runs do (seeds whose two runs do not correlate),
+MAX_SEEDS is reached and power at one sigma is lower; the verdict then says
+what it was. `benchmarks/guard_power.py` measures all three rates through
+`judge` (docs/benchmarks/guard_power.md). Accuracy, where there is one, is
+reported beside the loss but does not decide: one test, so the 2.5% holds.
+
+A non-finite loss fails, and so does a model whose output is not float32 under
+a mixed policy. A training script's baseline whose loss varies over seeds by
+more than MAX_SPREAD of its mean cannot judge any candidate (`unreproducible`).
+
+Budget, in trial processes: the baseline's FIRST_SEEDS to MAX_SEEDS runs,
+stored per seed and shared by every candidate of the search; the candidate's
+as many (N), fewer when a run fails or is not finite (the verdict is known
+then). `compare`, the unpaired band over seeds, is what `fitspeed reproduce`'s
+accuracy mark uses; the guard does not.
 """
 
 from __future__ import annotations
@@ -47,25 +62,179 @@ from fitspeed.core.record import Metrics, Mode, TrialRecord, TrialSpec
 
 GUARD_STEPS = 64
 GUARD_EPOCHS = 4
-GUARD_SEEDS = 3
-# How many baseline seed-to-seed sds a candidate may be worse by. With 3 seeds each, the difference of
-# two means of good candidates, over the sd estimated from 3 baseline runs, follows at worst (no pairing)
-# Student's t with 2 degrees of freedom, scaled by sqrt(2/3): 3 sd is t = 3.67, passed by 96.7% of good
-# candidates (97.5% needs 3.5 sd, 99% needs 5.7 sd; the tail of t at 2 degrees of freedom is long, so
-# the floors below carry the cases where the 3 runs happen to agree closely).
+FIRST_SEEDS = 5  # the first stage: paired seeds that estimate sd(d) and sigma
+MAX_SEEDS = 10  # the cap on N; where it binds, the verdict states the power it had
+LEVEL = 0.025  # one-sided: a candidate that learns the same fails this often
+POWER = 0.80  # against a gap of one baseline seed-to-seed sd, where MAX_SEEDS allows
+# How many baseline seed-to-seed sds an accuracy may fall below its baseline in `compare` (`fitspeed
+# reproduce`'s mark, unpaired): the difference of two means over 3 seeds each, over the sd from 3 baseline
+# runs, follows at worst Student's t with 2 degrees of freedom scaled by sqrt(2/3): 3 sd is t = 3.67.
 SPREAD_MULTIPLE = 3.0
-# The floor on the loss band: this share of the loss's scale (`scale`: its size, and at least a tenth of
-# the first epoch's loss). A change of summation order alone (oneDNN on against off, one seed, measured:
-# 0.0202 against 0.0281 from a first epoch of 1.81) moved a final loss by 4.4% of that scale.
-LOSS_FLOOR = 0.05
-# The floor on the accuracy band, in accuracy (2 points): rounding can flip a few held-out samples of
-# a few hundred; `fitspeed reproduce` marks nothing smaller either.
+# The floor on the accuracy band of `compare`, in accuracy (2 points): rounding can flip a few held-out
+# samples of a few hundred; `fitspeed reproduce` marks nothing smaller either.
 ACCURACY_FLOOR = 0.02
 # A script's baseline whose held-out (or final) loss varies over seeds by more than this share of its own
-# mean cannot judge a candidate: any change would pass inside so wide a band.
+# mean cannot judge a candidate: its seeds are not what sets its runs.
 MAX_SPREAD = 0.25
 FIRST_EPOCH_SHARE = 0.10  # a loss's scale is at least this share of the first epoch's loss (`scale`)
 DEFAULT_TOLERANCE = 0.10  # `check`'s, for one run against one (`fitspeed scaling`)
+
+
+def _t(p: float, df: int) -> float:
+    from scipy import stats as scipy_stats  # imported here: it costs half a second at start-up
+
+    return float(scipy_stats.t.ppf(p, df))
+
+
+def _t_cdf(x: float, df: int) -> float:
+    from scipy import stats as scipy_stats
+
+    return float(scipy_stats.t.cdf(x, df))
+
+
+def stein_seeds(sd_gap: float, sigma: float, first: int = FIRST_SEEDS, most: int = MAX_SEEDS) -> int:
+    """The paired seeds needed for POWER against a gap of `sigma`, from the first stage's sd of the gaps.
+
+    N = ((t(1 - LEVEL) + t(POWER)) x sd_gap / sigma)^2 with t on first - 1
+    degrees of freedom (2.776 + 0.941 at 4), rounded up, between `first` and
+    `most`. Gaps that vary half as much as one run need the first stage only;
+    as much as one run, the cap:
+
+    >>> stein_seeds(0.02, 0.04), stein_seeds(0.03, 0.04), stein_seeds(0.04, 0.04)
+    (5, 8, 10)
+
+    Identical gaps need nothing more; a baseline with no spread gives no sigma to aim at, so the cap:
+
+    >>> stein_seeds(0.0, 0.04), stein_seeds(0.01, 0.0)
+    (5, 10)
+    """
+    if sd_gap <= 0:
+        return first
+    if sigma <= 0:
+        return most
+    needed = math.ceil(((_t(1 - LEVEL, first - 1) + _t(POWER, first - 1)) * sd_gap / sigma) ** 2)
+    return min(max(needed, first), most)
+
+
+@dataclass(frozen=True)
+class PairedGap:
+    """The candidate's loss against the baseline's over paired seeds: the gap, its bounds, the power.
+
+    `gap` is mean(candidate - baseline) over `pairs` seeds; `low` and `high`
+    the one-sided 97.5% bounds of it (together a 95% interval), from the first
+    `first` seeds' sd of the gaps (`sd_gap`) on first - 1 degrees of freedom.
+    `sd` is the baseline's seed-to-seed sd over those seeds (sigma); `power`
+    the design's power against a gap of one sigma at these seeds, and `needed`
+    the seeds the rule asks for (`stein_seeds`). None where one pair gives no spread.
+    """
+
+    measure: str  # "held-out loss", "final training loss"
+    baseline: float  # mean over the paired seeds
+    candidate: float
+    pairs: int
+    first: int
+    sd: float | None
+    sd_gap: float | None
+    low: float
+    high: float
+    power: float | None
+    needed: int | None
+
+    @property
+    def gap(self) -> float:
+        return self.candidate - self.baseline
+
+    @property
+    def worse_by(self) -> float:
+        """How much higher the candidate's loss is (negative: lower)."""
+        return self.gap
+
+    @property
+    def band(self) -> float:
+        """How far above the baseline's the candidate's mean may lie and still pass."""
+        return self.gap - self.low
+
+    @property
+    def ok(self) -> bool:
+        """Passes unless the lower bound of the gap lies above 0: a gap <= 0 always passes."""
+        return self.low <= 0
+
+    @property
+    def runs(self) -> tuple[int, int]:
+        return (self.pairs, self.pairs)
+
+    def text(self) -> str:
+        """The comparison in a sentence.
+
+        >>> paired_gap("held-out loss", [1.48, 1.45, 1.53, 1.50, 1.49, 1.50],
+        ...            [1.52, 1.44, 1.58, 1.49, 1.53, 1.56]).text()
+        "held-out loss 1.52 is 0.028 above the baseline's 1.49 over 6 paired seeds (95% interval of the gap -0.0051 to 0.062; one seed-to-seed sd is 0.029): within; 6 seeds had 37% power against a gap of one sd (the rule asks for 10)"
+        """
+        if self.pairs < 2 or self.sd_gap is None:
+            side = "below" if self.gap <= 0 else "above"
+            return (f"{self.measure} {self.candidate:.3g} is {abs(self.gap):.2g} {side} the baseline's "
+                    f"{self.baseline:.3g} at one paired seed, with no spread to judge a gap by: "
+                    + ("within" if self.ok else f"not shown to learn as well (the guard runs {FIRST_SEEDS} seeds)"))
+        side = "above" if self.gap > 0 else "below"
+        sd = f"; one seed-to-seed sd is {self.sd:.2g}" if self.sd is not None else ""
+        text = (f"{self.measure} {self.candidate:.3g} is {abs(self.gap):.2g} {side} the baseline's "
+                f"{self.baseline:.3g} over {self.pairs} paired seeds (95% interval of the gap "
+                f"{self.low:.2g} to {self.high:.2g}{sd}): {'within' if self.ok else 'worse'}")
+        if self.power is not None and self.power < POWER:
+            had = f"{100 * self.power:.0f}% power against a gap of one sd"
+            if self.pairs >= MAX_SEEDS:
+                text += f"; at the cap of {self.pairs} seeds it had {had}"
+            elif self.needed is not None and self.needed > self.pairs:
+                text += f"; {self.pairs} seeds had {had} (the rule asks for {self.needed})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
+                "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs),
+                "low": self.low, "high": self.high, "sd_gap": self.sd_gap, "pairs": self.pairs,
+                "first": self.first, "power": self.power, "needed": self.needed}
+
+
+def paired_gap(measure: str, baseline: Sequence[float], candidate: Sequence[float],
+               first: int = FIRST_SEEDS) -> PairedGap:
+    """The paired test of the candidate's losses against the baseline's, seed by seed (the same order).
+
+    Worked examples over FIRST_SEEDS (5) seeds. The same learning, the gaps
+    straddling 0, passes; so does any lower mean:
+
+    >>> base = [1.60, 1.65, 1.70, 1.62, 1.68]
+    >>> same = paired_gap("held-out loss", base, [1.62, 1.63, 1.71, 1.60, 1.69])
+    >>> same.ok, round(same.low, 3), round(same.high, 3)
+    (True, -0.023, 0.023)
+    >>> paired_gap("held-out loss", base, [1.50, 1.55, 1.52, 1.51, 1.58]).ok
+    True
+
+    One sd worse (sd 0.041), with the seeds' two runs correlated, fails:
+
+    >>> worse = paired_gap("held-out loss", base, [1.65, 1.68, 1.75, 1.66, 1.71])
+    >>> worse.ok, round(worse.sd, 3), round(worse.low, 3), worse.needed
+    (False, 0.041, 0.028, 5)
+
+    The first `first` seeds give the gaps' sd (and its degrees of freedom);
+    the mean is over every pair. Fewer pairs than `first` use what there is.
+    """
+    pairs = min(len(baseline), len(candidate))
+    if pairs < 1:
+        raise ValueError("Expected at least one baseline and one candidate value to compare.")
+    base, cand = list(baseline[:pairs]), list(candidate[:pairs])
+    gaps = [c - b for b, c in zip(base, cand)]
+    mean_base, mean_cand = statistics.fmean(base), statistics.fmean(cand)
+    gap = mean_cand - mean_base
+    stage = min(first, pairs)
+    if stage < 2:
+        return PairedGap(measure, mean_base, mean_cand, pairs, stage, None, None, gap, gap, None, None)
+    sd_gap = statistics.stdev(gaps[:stage])
+    sigma = statistics.stdev(base[:stage])
+    half = _t(1 - LEVEL, stage - 1) * sd_gap / math.sqrt(pairs)
+    power = 1.0 if sd_gap == 0 else 1 - _t_cdf(_t(1 - LEVEL, stage - 1) - sigma * math.sqrt(pairs) / sd_gap,
+                                                 stage - 1)
+    return PairedGap(measure, mean_base, mean_cand, pairs, stage, sigma, sd_gap, gap - half, gap + half, power,
+                     stein_seeds(sd_gap, sigma, stage))
 
 
 @dataclass(frozen=True)
@@ -187,13 +356,13 @@ def numeric_changes(config: TrialConfig, baseline: TrialConfig) -> dict[str, obj
     }
 
 
-def seeds(spec: TrialSpec) -> tuple[int, ...]:
-    """The seeds the guard trains at: spec.seed and the next GUARD_SEEDS - 1.
+def seeds(spec: TrialSpec, count: int = FIRST_SEEDS) -> tuple[int, ...]:
+    """The seeds the guard trains at: spec.seed and the next `count` - 1 (the first stage, by default).
 
-    >>> seeds(TrialSpec(model="tiny", seed=7))
-    (7, 8, 9)
+    >>> seeds(TrialSpec(model="tiny", seed=7)), seeds(TrialSpec(model="tiny", seed=7), 7)[-1]
+    ((7, 8, 9, 10, 11), 13)
     """
-    return tuple(spec.seed + i for i in range(GUARD_SEEDS))
+    return tuple(spec.seed + i for i in range(count))
 
 
 def guard_spec(spec: TrialSpec, baseline: TrialConfig, seed: int | None = None) -> TrialSpec:
@@ -268,7 +437,7 @@ class GuardVerdict:
     baseline_curve: tuple[float | None, ...]
     curve: tuple[float | None, ...]
     runs: tuple[int, int] = (0, 0)  # trial processes: (baseline, candidate)
-    checks: tuple[Comparison, ...] = ()
+    checks: tuple[PairedGap, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "reason": self.reason,
@@ -277,48 +446,50 @@ class GuardVerdict:
                 "checks": [c.to_dict() for c in self.checks]}
 
 
-def passes_at_first_seed(baseline: GuardRun, candidate: GuardRun) -> bool:
-    """The candidate's run learns at least as well as the baseline's at the same seed: no more seeds are needed.
-
-    At one seed both start from the same weights and see the same data in the
-    same order, so the two runs differ only by the change. A candidate whose
-    held-out loss is no higher, and accuracy (where there is one) no lower,
-    answers the guard's one-sided question there; a candidate worse by the
-    band (3 seed-to-seed sds) would come out at least as good at the first
-    seed under 2% of the time. Anything else, and a run with no held-out data
-    (a training script's, whose seed-to-seed spread is checked too), takes
-    every seed.
-
-    >>> run = lambda loss, acc: GuardRun("ok", curve=(2.3, 1.7), val_loss=loss, val_accuracy=acc)
-    >>> passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.52)), passes_at_first_seed(run(1.60, 0.50), run(1.41, 0.48))
-    (True, False)
-    >>> passes_at_first_seed(run(1.60, 0.50), run(1.70, 0.55))  # a higher held-out loss takes every seed
-    False
-    """
-    if not (baseline.finite and candidate.finite) or candidate.output_dtype not in (None, "float32"):
-        return False
-    if baseline.val_loss is None or candidate.val_loss is None or candidate.val_loss > baseline.val_loss:
-        return False
-    return baseline.val_accuracy is None or (candidate.val_accuracy is not None
-                                             and candidate.val_accuracy >= baseline.val_accuracy)
-
-
 def stop_early(candidate: Sequence[GuardRun]) -> bool:
     """After a candidate run that failed or is not finite the verdict is known: run no more seeds."""
     return any(not run.finite or (run.output_dtype not in (None, "float32")) for run in candidate)
 
 
+def _losses(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun]) -> tuple[str, list[float], list[float]]:
+    """The measure the guard judges, and its values on each side: held-out loss where every run has one."""
+    if all(run.val_loss is not None for run in [*baseline, *candidate]):
+        return ("held-out loss", [run.val_loss for run in baseline if run.val_loss is not None],
+                [run.val_loss for run in candidate if run.val_loss is not None])
+    return ("final training loss", [run.final for run in baseline if run.final is not None],
+            [run.final for run in candidate if run.final is not None])
+
+
+def seeds_needed(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun]) -> int:
+    """How many paired seeds the guard runs, from the first FIRST_SEEDS of each side (`stein_seeds`).
+
+    Before the first stage is complete, or after a run that settles the
+    verdict (`stop_early`), that is the seeds there are (at least FIRST_SEEDS).
+
+    >>> runs = lambda losses: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in losses]
+    >>> base = runs([1.60, 1.65, 1.70, 1.62, 1.68])
+    >>> seeds_needed(base, runs([1.65, 1.68, 1.75, 1.66, 1.71])), seeds_needed(base, runs([1.7, 1.6, 1.62, 1.75, 1.6]))
+    (5, 10)
+    """
+    pairs = min(len(baseline), len(candidate))
+    if pairs < FIRST_SEEDS or stop_early(candidate) or not all(run.finite for run in baseline[:FIRST_SEEDS]):
+        return max(FIRST_SEEDS, pairs)
+    _, base, cand = _losses(baseline[:FIRST_SEEDS], candidate[:FIRST_SEEDS])
+    gaps = [c - b for b, c in zip(base, cand)]
+    return stein_seeds(statistics.stdev(gaps), statistics.stdev(base))
+
+
 def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: bool = False) -> GuardVerdict:
-    """The verdict on a candidate from its guard runs and the baseline's, at the same seeds.
+    """The verdict on a candidate from its guard runs and the baseline's, paired seed by seed (the same order).
 
     >>> runs = lambda losses, accs: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v, val_accuracy=a)
     ...                              for v, a in zip(losses, accs)]
-    >>> base = runs([1.60, 1.65, 1.70], [0.42, 0.44, 0.43])
-    >>> judge(base, runs([1.40, 1.45, 1.42], [0.50, 0.52, 0.49])).ok
+    >>> base = runs([1.60, 1.65, 1.70, 1.62, 1.68], [0.42, 0.44, 0.43, 0.45, 0.41])
+    >>> judge(base, runs([1.40, 1.45, 1.42, 1.44, 1.41], [0.50, 0.52, 0.49, 0.50, 0.51])).ok
     True
-    >>> v = judge(base, runs([2.25, 2.28, 2.30], [0.12, 0.10, 0.15]))
-    >>> v.ok, v.reason.split(";")[0]
-    (False, "held-out loss 2.28 is 0.63 above the baseline's 1.65, more than the band 0.15 (3 x sd 0.05 over 3 seeds)")
+    >>> v = judge(base, runs([1.66, 1.67, 1.74, 1.66, 1.72], [0.40, 0.43, 0.41, 0.44, 0.40]))
+    >>> v.ok, v.reason
+    (False, "held-out loss 1.69 is 0.04 above the baseline's 1.65 over 5 paired seeds (95% interval of the gap 0.022 to 0.058; one seed-to-seed sd is 0.041): worse; held-out accuracy 41.6% against the baseline's 43.0% (reported; the loss decides)")
     >>> judge(base, [GuardRun("nan", "the loss became nan at epoch 2", curve=(2.3, float("nan")))]).reason
     'the loss is not finite (the loss became nan at epoch 2)'
     >>> judge(base, [GuardRun("ok", curve=(2.3, 1.6), output_dtype="bfloat16")]).reason
@@ -326,13 +497,14 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
 
     Without held-out data (a training script's), the final training loss decides, and the reason says so:
 
-    >>> judge([GuardRun("ok", curve=(2.3, c)) for c in (1.0, 1.1, 1.05)], [GuardRun("ok", curve=(2.3, 0.9))]).reason
-    "no held-out data (a training script brings none): judged on the final training loss; final training loss 0.9 is below the baseline's 1.05 (sd 0.05 over 3 seeds)"
+    >>> finals = lambda losses: [GuardRun("ok", curve=(2.3, c)) for c in losses]
+    >>> judge(finals([1.0, 1.1, 1.05, 0.98, 1.02]), finals([0.9, 1.0, 0.97, 0.9, 0.93])).reason
+    "no held-out data (a training script brings none): judged on the final training loss; final training loss 0.94 is 0.09 below the baseline's 1.03 over 5 paired seeds (95% interval of the gap -0.1 to -0.078; one seed-to-seed sd is 0.047): within"
     """
     runs = (len(baseline), len(candidate))
     keep = (baseline[0].curve if baseline else (), candidate[0].curve if candidate else ())
 
-    def verdict(ok: bool, reason: str, checks: tuple[Comparison, ...] = ()) -> GuardVerdict:
+    def verdict(ok: bool, reason: str, checks: tuple[PairedGap, ...] = ()) -> GuardVerdict:
         return GuardVerdict(ok, reason, *keep, runs=runs, checks=checks)
 
     for run in candidate:
@@ -345,27 +517,22 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
     bad = [run for run in baseline if not run.finite]
     if bad or not baseline:
         return verdict(False, f"the baseline cannot judge it: {bad[0].trouble()}" if bad else "no baseline run")
-    both = [*baseline, *candidate]
-    first = statistics.fmean(run.curve[0] for run in baseline if run.curve[0] is not None)
-    checks: list[Comparison]
-    if all(run.val_loss is not None for run in both):
-        note = ""
-        losses = [[run.val_loss for run in side if run.val_loss is not None] for side in (baseline, candidate)]
-        checks = [compare("held-out loss", *losses, floor=LOSS_FLOOR * scale([first, statistics.fmean(losses[0])]))]
-        if all(run.val_accuracy is not None for run in both):
-            accuracies = [[run.val_accuracy for run in side if run.val_accuracy is not None]
-                          for side in (baseline, candidate)]
-            checks.append(compare("held-out accuracy", *accuracies, floor=ACCURACY_FLOOR, higher_is_better=True))
-    else:
-        note = "no held-out data (a training script brings none): judged on the final training loss; "
-        finals = [[run.final for run in side if run.final is not None] for side in (baseline, candidate)]
-        checks = [compare("final training loss", *finals, floor=LOSS_FLOOR * scale([first, statistics.fmean(finals[0])]))]
+    measure, base, cand = _losses(baseline, candidate)
+    note = "" if measure == "held-out loss" else \
+        "no held-out data (a training script brings none): judged on the final training loss; "
     if script:
-        unsteady = unreproducible(checks[0], max(abs(checks[0].baseline), 1e-3))  # its own size, not `scale`
+        unsteady = unreproducible(measure, base)
         if unsteady:
-            return verdict(False, unsteady, tuple(checks))
-    failed = [c for c in checks if not c.ok]
-    return verdict(not failed, note + "; ".join(c.text() for c in (failed or checks)), tuple(checks))
+            return verdict(False, unsteady)
+    loss = paired_gap(measure, base, cand)
+    reason = note + loss.text()
+    pairs = loss.pairs
+    accuracies = [[run.val_accuracy for run in side[:pairs] if run.val_accuracy is not None]
+                  for side in (baseline, candidate)]
+    if measure == "held-out loss" and all(len(side) == pairs for side in accuracies):
+        reason += (f"; held-out accuracy {100 * statistics.fmean(accuracies[1]):.1f}% against the baseline's "
+                   f"{100 * statistics.fmean(accuracies[0]):.1f}% (reported; the loss decides)")
+    return verdict(loss.ok, reason, (loss,))
 
 
 UNSTEADY = "the script's training varies too much over seeds to judge a candidate"
@@ -377,24 +544,26 @@ def settled_by_baseline(baseline: Sequence[GuardRun], candidate: Sequence[GuardR
     return judge(baseline, candidate, script=True).reason.startswith(UNSTEADY)
 
 
-def unreproducible(comparison: Comparison, on: float) -> str | None:
+def unreproducible(measure: str, baseline: Sequence[float]) -> str | None:
     """Why a script's baseline runs vary too much over seeds to judge a candidate, or None.
 
     A training script seeds (or does not seed) its own data order and weights;
-    when its baseline's loss varies over seeds by more than MAX_SPREAD of `on`,
-    the loss's own size, a band that wide would pass any change:
+    when its baseline's loss varies over seeds by more than MAX_SPREAD of its
+    own mean, what sets a run is not the seed, and pairing runs by seed means nothing:
 
-    >>> c = compare("final training loss", [1.0, 1.02, 0.99], [1.0], floor=0.05)
-    >>> unreproducible(c, 1.0) is None
+    >>> unreproducible("final training loss", [1.0, 1.02, 0.99]) is None
     True
-    >>> unreproducible(compare("final training loss", [1.0, 1.6, 0.7], [1.0], floor=0.05), 1.1)
+    >>> unreproducible("final training loss", [1.0, 1.6, 0.7])
     "the script's training varies too much over seeds to judge a candidate: its baseline's final training loss has sd 0.46 over 3 seeds, 42% of its mean 1.1 (over 25%), so the guard cannot tell a numerics change from the script's own noise; seed its data order and weights from keras.utils.set_random_seed (or shuffle(seed=...)), or train longer"
     """
-    if comparison.sd is None or comparison.sd <= MAX_SPREAD * on:
+    if len(baseline) < 2:
+        return None
+    sd, on = statistics.stdev(baseline), max(abs(statistics.fmean(baseline)), 1e-3)
+    if sd <= MAX_SPREAD * on:
         return None
     return (f"{UNSTEADY}: its baseline's "
-            f"{comparison.measure} has sd {comparison.sd:.2g} over {comparison.runs[0]} seeds, "
-            f"{100 * comparison.sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
+            f"{measure} has sd {sd:.2g} over {len(baseline)} seeds, "
+            f"{100 * sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
             "cannot tell a numerics change from the script's own noise; seed its data order and weights from "
             "keras.utils.set_random_seed (or shuffle(seed=...)), or train longer")
 

@@ -285,32 +285,38 @@ class Tuner:
         return dict(self._once(key, stored, lambda: self._guard(config, key)))
 
     def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
-        """Judge `config`'s guard runs against the baseline's, at the same seeds (`guard.judge`), and store it.
+        """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
 
-        The first seed first: a candidate at least as good as the baseline there (`guard.passes_at_first_seed`)
-        needs no more seeds, nor one of a script whose baseline varies too much (`guard.settled_by_baseline`).
+        The first stage, guard.FIRST_SEEDS seeds of each, sets how many seeds the verdict takes
+        (`guard.seeds_needed`, at most guard.MAX_SEEDS); both then run to that many. A script whose baseline
+        varies too much over seeds (`guard.settled_by_baseline`) is settled by one candidate run.
         """
-        first = guard.seeds(self.settings.spec(config))[0]
-        baseline, candidate = [self._guard_run(self.base, first)], [self._guard_run(config, first)]
+        spec = self.settings.spec(config)
+        first = guard.seeds(spec)
+        baseline = self._guard_curve(self.base, first)
         script = self.settings.script is not None
-        if script or not guard.passes_at_first_seed(baseline[0], candidate[0]):
-            baseline = self._guard_curve(self.base)
-            candidate = candidate if script and guard.settled_by_baseline(baseline, candidate) else \
-                self._guard_curve(config)
+        candidate = self._guard_curve(config, first[:1])
+        if not (script and guard.settled_by_baseline(baseline, candidate)):
+            candidate = self._guard_curve(config, first, candidate)
+            every = guard.seeds(spec, guard.seeds_needed(baseline, candidate))
+            baseline = self._guard_curve(self.base, every, baseline)
+            candidate = self._guard_curve(config, every, candidate)
         judged = guard.judge(baseline, candidate, script=script)
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, judged))
         return dict(verdict)
 
-    def _guard_curve(self, config: TrialConfig) -> list[guard.GuardRun]:
-        """`config`'s guard runs at the guard's seeds, stopping at a run that already decides the verdict."""
-        runs: list[guard.GuardRun] = []
-        for seed in guard.seeds(self.settings.spec(config)):
-            runs.append(self._guard_run(config, seed))
-            if guard.stop_early(runs):
+    def _guard_curve(self, config: TrialConfig, seeds: tuple[int, ...],
+                     runs: list[guard.GuardRun] | None = None) -> list[guard.GuardRun]:
+        """`config`'s guard runs at `seeds`, after the `runs` it has (at the first seeds), stopping at a run that
+        already decides the verdict."""
+        found = list(runs or [])
+        for seed in seeds[len(found):]:
+            if guard.stop_early(found):
                 break
-        return runs
+            found.append(self._guard_run(config, seed))
+        return found
 
     def _guard_run(self, config: TrialConfig, seed: int) -> guard.GuardRun:
         """The guard's train-mode run of `config` at `seed` (stored): status, loss curve, held-out loss and accuracy."""

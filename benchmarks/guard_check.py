@@ -3,10 +3,11 @@
     PYTHONPATH=examples python benchmarks/guard_check.py --model bn_cnn:model --batch-size 256 \
         --candidate precision=mixed_bfloat16 --fault lr_x100
 
-Trains the baseline at the guard's seeds (`fitspeed.search.guard.seeds`), then
-each candidate at the same seeds, each run a real train-mode trial in its own
-process, exactly as `fitspeed tune` does for a configuration that changes
-numerics; then judges each with `guard.judge` and prints every run's held-out
+Trains the baseline at the guard's MAX_SEEDS seeds (`fitspeed.search.guard.seeds`),
+then each candidate at the same seeds, each run a real train-mode trial in its
+own process, as `fitspeed tune` does for a configuration that changes
+numerics; then judges each with `guard.judge` on the seeds the tuner's rule
+takes (`guard.seeds_needed` on the first FIRST_SEEDS) and prints every run's held-out
 loss and accuracy, the verdict and its reason. `--fault lr_x100` adds a
 candidate that is the baseline's configuration with its learning rate
 multiplied by 100 (the test-only FITSPEED_TEST_FAULT), which the guard must
@@ -31,7 +32,7 @@ from fitspeed.trial import faults
 def runs(spec: TrialSpec, config: TrialConfig, fault: str | None) -> list[guard.GuardRun]:
     env = {k: v for k, v in os.environ.items() if k != faults.ENV} | ({faults.ENV: fault} if fault else {})
     out = []
-    for seed in guard.seeds(spec):
+    for seed in guard.seeds(spec, guard.MAX_SEEDS):
         record = run_trial(guard.guard_spec(dataclasses.replace(spec, config=config), spec.config, seed), env=env)
         out.append(guard.GuardRun.from_record(record))
     return out
@@ -56,7 +57,7 @@ def main() -> None:
     base = TrialConfig() if args.batch_size is None else TrialConfig(batch_size=args.batch_size)
     spec = TrialSpec(model=args.model, config=base, seed=args.seed)
     baseline = runs(spec, base, None)
-    print(f"baseline {base.label()} at seeds {guard.seeds(spec)}:")
+    print(f"baseline {base.label()} at seeds {guard.seeds(spec, guard.MAX_SEEDS)}:")
     show("baseline", baseline)
     candidates = []
     for text in args.candidate:
@@ -67,8 +68,9 @@ def main() -> None:
     for label, config, fault in candidates:
         found = runs(spec, config, fault)
         show(label, found)
-        verdict = guard.judge(baseline, found)
-        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'}: {verdict.reason}")
+        n = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], found[:guard.FIRST_SEEDS])
+        verdict = guard.judge(baseline[:n], found[:n])
+        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds: {verdict.reason}")
     print(f"{time.perf_counter() - started:.0f} s")
 
 

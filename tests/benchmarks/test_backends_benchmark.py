@@ -28,7 +28,7 @@ def test_each_installed_backend_is_an_arm_alone_and_with_its_own_knobs() -> None
     assert bench.specs("mnist_convnet.py", 2)["tensorflow"].script
 
 
-def test_the_guard_verdict_settles_at_the_first_seed_or_runs_them_all(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_guard_verdict_follows_the_tuners_seed_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = load_script(SCRIPT)
     arms = bench.specs("tiny", 2)
     seen: list[tuple[str, int]] = []
@@ -41,9 +41,9 @@ def test_the_guard_verdict_settles_at_the_first_seed_or_runs_them_all(monkeypatc
     monkeypatch.setattr(bench, "run_trial", fake)
     base = arms["tensorflow"]
     jax, torch = (replace(base, config=base.config.replace(backend=name)) for name in ("jax", "torch"))
-    assert bench.guard_verdict(base, jax, {}, 3).startswith("passed at seed 0")  # better at the first seed
-    assert len(seen) == 2
+    assert bench.guard_verdict(base, jax, {}, 10).startswith("passed: ")  # lower at every seed
+    assert len(seen) == 10  # the first stage of 5 paired seeds: the gaps agree, so no more are needed
     seen.clear()
-    verdict = bench.guard_verdict(base, torch, {}, 3)
-    assert len(seen) == 6 and verdict.startswith("failed")  # worse at every seed by more than the band
-    assert bench.guard_verdict(base, torch, {}, 1).startswith("not settled at seed 0")
+    verdict = bench.guard_verdict(base, torch, {}, 10)
+    assert len(seen) == 10 and verdict.startswith("failed: ") and "over 5 paired seeds" in verdict
+    assert bench.guard_verdict(base, torch, {}, 1).startswith("failed (on 1 seeds of the 5 the tuner's rule asks for)")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import statistics
+
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec
 from fitspeed.search import guard
@@ -53,6 +55,8 @@ def test_the_same_learning_passes() -> None:
     verdict = guard.judge(BASE, _runs([1.62, 1.63, 1.71, 1.60, 1.69], [0.51, 0.54, 0.52, 0.55, 0.50]))
     (loss,) = verdict.checks
     assert verdict.ok and loss.low < 0 < loss.high and loss.pairs == 5
+    # the bound is a t on the first stage's 4 degrees of freedom (2.776), not a normal's 1.96
+    assert loss.sd_gap is not None and round(loss.band, 5) == round(2.7764451 * loss.sd_gap / 5 ** 0.5, 5)
     assert "over 5 paired seeds" in verdict.reason and "within" in verdict.reason
 
 
@@ -102,10 +106,13 @@ def test_the_seed_count_rule() -> None:
     assert guard.seeds_needed(BASE, _runs([1.72, 1.63, 1.73, 1.70, 1.65])) == 10
     stopped = [*_runs([1.6]), guard.GuardRun("nan", curve=(2.3, None))]
     assert guard.seeds_needed(BASE, stopped) == guard.FIRST_SEEDS
-    # the mean takes every seed; the gaps' sd and its degrees of freedom come from the first stage alone
-    late = guard.paired_gap("held-out loss", [1.0] * 5 + [1.0] * 3, [1.01, 0.99, 1.01, 0.99, 1.0, 1.5, 1.5, 1.5])
+    # the mean takes every seed and the degrees of freedom are the first stage's; three late seeds far out
+    # widen the bound, as the sd over every pair is then the larger
+    gaps = [0.01, -0.01, 0.01, -0.01, 0.0, 0.5, 0.5, 0.5]
+    late = guard.paired_gap("held-out loss", [1.0] * 8, [1.0 + g for g in gaps])
     assert late.first == 5 and late.pairs == 8 and late.sd_gap is not None and round(late.sd_gap, 4) == 0.01
-    assert round(late.gap, 4) == 0.1875 and not late.ok  # three late seeds 0.5 worse move the mean, not the sd
+    assert round(late.gap, 4) == 0.1875 and late.ok
+    assert round(late.band, 4) == round(2.7764451 * statistics.stdev(gaps) / 8 ** 0.5, 4)
 
 
 def test_a_stall_and_a_non_finite_loss_fail() -> None:

@@ -1,7 +1,9 @@
 """How often the tuner is right: the real search against a simulated machine.
 
     python benchmarks/search_simulation.py [--studies 50] [--cv 0.05,0.10,0.20] [--trials 40]
-        [--scenarios null,small-wins,...] [--seeds report|dev] [--order-effect 1.04] [--json]
+        [--scenarios null,small-wins,...] [--seeds report|dev] [--order-effect 1.04] [--jobs 1] [--json]
+    python benchmarks/search_simulation.py --worlds 40 --seeds dev [--cv 0.10] [--jobs 2] [--json]
+    python benchmarks/search_simulation.py --noise-models [gaussian,t3,...] --studies 200 --seeds dev [--json]
 
 Each simulated study runs the real `fitspeed.search.tuner.Tuner` (Optuna, the
 guard, the verification, all of it) in an in-memory Optuna study, with a fake
@@ -31,6 +33,31 @@ developing: `--seeds dev` numbers studies from 0 (offsets 0..9999),
 `--seeds report` (the default) from 1_000_000, so figures to report are never
 from the seeds a search was tuned on.
 
+The named scenarios are the worlds the search was developed against: keep
+them as regression tests. `--worlds N` draws N worlds at random instead
+(`draw_world`, one study each): each knob value's effect, the interactions,
+failures and divergences, and the study's noise (CV 3-20%, tails, drift,
+load bursts, slot bias, knob values whose trials are 2-4x noisier than the
+baseline's), from distributions fitted to what was timed by hand on real
+CPUs and GPUs; 15% of the worlds are ones where nothing helps. Each world's
+noise is its own: `--cv` (one level) replaces only its CV, and
+`--outliers`, `--first-outlier` and `--order-effect` are refused.
+`--noise-models` runs the `null` scenario under each named noise model
+(`NOISE_MODELS`: equal Gaussian CV 10%, t3 tails, drift, load bursts, slot
+bias 1.09, a neutral knob value with 3-4x the baseline's spread, and
+combinations), `--studies` each (default 200); every claim there is false,
+and each model's share of claims is printed with its 95% Wilson interval.
+Both ask for `--seeds` by name. Their seed ranges, fixed before any report:
+
+    drawn worlds         dev: 3_000_000..3_099_999   report: 5_000_000..5_000_499 (500 worlds)
+    noise-model studies  dev: 6_000_000..6_009_999   report: 7_000_000..7_009_999
+
+A world's seed is its study's seed; `--worlds N` takes the first N of the
+range. The report draw is for the final measurement only: develop on
+`--seeds dev`. `--jobs N` runs the studies in N forked worker processes;
+the figures do not depend on N (each study draws from its own seeded
+streams, and the outcomes are gathered in order).
+
 For each noise level, over all scenarios and per scenario, it prints:
 - right: the answer (the verified best when a speed-up is claimed, else the
   defaults) is truly within 3% of the true best configuration's speed;
@@ -46,7 +73,12 @@ For each noise level, over all scenarios and per scenario, it prints:
 - mean_minutes: simulated wall time per study (a trial costs 9 s of start-up
   and compile plus 12 s of training at the baseline's speed, scaled by how
   slow it is; a trial cut short costs what it ran).
-Counts are printed beside the shares. `--json` prints one object (see `report`).
+Counts are printed beside the shares. `--json` prints one object (see `level`).
+For drawn worlds, the same figures over every world, over the worlds where
+something helps (the true best is faster than the defaults), where nothing
+does, by kind of machine and over the worlds with a noisier knob value,
+with coverage also read over the claims whose true gain is >= 1.15x
+(`worlds`; `--json` adds one row per world).
 
 The tuner measured is whichever `fitspeed` is imported: to measure an older
 search, put its source first on PYTHONPATH, for example
@@ -58,17 +90,19 @@ The fake runner reads only `TrialSpec` fields every version has, and honours
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import logging
 import math
+import multiprocessing
 import random
 import statistics
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +132,65 @@ Item = tuple[str, Any]  # (knob, value)
 
 @dataclass(frozen=True)
 class Noise:
-    """A scenario's own noise, on top of the shared drift and `--cv`.
+    """A study's noise on top of the ground truth; what it leaves None, the run's flags decide.
 
-    `tail_df`: degrees of freedom of a Student t for the independent part
+    The named scenarios set only `tail_df` and `starved` and take the rest from
+    the flags (`--cv`, `--outliers`, `--first-outlier`, `--order-effect`) and
+    the defaults here; a drawn world (`draw_noise`) and a named noise model of
+    the null world (`NOISE_MODELS`) set every field.
+
+    `cv`: the total coefficient of variation of a baseline trial's speed (None:
+    `--cv`). `drift_share`: the share of its variance in a slow drift shared by
+    neighbouring trials (AR(1), rho 0.9); the rest is each trial's own.
+    `tail_df`: degrees of freedom of a Student t for the trial's own part
     (scaled to the same spread; None: Gaussian). `starved`: the chance that a
-    trial is starved of CPU and comes in at a uniform x0.4-0.6.
+    trial is starved of CPU (a load burst) and comes in at a uniform
+    `starved_range`. `slot_bias`: the factor gained by each timed trial at an
+    odd position, the second of two back-to-back (None: `--order-effect`).
+    `outliers`: the chance of a x0.6 outlier (None: `--outliers`).
+    `first_outlier`: the chance that the study's first baseline comes in at
+    x0.63 (None: `--first-outlier`). `spread`: knob values whose trials are
+    noisier than the baseline's, each with its multiplier of the trial-to-trial
+    sd: a configuration holding any of them has the largest of their
+    multipliers (several contending changes are not noisier than the worst of
+    them), the drift unchanged and its own part widened to match.
     """
 
     tail_df: float | None = None
     starved: float = 0.0
     starved_range: tuple[float, float] = (0.4, 0.6)
+    cv: float | None = None
+    drift_share: float = 0.25
+    slot_bias: float | None = None
+    outliers: float | None = None
+    first_outlier: float | None = None
+    spread: tuple[tuple[Item, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.cv is not None and not 0 < self.cv < 1:
+            raise ValueError(f"Expected a noise cv between 0 and 1. Received: {self.cv}.")
+        if not 0 <= self.drift_share < 1:
+            raise ValueError(f"Expected a drift_share in [0, 1). Received: {self.drift_share}.")
+        if self.tail_df is not None and self.tail_df <= 2:
+            raise ValueError(f"Expected tail_df above 2 (a finite variance) or None. Received: {self.tail_df}.")
+        for item, multiplier in self.spread:
+            if multiplier < 1:
+                raise ValueError(f"Expected a spread multiplier >= 1 for {item}. Received: {multiplier}.")
+
+    def multiplier(self, items: set[Item]) -> float:
+        """The trial-to-trial sd of a configuration with changes `items`, over the baseline's.
+
+        >>> Noise(spread=((("jit_compile", True), 3.0), (("inter_op_threads", 1), 2.0))).multiplier(
+        ...     {("jit_compile", True), ("inter_op_threads", 1)})
+        3.0
+        """
+        return max((m for item, m in self.spread if item in items), default=1.0)
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    """The defaults' knob values, made once: `true_best` asks for them for every configuration of the space."""
+    return TrialConfig().to_dict()
 
 
 @dataclass(frozen=True)
@@ -133,7 +216,7 @@ class Scenario:
     source: str = "built in"
 
     def _changes(self, config: TrialConfig) -> set[Item]:
-        return {(k, v) for k, v in config.to_dict().items() if v != getattr(TrialConfig(), k)}
+        return {(k, v) for k, default in _defaults().items() if (v := getattr(config, k)) != default}
 
     def speed(self, config: TrialConfig) -> float:
         """Samples/s of `config`; 0 when it fails."""
@@ -324,12 +407,182 @@ def select(names: str | None, folder: Path = RECORDED) -> list[Scenario]:
     return out
 
 
+# --- Worlds drawn at random -------------------------------------------------------------------------------------
+#
+# A drawn world is a `Scenario` whose effects, interactions, failures, divergences and noise come from the
+# distributions below, fitted to what has been timed by hand on real CPUs and GPUs (issue 35, item 7, and the
+# recorded grids in benchmarks/scenarios/). Every draw is a pure function of the world's seed.
+
+# Each disjoint, and apart from the named scenarios' study seeds (SEED_BASES: 0..9999 and 1_000_000..1_009_999).
+# The report ranges are fixed before any report was run; they are for the final measurement only.
+WORLD_SEEDS = {"dev": range(3_000_000, 3_100_000), "report": range(5_000_000, 5_000_500)}
+NULL_SEEDS = {"dev": range(6_000_000, 6_010_000), "report": range(7_000_000, 7_010_000)}
+
+MACHINES = (  # the kind of machine a world is, and how often it is drawn
+    ("cpu", 0.45),  # no fast half precision: bfloat16 and float16 both slow
+    ("cpu-bf16", 0.35),  # AVX512-BF16 or AMX: bfloat16 fast, float16 slow
+    ("gpu-like", 0.20),  # both half precisions fast, within about 10% of each other
+)
+NULL_SHARE = 0.15  # worlds where nothing helps: every effect and interaction clipped to <= 1.0
+PIPELINE = (("data_autotune", False), ("prefetch", "autotune"), ("prefetch", 2), ("map_parallelism", "autotune"),
+            ("cache", "memory"), ("vectorize", True), ("data_deterministic", False))
+FAILS = {  # a knob value's trials fail, with this chance per world
+    ("data_format", "channels_first"): 0.15, ("jit_compile", True): 0.05, ("precision", "mixed_float16"): 0.03,
+    ("precision", "mixed_bfloat16"): 0.02, ("onednn", False): 0.02,
+}
+DIVERGES = {("precision", "mixed_float16"): 0.08, ("precision", "mixed_bfloat16"): 0.03}  # the loss goes NaN
+SPREAD_SHARE = 0.30  # worlds with one or two knob values whose trials are noisier than the baseline's
+SPREAD_ITEMS = (  # the searched changes such a knob value is drawn from
+    ("steps_per_execution", 64), ("jit_compile", True), ("precision", "mixed_bfloat16"),
+    ("precision", "mixed_float16"), ("onednn", False), ("data_format", "channels_first"),
+    ("intra_op_threads", 1), ("inter_op_threads", 1), ("data_autotune", False),
+)
+MAX_SPACE = 20_000  # configurations `true_best` enumerates at most (the `tiny` space has 768)
+
+
+@dataclass(frozen=True)
+class World:
+    """A drawn ground truth: its seed, the kind of machine, whether nothing helps, and the scenario."""
+
+    seed: int
+    machine: str
+    null: bool
+    scenario: Scenario
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def spe_curve(gain: float, scale: float) -> dict[Item, float]:
+    """steps_per_execution 4, 16 and 64: rising from 1.0 at 1 to `gain` at 64, saturating after ~`scale` steps.
+
+    >>> {n: round(f, 3) for (_, n), f in spe_curve(1.5, 4.0).items()}
+    {4: 1.239, 16: 1.486, 64: 1.5}
+    """
+    def share(n: int) -> float:
+        return (1 - math.exp(-(n - 1) / scale)) / (1 - math.exp(-63 / scale))
+    return {("steps_per_execution", n): gain ** share(n) for n in (4, 16, 64)}
+
+
+def draw_noise(rng: random.Random) -> Noise:
+    """A study's noise, drawn: CV log-uniform 3-20%; Student t tails (df log-uniform 3-30) in half the studies,
+    Gaussian in the rest; drift share uniform 0-40%; load bursts (x0.4-0.6) at a uniform 0-5% of trials; the
+    second of two back-to-back trials gaining a uniform x1.00-1.09; a cold first baseline (x0.63) in a quarter of
+    studies, no other outliers; and in 30% of studies one knob value (two in a third of those) whose trials have
+    a uniform 2-4x the baseline's trial-to-trial sd.
+    """
+    cv = _log_uniform(rng, 0.03, 0.20)
+    tail_df = _log_uniform(rng, 3.0, 30.0) if rng.random() < 0.5 else None
+    drift_share = rng.uniform(0.0, 0.4)
+    starved = rng.uniform(0.0, 0.05)
+    slot_bias = rng.uniform(1.0, 1.09)
+    spread: tuple[tuple[Item, float], ...] = ()
+    if rng.random() < SPREAD_SHARE:
+        items = rng.sample(SPREAD_ITEMS, 2 if rng.random() < 1 / 3 else 1)
+        spread = tuple((item, rng.uniform(2.0, 4.0)) for item in items)
+    return Noise(tail_df=tail_df, starved=starved, cv=cv, drift_share=drift_share, slot_bias=slot_bias,
+                 outliers=0.0, first_outlier=0.25, spread=spread)
+
+
+def draw_world(seed: int) -> World:
+    """The world of `seed`: each knob value's effect, interactions, failures, divergences, and its study's noise.
+
+    Effects (a factor on samples/s; log-uniform unless said):
+    - precision, mixed_bfloat16 and mixed_float16 drawn jointly by the kind of machine (`MACHINES`): on a `cpu`
+      both 0.05-0.6x; on a `cpu-bf16` bfloat16 1.2-2.5x and float16 0.05-0.6x; on a `gpu-like` float16 1.5-3x
+      and bfloat16 within 10% of it (kept within 1.5-3x);
+    - steps_per_execution: 1-1.6x at 64, rising through 4 and 16 (`spe_curve`, scale log-uniform 2-30 steps);
+    - intra_op_threads=1: 0.4-0.95x in 80% of worlds, else 0.95-1.3x; inter_op_threads=1: 0.95-1.3x;
+    - data_format=channels_first 0.4-1.3x; jit_compile=True 0.7-1.5x; onednn=False 0.8-1.3x;
+    - data_autotune=False and the other pipeline knobs (`PIPELINE`) 0.95-1.05x; deterministic=True uniform 0.7-1.0x.
+    Interactions: XLA with bfloat16 0.3-1.0x in half the worlds, with float16 in a quarter; XLA with
+    channels_first 0.4-1.0x in a fifth; in a third, one of inter_op_threads=1, jit_compile=True,
+    data_autotune=False, onednn=False gains a further 1.03-1.3x beside steps_per_execution 16 or 64.
+    Failures and divergences: each value of `FAILS` fails with its chance, each of `DIVERGES` diverges with its
+    chance (where it does not fail). In `NULL_SHARE` of the worlds nothing helps: every effect and interaction is
+    clipped to at most 1.0. The noise: `draw_noise`, from a stream of its own.
+    """
+    rng = random.Random(f"world/{seed}")
+    machine = rng.choices([m for m, _ in MACHINES], weights=[w for _, w in MACHINES])[0]
+    if machine == "cpu":
+        bf16, fp16 = _log_uniform(rng, 0.05, 0.6), _log_uniform(rng, 0.05, 0.6)
+    elif machine == "cpu-bf16":
+        bf16, fp16 = _log_uniform(rng, 1.2, 2.5), _log_uniform(rng, 0.05, 0.6)
+    else:
+        fp16 = _log_uniform(rng, 1.5, 3.0)
+        bf16 = min(3.0, max(1.5, fp16 * _log_uniform(rng, 1 / 1.1, 1.1)))
+    effects: dict[Item, float] = {
+        ("precision", "mixed_bfloat16"): bf16, ("precision", "mixed_float16"): fp16,
+        **spe_curve(_log_uniform(rng, 1.0, 1.6), _log_uniform(rng, 2.0, 30.0)),
+        ("intra_op_threads", 1): (_log_uniform(rng, 0.4, 0.95) if rng.random() < 0.8
+                                  else _log_uniform(rng, 0.95, 1.3)),
+        ("inter_op_threads", 1): _log_uniform(rng, 0.95, 1.3),
+        ("data_format", "channels_first"): _log_uniform(rng, 0.4, 1.3),
+        ("jit_compile", True): _log_uniform(rng, 0.7, 1.5),
+        ("onednn", False): _log_uniform(rng, 0.8, 1.3),
+        **{item: _log_uniform(rng, 0.95, 1.05) for item in PIPELINE},
+        ("deterministic", True): rng.uniform(0.7, 1.0),
+    }
+    interactions: list[tuple[frozenset[Item], float]] = []
+    jit = ("jit_compile", True)
+    for partner, chance, low in ((("precision", "mixed_bfloat16"), 0.5, 0.3), (("precision", "mixed_float16"), 0.25, 0.3),
+                                 (("data_format", "channels_first"), 0.2, 0.4)):
+        if rng.random() < chance:
+            interactions.append((frozenset({jit, partner}), _log_uniform(rng, low, 1.0)))
+    if rng.random() < 1 / 3:
+        helper = rng.choice((("inter_op_threads", 1), jit, ("data_autotune", False), ("onednn", False)))
+        interactions.extend(_with_spe(helper, _log_uniform(rng, 1.03, 1.3)))
+    fails = frozenset(item for item, chance in FAILS.items() if rng.random() < chance)
+    diverges = frozenset(item for item, chance in DIVERGES.items() if rng.random() < chance and item not in fails)
+    null = rng.random() < NULL_SHARE
+    if null:
+        effects = {item: min(1.0, factor) for item, factor in effects.items()}
+        interactions = [(members, min(1.0, factor)) for members, factor in interactions]
+    noise = draw_noise(random.Random(f"noise/{seed}"))
+    scenario = Scenario(f"world-{seed}", effects, tuple(interactions), fails, diverges, noise=noise,
+                        source=f"drawn: seed {seed}, {machine}{', nothing helps' if null else ''}")
+    return World(seed, machine, null, scenario)
+
+
+def _null_noise(**fields: Any) -> Noise:
+    """A noise model of the null world: CV 10%, every other source off unless named."""
+    return Noise(**{"cv": 0.10, "drift_share": 0.0, "slot_bias": 1.0, "outliers": 0.0, "first_outlier": 0.0,
+                    **fields})
+
+
+_NOISIER = ((("inter_op_threads", 1), 4.0),)  # a change of effect exactly 1.0 in `null`, with 4x the baseline's sd
+NOISE_MODELS: dict[str, Noise] = {  # the null world is run under each; every claim there is false
+    "gaussian": _null_noise(),
+    "t3": _null_noise(tail_df=3.0),
+    "drift": _null_noise(drift_share=0.4),
+    "bursts": _null_noise(starved=0.03, starved_range=(0.6, 0.6)),
+    "slot-bias": _null_noise(slot_bias=1.09),
+    "noisier-4x": _null_noise(spread=_NOISIER),
+    "noisier-3x-jit": _null_noise(spread=((("jit_compile", True), 3.0),)),
+    "simulator": _null_noise(drift_share=0.25, outliers=0.02, first_outlier=0.25, slot_bias=1.04),
+    "t3-drift-slot": _null_noise(tail_df=3.0, drift_share=0.4, slot_bias=1.09),
+    "everything": _null_noise(tail_df=3.0, drift_share=0.4, starved=0.03, starved_range=(0.6, 0.6),
+                              slot_bias=1.09, first_outlier=0.25, spread=_NOISIER),
+}
+
+
+def null_world(model: str) -> Scenario:
+    """The `null` scenario (nothing is faster than the defaults) under the noise model `model`."""
+    null = next(s for s in SCENARIOS if s.name == "null")
+    return replace(null, name=f"null/{model}", noise=NOISE_MODELS[model], source=f"null world, noise {model}")
+
+
 @dataclass
 class FakeMachine:
     """A trial runner: the scenario's speed times noise, recorded as a child would.
 
     `order_effect`: the factor gained by each timed trial at an odd position
     in the sequence of timed trials (the second of two consecutive ones).
+    `cv`, `first_outlier`, `outliers` and `order_effect` are the study's own,
+    resolved by `one_study` from the scenario's `Noise` and the flags; the
+    rest of the noise (drift share, tails, load bursts, per-configuration
+    spread) the machine reads from the scenario's `Noise`.
     """
 
     scenario: Scenario
@@ -350,16 +603,25 @@ class FakeMachine:
             return self.rng.gauss(0.0, sd)
         chi2 = self.rng.gammavariate(df / 2, 2.0)
         t = self.rng.gauss(0.0, 1.0) / math.sqrt(chi2 / df)
-        return t * sd * math.sqrt((df - 2) / df) if df > 2 else t * sd
+        return t * sd * math.sqrt((df - 2) / df)
 
-    def _noise(self) -> float:
-        rho, drift_share = 0.9, 0.25
+    def _noise(self, config: TrialConfig) -> float:
+        """One timed trial's multiplicative noise.
+
+        The configuration's own part has the sd that makes its total spread
+        `multiplier` times the baseline's: sqrt(m^2 - drift_share) * cv, the
+        drift shared. With no `spread` this is sqrt(1 - drift_share) * cv, the
+        same arithmetic to the last bit, so a scenario without one draws what
+        it drew before `spread` existed.
+        """
+        noise = self.scenario.noise
+        rho, drift_share = 0.9, noise.drift_share
+        multiplier = noise.multiplier(self.scenario._changes(config)) if noise.spread else 1.0
         drift_sd = self.cv * math.sqrt(drift_share)
         self.drift = rho * self.drift + self.rng.gauss(0.0, drift_sd * math.sqrt(1 - rho * rho))
-        factor = math.exp(self.drift + self._own(self.cv * math.sqrt(1 - drift_share)))
+        factor = math.exp(self.drift + self._own(self.cv * math.sqrt(multiplier * multiplier - drift_share)))
         if self.rng.random() < self.outliers:
             factor *= 0.6
-        noise = self.scenario.noise
         if self.rng.random() < noise.starved:
             factor *= self.rng.uniform(*noise.starved_range)
         return factor
@@ -388,7 +650,7 @@ class FakeMachine:
         if true == 0.0:
             self.seconds += STARTUP_S
             return new_record(spec, "failed", reason="InvalidArgumentError: the simulated knob fails")
-        speed = true * self._noise()
+        speed = true * self._noise(spec.config)
         if self.timed == 0 and self.first_outlier:
             speed *= 0.63
         if self.timed % 2 == 1:
@@ -419,6 +681,8 @@ class Outcome:
     trials: int
     minutes: float
     answer: str
+    gain: float = 1.0  # the answer's true value over the defaults' speed
+    best_gain: float = 1.0  # the true best's over the defaults' speed
 
 
 def true_best(scenario: Scenario, choices: Mapping[str, Iterable[Any]]) -> tuple[TrialConfig, float]:
@@ -441,8 +705,26 @@ def true_best(scenario: Scenario, choices: Mapping[str, Iterable[Any]]) -> tuple
     return best, best_value
 
 
-def one_study(scenario: Scenario, cv: float, seed: int, trials: int, first_outlier: float = 0.25,
-              outliers: float = 0.02, model: str = "tiny", order_effect: float = 1.04) -> Outcome:
+def _own_or(value: float | None, flag: float | None, what: str) -> float:
+    """The scenario's own figure where it sets one, else the flag's."""
+    chosen = value if value is not None else flag
+    if chosen is None:
+        raise ValueError(f"Expected {what} from the scenario's noise or from its flag. Received neither.")
+    return chosen
+
+
+def one_study(scenario: Scenario, cv: float | None, seed: int, trials: int, first_outlier: float | None = 0.25,
+              outliers: float | None = 0.02, model: str = "tiny", order_effect: float | None = 1.04) -> Outcome:
+    """One simulated study of `scenario`, scored against its ground truth.
+
+    `cv` given overrides the scenario's own (None: the scenario's); the other
+    three are taken from the scenario's `Noise` where it sets them.
+    """
+    noise = scenario.noise
+    cv = cv if cv is not None else _own_or(noise.cv, None, "a noise cv")
+    first_outlier = _own_or(noise.first_outlier, first_outlier, "a first-outlier share")
+    outliers = _own_or(noise.outliers, outliers, "an outlier share")
+    order_effect = _own_or(noise.slot_bias, order_effect, "a slot bias")
     rng = random.Random(f"{seed}/{scenario.name}/{cv}")
     machine = FakeMachine(scenario, cv, rng, rng.random() < first_outlier, outliers, order_effect)
     settings = tuner_module.TuneSettings(
@@ -454,6 +736,10 @@ def one_study(scenario: Scenario, cv: float, seed: int, trials: int, first_outli
     base = TrialConfig()
     claimed = bool(verification.get("claimed"))
     answer = TrialConfig.from_dict(verification["config"]) if claimed else base
+    size = math.prod(len(tuple(values)) for values in tuner.choices.values())
+    if size > MAX_SPACE:
+        raise ValueError(f"Expected a searched space of at most {MAX_SPACE} configurations, which true_best "
+                         f"enumerates. Received {size} for --model {settings.model}: restrict it with a scenario's grid.")
     _, best = true_best(scenario, tuner.choices)
     got = scenario.value(answer)
     ratio = got / scenario.speed(base)
@@ -471,6 +757,8 @@ def one_study(scenario: Scenario, cv: float, seed: int, trials: int, first_outli
         trials=machine.calls,
         minutes=machine.seconds / 60,
         answer=answer.label(),
+        gain=ratio,
+        best_gain=best / scenario.speed(base),
     )
 
 
@@ -495,23 +783,65 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Study:
+    """One study to run: its scenario and the figures `one_study` takes (picklable, for a worker process)."""
+
+    scenario: Scenario
+    cv: float | None
+    seed: int
+    trials: int
+    first_outlier: float | None = 0.25
+    outliers: float | None = 0.02
+    model: str = "tiny"
+    order_effect: float | None = 1.04
+
+
+def _run(study: Study) -> Outcome:
+    return one_study(study.scenario, study.cv, study.seed, study.trials, study.first_outlier, study.outliers,
+                     study.model, study.order_effect)
+
+
+def run_studies(studies: list[Study], jobs: int = 1, progress: Callable[[str], None] = lambda _: None,
+                what: str = "") -> list[Outcome]:
+    """Every study's outcome, in the order of `studies`, over `jobs` worker processes.
+
+    Each study draws from its own seeded streams, so the outcomes are the same
+    whatever `jobs` is. The workers are forked: they inherit this process's
+    stand-ins for the host (`pretend_cpu_host`).
+    """
+    if jobs < 1:
+        raise SystemExit(f"Expected --jobs of at least 1. Received: {jobs}.")
+    started = time.perf_counter()
+    out: list[Outcome] = []
+
+    def done(outcome: Outcome) -> None:
+        out.append(outcome)
+        if len(out) % 25 == 0:
+            progress(f"  {what}{len(out)}/{len(studies)} studies, {time.perf_counter() - started:.0f} s")
+
+    if jobs == 1 or len(studies) == 1:
+        for study in studies:
+            done(_run(study))
+        return out
+    with multiprocessing.get_context("fork").Pool(min(jobs, len(studies))) as pool:
+        for outcome in pool.imap(_run, studies, chunksize=1):
+            done(outcome)
+    return out
+
+
 def level(cv: float, scenarios: list[Scenario], studies: int, trials: int, seeds: str = "report",
           first_outlier: float = 0.25, outliers: float = 0.02, model: str = "tiny",
-          order_effect: float = 1.04, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+          order_effect: float = 1.04, progress: Callable[[str], None] = lambda _: None,
+          jobs: int = 1) -> dict[str, Any]:
     """`studies` studies of each scenario at noise `cv`: the figures overall and per scenario."""
     if not 1 <= studies <= MAX_STUDIES:
         raise SystemExit(f"Expected --studies between 1 and {MAX_STUDIES} (the seeds' range). Received: {studies}.")
+    plan = [Study(scenario, cv, SEED_BASES[seeds] + index, trials, first_outlier, outliers, model, order_effect)
+            for index in range(studies) for scenario in scenarios]
     outcomes: dict[str, list[Outcome]] = {s.name: [] for s in scenarios}
-    started = time.perf_counter()
-    done = 0
-    for index in range(studies):
-        for scenario in scenarios:
-            outcomes[scenario.name].append(one_study(
-                scenario, cv, SEED_BASES[seeds] + index, trials, first_outlier, outliers, model, order_effect))
-            done += 1
-            if done % 25 == 0:
-                progress(f"  cv {cv:.0%}: {done}/{studies * len(scenarios)} studies, "
-                         f"{time.perf_counter() - started:.0f} s")
+    for outcome in run_studies(plan, jobs, progress, f"cv {cv:.0%}: "):
+        outcomes[outcome.scenario].append(outcome)
     every = [o for name in outcomes for o in outcomes[name]]
     null = outcomes.get("null")
     return {
@@ -522,6 +852,85 @@ def level(cv: float, scenarios: list[Scenario], studies: int, trials: int, seeds
         "null_studies": len(null) if null else 0,
         "by_scenario": {name: summary(found) for name, found in outcomes.items()},
     }
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The 95% Wilson score interval of a share of `k` in `n`.
+
+    >>> [round(x, 4) for x in wilson(4, 400)]
+    [0.0039, 0.0254]
+    >>> [round(x, 4) for x in wilson(0, 200)]
+    [0.0, 0.0188]
+    """
+    if n < 1:
+        raise ValueError(f"Expected at least one study. Received n={n}.")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+BIG_GAIN = 1.15  # coverage is also read over the claims whose true gain is at least this
+
+
+def world_summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    """`summary`, and the coverage over claims whose true gain is at least `BIG_GAIN`."""
+    big = [o.covered for o in outcomes if o.claimed and o.covered is not None and o.gain >= BIG_GAIN]
+    return {**summary(outcomes), "coverage_big": statistics.fmean(big) if big else None,
+            "coverage_big_n": sum(big), "coverage_big_of": len(big)}
+
+
+def _seeds_of(ranges: Mapping[str, range], seeds: str, count: int, what: str) -> range:
+    available = ranges[seeds]
+    if not 1 <= count <= len(available):
+        raise SystemExit(f"Expected {what} between 1 and {len(available)} (the {seeds} seeds, "
+                         f"{available[0]}..{available[-1]}). Received: {count}.")
+    return available[:count]
+
+
+def worlds(count: int, trials: int, seeds: str, cv: float | None = None, model: str = "tiny", jobs: int = 1,
+           progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """One study of each of the first `count` worlds of the `seeds` draw: the figures overall and by kind.
+
+    `cv` None: each world's drawn CV; else that CV for every world, the rest of its noise as drawn.
+    """
+    drawn = [draw_world(seed) for seed in _seeds_of(WORLD_SEEDS, seeds, count, "--worlds")]
+    outcomes = run_studies([Study(w.scenario, cv, w.seed, trials, None, None, model, None) for w in drawn],
+                           jobs, progress, "worlds: ")
+    helps = [o for o in outcomes if o.best_gain > 1.0]
+    by_machine = {m: [o for w, o in zip(drawn, outcomes) if w.machine == m] for m, _ in MACHINES}
+    spread = [o for w, o in zip(drawn, outcomes) if w.scenario.noise.spread]
+    return {
+        "noise_cv": cv if cv is not None else "drawn",
+        **world_summary(outcomes),
+        "helps": world_summary(helps) if helps else None,
+        "nothing_helps": world_summary([o for o in outcomes if o.best_gain <= 1.0]) if len(helps) < len(outcomes)
+        else None,
+        "by_machine": {m: world_summary(found) for m, found in by_machine.items() if found},
+        "with_spread": world_summary(spread) if spread else None,
+        "worlds": [{"seed": w.seed, "machine": w.machine, "null": w.null, "cv": round(w.scenario.noise.cv or 0, 4),
+                    "best_gain": round(o.best_gain, 4), "gain": round(o.gain, 4), "right": o.right,
+                    "claimed": o.claimed, "covered": o.covered, "answer": o.answer, "trials": o.trials}
+                   for w, o in zip(drawn, outcomes)],
+    }
+
+
+def noise_models(models: list[str], studies: int, trials: int, seeds: str, cv: float | None = None,
+                 model: str = "tiny", jobs: int = 1,
+                 progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """`studies` studies of the null world under each noise model: its claims (all false) with a 95% interval."""
+    chosen = _seeds_of(NULL_SEEDS, seeds, studies, "--studies")
+    plan = [Study(null_world(name), cv, seed, trials, None, None, model, None) for name in models for seed in chosen]
+    outcomes = run_studies(plan, jobs, progress, "noise models: ")
+    out: dict[str, Any] = {}
+    for index, name in enumerate(models):
+        found = outcomes[index * studies:(index + 1) * studies]
+        claims = sum(o.claimed for o in found)
+        low, high = wilson(claims, studies)
+        out[name] = {"studies": studies, "claims": claims / studies, "claims_n": claims,
+                     "claims_ci95": [low, high], "mean_trials": statistics.fmean(o.trials for o in found),
+                     "answers": sorted({o.answer for o in found if o.claimed})}
+    return {"noise_cv": cv if cv is not None else "the model's", "models": out}
 
 
 def pretend_cpu_host() -> None:
@@ -556,42 +965,127 @@ def render(levels: list[dict[str, Any]], header: str) -> str:
     return "\n".join(lines)
 
 
+def render_worlds(result: dict[str, Any]) -> str:
+    """The drawn worlds' table: every world, those where something helps, where nothing does, and by kind."""
+    lines = [f"{'':>14}  {'right':>15}  {'captured':>8}  {'claims':>14}  {'false claims':>12}  "
+             f"{'coverage':>15}  {f'cov >= {BIG_GAIN}x':>15}  {'trials':>6}"]
+    rows = [("all", result), ("helps", result["helps"]), ("nothing helps", result["nothing_helps"]),
+            *result["by_machine"].items(), ("with spread", result["with_spread"])]
+    for name, f in rows:
+        if f is None:
+            continue
+        lines.append(
+            f"{name:>14}  {_share(f['right'], f['right_n'], f['studies']):>15}  {f['captured']:>8.3f}  "
+            f"{_share(f['claims'], f['claims_n'], f['studies']):>14}  "
+            f"{_share(f['false_claims'], f['false_claims_n'], f['studies']):>12}  "
+            f"{_share(f['coverage'], f['coverage_n'], f['coverage_of']):>15}  "
+            f"{_share(f['coverage_big'], f['coverage_big_n'], f['coverage_big_of']):>15}  {f['mean_trials']:>6.1f}")
+    return "\n".join(lines)
+
+
+def render_noise_models(result: dict[str, Any]) -> str:
+    """The null world's claims under each noise model, each with its 95% Wilson interval."""
+    lines = [f"{'noise model':>16}  {'claims':>16}  {'95% interval':>13}  {'trials':>6}"]
+    for name, f in result["models"].items():
+        low, high = f["claims_ci95"]
+        lines.append(f"{name:>16}  {_share(f['claims'], f['claims_n'], f['studies']):>16}  "
+                     f"{f'{low:.1%}-{high:.1%}':>13}  {f['mean_trials']:>6.1f}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--studies", type=int, default=50, help="simulated studies per scenario per noise level")
-    parser.add_argument("--cv", default="0.05,0.10,0.20", help="noise levels (coefficient of variation)")
+    parser.add_argument("--studies", type=int, default=None,
+                        help="simulated studies per scenario per noise level (default 50), or per noise model "
+                             "with --noise-models (default 200)")
+    parser.add_argument("--cv", default=None,
+                        help="noise levels (coefficient of variation; default 0.05,0.10,0.20); with --worlds or "
+                             "--noise-models one level, in place of the drawn or the model's CV")
     parser.add_argument("--trials", type=int, default=40, help="the tuner's --trials budget")
     parser.add_argument("--scenarios", help="comma-separated scenario names or grid files (default: all, "
                                             "the recorded grids in benchmarks/scenarios/ included)")
-    parser.add_argument("--seeds", choices=sorted(SEED_BASES), default="report",
-                        help="dev: seeds 0..9999, for tuning the search; report: 1_000_000 on, for figures")
-    parser.add_argument("--first-outlier", type=float, default=0.25,
-                        help="share of studies whose first baseline trial comes in at x0.63")
-    parser.add_argument("--outliers", type=float, default=0.02, help="chance that any trial is a x0.6 outlier")
-    parser.add_argument("--order-effect", type=float, default=1.04,
-                        help="factor on each timed trial at an odd position (1.0: off)")
+    parser.add_argument("--worlds", type=int, help="draw this many worlds at random and run one study of each")
+    parser.add_argument("--noise-models", nargs="?", const=",".join(NOISE_MODELS),
+                        help=f"run the null world under these noise models (default: all, {', '.join(NOISE_MODELS)})")
+    parser.add_argument("--seeds", choices=sorted(SEED_BASES), default=None,
+                        help="dev: for tuning the search; report: for figures (the named scenarios' default; "
+                             "--worlds and --noise-models ask for it by name). The ranges are in the docstring")
+    parser.add_argument("--first-outlier", type=float, default=None,
+                        help="share of studies whose first baseline trial comes in at x0.63 (default 0.25; "
+                             "named scenarios only)")
+    parser.add_argument("--outliers", type=float, default=None,
+                        help="chance that any trial is a x0.6 outlier (default 0.02; named scenarios only)")
+    parser.add_argument("--order-effect", type=float, default=None,
+                        help="factor on each timed trial at an odd position (default 1.04, 1.0: off; "
+                             "named scenarios only)")
     parser.add_argument("--model", default="tiny", help="a built-in model: it decides the search space")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes; the figures do not depend on it")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-
-    pretend_cpu_host()
-    scenarios = select(args.scenarios)
 
     def progress(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    levels = [level(float(cv), scenarios, args.studies, args.trials, args.seeds, args.first_outlier,
-                    args.outliers, args.model, args.order_effect, progress)
-              for cv in args.cv.split(",")]
-    first = SEED_BASES[args.seeds]
+    drawn = args.worlds is not None or args.noise_models is not None
+    if drawn:
+        scenario_flags = [f"--{name.replace('_', '-')}" for name in ("scenarios", "first_outlier", "outliers",
+                                                                     "order_effect") if getattr(args, name) is not None]
+        if scenario_flags:
+            raise SystemExit(f"Expected {', '.join(scenario_flags)} without --worlds or --noise-models: a drawn "
+                             "world and a noise model carry their own noise. Run the named scenarios apart.")
+        if args.seeds is None:
+            raise SystemExit("Expected --seeds dev or --seeds report with --worlds or --noise-models: the report "
+                             "draw is reserved for the final measurement, so it is never run by default.")
+        cvs = [float(cv) for cv in (args.cv or "").split(",") if cv]
+        if len(cvs) > 1:
+            raise SystemExit(f"Expected one --cv with --worlds or --noise-models. Received: {args.cv}.")
+        cv = cvs[0] if cvs else None
+        models = [name.strip() for name in (args.noise_models or "").split(",") if name.strip()]
+        unknown = [name for name in models if name not in NOISE_MODELS]
+        if unknown:
+            raise SystemExit(f"Expected noise models from {', '.join(NOISE_MODELS)}. Received: {', '.join(unknown)}.")
+        pretend_cpu_host()
+        out: dict[str, Any] = {"seeds": args.seeds, "trials_budget": args.trials, "model": args.model}
+        text = []
+        if args.worlds is not None:
+            chosen = _seeds_of(WORLD_SEEDS, args.seeds, args.worlds, "--worlds")
+            out["worlds"] = {"seed_range": [chosen[0], chosen[-1]],
+                             **worlds(args.worlds, args.trials, args.seeds, cv, args.model, args.jobs, progress)}
+            text += [f"{args.worlds} drawn worlds, one study each, --trials {args.trials}, seeds {args.seeds} "
+                     f"({chosen[0]}..{chosen[-1]}), noise CV {'drawn' if cv is None else f'{cv:.0%}'}",
+                     render_worlds(out["worlds"]), ""]
+        if models:
+            studies = args.studies or 200
+            chosen = _seeds_of(NULL_SEEDS, args.seeds, studies, "--studies")
+            out["noise_models"] = {"seed_range": [chosen[0], chosen[-1]], "studies_per_model": studies,
+                                   **noise_models(models, studies, args.trials, args.seeds, cv, args.model,
+                                                  args.jobs, progress)}
+            text += [f"the null world, {studies} studies per noise model, --trials {args.trials}, seeds "
+                     f"{args.seeds} ({chosen[0]}..{chosen[-1]}), noise CV "
+                     f"{'the model' + chr(39) + 's' if cv is None else f'{cv:.0%}'}",
+                     render_noise_models(out["noise_models"])]
+        print(json.dumps(out) if args.json else "\n".join(text).rstrip())
+        return
+
+    seeds = args.seeds or "report"
+    studies = args.studies or 50
+    first_outlier = 0.25 if args.first_outlier is None else args.first_outlier
+    outliers = 0.02 if args.outliers is None else args.outliers
+    order_effect = 1.04 if args.order_effect is None else args.order_effect
+    pretend_cpu_host()
+    scenarios = select(args.scenarios)
+    levels = [level(float(cv), scenarios, studies, args.trials, seeds, first_outlier, outliers, args.model,
+                    order_effect, progress, args.jobs)
+              for cv in (args.cv or "0.05,0.10,0.20").split(",")]
+    first = SEED_BASES[seeds]
     if args.json:
-        print(json.dumps({"seeds": args.seeds, "seed_range": [first, first + args.studies - 1],
-                          "studies_per_scenario": args.studies, "trials_budget": args.trials,
-                          "order_effect": args.order_effect, "scenarios": [s.name for s in scenarios],
+        print(json.dumps({"seeds": seeds, "seed_range": [first, first + studies - 1],
+                          "studies_per_scenario": studies, "trials_budget": args.trials,
+                          "order_effect": order_effect, "scenarios": [s.name for s in scenarios],
                           "levels": levels}))
         return
-    print(render(levels, f"{args.studies} simulated studies per scenario per noise level, --trials {args.trials}, "
-                         f"--order-effect {args.order_effect}, seeds {args.seeds} ({first}..{first + args.studies - 1})\n"
+    print(render(levels, f"{studies} simulated studies per scenario per noise level, --trials {args.trials}, "
+                         f"--order-effect {order_effect}, seeds {seeds} ({first}..{first + studies - 1})\n"
                          f"scenarios: {', '.join(s.name for s in scenarios)}"))
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import random
+import statistics
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -105,3 +109,124 @@ def test_one_small_study_of_two_scenarios_end_to_end(sim: ModuleType, monkeypatc
     assert null["captured"] == 1.0  # nothing beats the defaults there
     assert out["null_claims_n"] == null["false_claims_n"] == null["claims_n"]
     assert "big-plus-small" in sim.render([out], "header")
+
+
+# --- worlds drawn at random, and the null world's noise models ----------------------------------------------------
+
+DEV_WORLDS = range(3_000_000, 3_000_300)
+
+
+@pytest.fixture(scope="module")
+def drawn(sim: ModuleType) -> list:
+    return [sim.draw_world(seed) for seed in DEV_WORLDS]
+
+
+def test_a_world_is_a_pure_function_of_its_seed(sim: ModuleType, drawn: list) -> None:
+    assert [sim.draw_world(seed) for seed in DEV_WORLDS[:20]] == drawn[:20]
+    assert len({repr(sorted(w.scenario.effects.items(), key=repr)) for w in drawn}) == len(drawn)
+
+
+def test_drawn_effects_stay_within_the_issue_ranges(drawn: list) -> None:
+    ranges = {  # (knob, value) -> (lowest, highest) factor, issue 35 item 7 and the brief
+        ("steps_per_execution", 4): (1.0, 1.6), ("steps_per_execution", 16): (1.0, 1.6),
+        ("steps_per_execution", 64): (1.0, 1.6), ("intra_op_threads", 1): (0.4, 1.3),
+        ("inter_op_threads", 1): (0.95, 1.3), ("data_format", "channels_first"): (0.4, 1.3),
+        ("jit_compile", True): (0.7, 1.5), ("onednn", False): (0.8, 1.3), ("data_autotune", False): (0.95, 1.05),
+        ("deterministic", True): (0.7, 1.0), ("precision", "mixed_bfloat16"): (0.05, 3.0),
+        ("precision", "mixed_float16"): (0.05, 3.0),
+    }
+    for world in drawn:
+        effects, noise = world.scenario.effects, world.scenario.noise
+        for item, (low, high) in ranges.items():
+            assert low - 1e-9 <= effects[item] <= high + 1e-9, (world.seed, item, effects[item])
+        spe = [effects[("steps_per_execution", n)] for n in (4, 16, 64)]
+        assert spe == sorted(spe), world.seed  # rising with the steps
+        bf16, fp16 = effects[("precision", "mixed_bfloat16")], effects[("precision", "mixed_float16")]
+        if world.machine == "gpu-like" and not world.null:
+            assert 1.5 <= min(bf16, fp16) and max(bf16, fp16) <= 3.0 and abs(math.log(bf16 / fp16)) <= math.log(1.1)
+        elif world.machine == "cpu-bf16" and not world.null:
+            assert 1.2 <= bf16 <= 2.5 and fp16 <= 0.6
+        elif world.machine == "cpu":
+            assert bf16 <= 0.6 and fp16 <= 0.6
+        for members, factor in world.scenario.interactions:
+            assert 0.3 - 1e-9 <= factor <= 1.3 + 1e-9 and len(members) == 2
+        if world.null:
+            assert max(effects.values()) <= 1.0 and all(f <= 1.0 for _, f in world.scenario.interactions)
+        assert 0.03 <= noise.cv <= 0.20 and 0 <= noise.drift_share <= 0.4 and 0 <= noise.starved <= 0.05
+        assert noise.tail_df is None or 3 <= noise.tail_df <= 30
+        assert 1.0 <= noise.slot_bias <= 1.09
+        assert len(noise.spread) <= 2 and all(2 <= m <= 4 for _, m in noise.spread)
+    share = {kind: sum(w.machine == kind for w in drawn) / len(drawn) for kind in ("cpu", "cpu-bf16", "gpu-like")}
+    assert all(0.1 < s < 0.6 for s in share.values()), share
+    assert 0.08 <= sum(w.null for w in drawn) / len(drawn) <= 0.22
+    assert 0.2 <= sum(bool(w.scenario.noise.spread) for w in drawn) / len(drawn) <= 0.4
+    assert any(w.scenario.fails for w in drawn) and any(w.scenario.diverges for w in drawn)
+
+
+def test_the_true_best_of_a_drawn_world_beats_every_single_change(sim: ModuleType, drawn: list) -> None:
+    assert math.prod(len(v) for v in TINY_SPACE.values()) <= sim.MAX_SPACE
+    for world in drawn[:6] + [w for w in drawn if w.null][:2]:
+        scenario = world.scenario
+        best, value = sim.true_best(scenario, TINY_SPACE)
+        base = scenario.speed(TrialConfig())
+        singles = [scenario.value(TrialConfig().replace(**{k: v})) for k, values in TINY_SPACE.items() for v in values]
+        assert value >= max(singles) and value == scenario.value(best) >= base
+        if world.null:
+            assert (best.label(), value) == ("defaults", base)
+
+
+def test_dev_and_report_seed_ranges_never_meet(sim: ModuleType) -> None:
+    ranges = [range(base, base + sim.MAX_STUDIES) for base in sim.SEED_BASES.values()]
+    ranges += [*sim.WORLD_SEEDS.values(), *sim.NULL_SEEDS.values()]
+    for a, b in itertools.combinations(ranges, 2):
+        assert a[-1] < b[0] or b[-1] < a[0], (a, b)
+    assert sim.WORLD_SEEDS["report"] == range(5_000_000, 5_000_500)  # fixed before any report was run
+    assert sim.NULL_SEEDS["report"][0] == 7_000_000
+
+
+def _log_sds(sim: ModuleType, noise, calls: int = 1500) -> tuple[float, float]:
+    """The sd of log samples/s of the defaults and of inter_op_threads=1, timed alternately on one FakeMachine."""
+    null = next(s for s in sim.SCENARIOS if s.name == "null")
+    machine = sim.FakeMachine(replace(null, noise=noise), noise.cv, random.Random(1), first_outlier=False,
+                              outliers=0.0, order_effect=1.0)
+    specs = [TrialSpec(model="tiny", config=c, steps=64) for c in (TrialConfig(), TrialConfig(inter_op_threads=1))]
+    logs: list[list[float]] = [[], []]
+    for index in range(2 * calls):
+        logs[index % 2].append(math.log(machine(specs[index % 2]).throughput))
+    return statistics.stdev(logs[0]), statistics.stdev(logs[1])
+
+
+def test_a_configuration_with_its_own_spread_is_that_much_noisier(sim: ModuleType) -> None:
+    base, noisy = _log_sds(sim, sim.Noise(cv=0.10, spread=((("inter_op_threads", 1), 3.0),)))
+    assert 0.085 < base < 0.115 and 2.6 < noisy / base < 3.4
+    base, same = _log_sds(sim, sim.Noise(cv=0.10))
+    assert 0.85 < same / base < 1.15
+    assert sim.Noise(spread=((("jit_compile", True), 3.0), (("inter_op_threads", 1), 2.0))).multiplier(
+        {("jit_compile", True), ("inter_op_threads", 1), ("onednn", False)}) == 3.0
+
+
+def test_no_noise_model_of_the_null_world_has_an_effect_above_one(sim: ModuleType) -> None:
+    assert {"gaussian", "t3", "drift", "bursts", "slot-bias", "noisier-4x"} <= set(sim.NOISE_MODELS)
+    for name, noise in sim.NOISE_MODELS.items():
+        world = sim.null_world(name)
+        assert sim.true_best(world, TINY_SPACE) == (TrialConfig(), world.speed(TrialConfig())), name
+        assert noise.cv == 0.10
+        for item, multiplier in noise.spread:  # the noisier knob value is neutral: only its spread differs
+            assert world.effects.get(item, 1.0) == 1.0 and multiplier >= 3
+    assert sim.NOISE_MODELS["noisier-4x"].spread and sim.NOISE_MODELS["gaussian"] == sim.Noise(
+        cv=0.10, drift_share=0.0, slot_bias=1.0, outliers=0.0, first_outlier=0.0)
+
+
+def test_one_drawn_world_and_one_noise_model_end_to_end(sim: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
+    out = sim.worlds(1, trials=12, seeds="dev")
+    assert out["studies"] == 1 and out["noise_cv"] == "drawn" and len(out["worlds"]) == 1
+    assert out["worlds"][0]["seed"] == 3_000_000 and out["worlds"][0]["trials"] >= 12
+    assert "coverage_big" in out and sim.render_worlds(out).count("\n") >= 2
+    null = sim.noise_models(["noisier-4x"], studies=1, trials=12, seeds="dev")
+    figures = null["models"]["noisier-4x"]
+    assert figures["studies"] == 1 and figures["claims_n"] in (0, 1)
+    assert figures["claims_ci95"][0] <= figures["claims"] <= figures["claims_ci95"][1]
+    assert "noisier-4x" in sim.render_noise_models(null)
+    with pytest.raises(SystemExit, match="--worlds between 1 and 500"):
+        sim.worlds(501, trials=12, seeds="report")

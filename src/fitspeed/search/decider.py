@@ -7,7 +7,10 @@ decision. Pair `index` of decision `ident` measures B first or A first by a
 fair coin (`pair_order`), the same coin on a resumed run, so the second slot's
 advantage (measured here: the second of two back-to-back trials ran several
 percent faster) averages out instead of favouring one side. No pair is ever
-dropped; the estimate is robust instead (a Huber M-estimate).
+dropped: a pair whose incumbent's trial failed has no ratio, so it is kept
+in the decision's `lost_pairs` with the trial's status and reason, counted
+against the design's `max_pairs`, and shown; every other pair enters the
+estimate, which is robust instead (a Huber M-estimate).
 
 The designs (`combine_design`, `verify_design`):
 - a combination step asks "does the evidence lean towards this change?",
@@ -102,6 +105,22 @@ def search_noise(measured: Noise | None, prior: Noise | None = None) -> Noise:
     df = measured.df + prior.df
     sd = math.sqrt((measured.df * measured.sd ** 2 + prior.df * prior.sd ** 2) / df)
     return Noise(sd, df, f"{measured.source} and {prior.source} ({prior.df} degrees of freedom)")
+
+
+def wider(pooled: Noise | None, own: Noise | None) -> Noise | None:
+    """The noisier of the study's pooled noise and the two sides' own (`Ledger.pair_noise`), for a search step.
+
+    A search step may stand on the study's pooled noise (it is a choice, not a
+    claim), but never on one quieter than its own two configurations have
+    shown: a configuration that contends for threads would otherwise win its
+    steps by luck.
+
+    >>> wider(Noise(0.1, 20, "pooled"), Noise(0.3, 3, "own")).source, wider(Noise(0.1, 20), None).sd
+    ('own', 0.1)
+    """
+    if pooled is None or (own is not None and own.sd > pooled.sd):
+        return own
+    return pooled
 
 
 def verify_share(fallbacks: int, index: int = 0) -> float:
@@ -207,9 +226,11 @@ class Decider:
     def _decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
                 budgeted: bool) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
-        prior = self.ledger.noise() if purpose == Phase.VERIFY else search_noise(self.ledger.noise())
+        own = self.ledger.pair_noise(a, b, leave_out=ident)
+        prior = own if purpose == Phase.VERIFY else search_noise(wider(self.ledger.noise(), own))
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
+        lost: list[dict[str, Any]] = []
         why = None
         result = step([], design, prior)
         for index in range(design.max_pairs):
@@ -243,20 +264,24 @@ class Decider:
                 break
             speed_a, speed_b = record_a.throughput, record_b.throughput
             if speed_a is None or speed_b is None:
-                continue  # the incumbent's trial failed this time: this pair does not count
+                # the incumbent's trial failed this time: the pair is kept in the record with its reason, and
+                # it uses one of the design's pairs, but a ratio it does not have cannot enter the estimate
+                lost.append({"pair": index, "order": "BA" if b_first else "AB", "status": str(record_a.status),
+                             "reason": record_a.reason or "no reason given"})
+                continue
             pairs.append((speed_a, speed_b))
             orders.append("BA" if b_first else "AB")
             result = step([sb / sa for sa, sb in pairs], design, prior)
-        return self.store(purpose, a, b, pairs, result, design, why, orders)
+        return self.store(purpose, a, b, pairs, result, design, why, orders, lost)
 
     def store(self, purpose: Phase, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
               result: Step, design: Design | None, why: str | None = None,
-              orders: list[str] | None = None) -> dict[str, Any]:
+              orders: list[str] | None = None, lost: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         ident = decision_id(purpose, a, b)
         decision = {**result.to_dict(), "id": ident, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
                     "a_label": a.label(), "b_label": b.label(), "pairs": [list(p) for p in pairs],
                     "orders": orders or [], "design": design.to_dict() if design else None,
-                    "min_gain": design.min_gain if design else None, "why": why}
+                    "min_gain": design.min_gain if design else None, "why": why, "lost_pairs": lost or []}
         decision["verdict"] = decision["verdict"] or "not confirmed"
         with self.lock.held():  # one order for all workers
             changed = self.ledger.put_decision(ident, decision)

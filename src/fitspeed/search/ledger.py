@@ -15,6 +15,7 @@ nowhere else:
 | `challenge:ID`, `claim:UNIT` | which worker holds a unit of work (`fitspeed.search.workers`) |
 | `incumbents` | the chain of configurations that became the incumbent, in order |
 | `refused:ID` | a combination the search proposed and refused before any trial: its changes and the reason |
+| `leaned` | the incumbent the lean step left (`fitspeed.search.lean`): done for that chain |
 | `verification` | the verified answer: the claim the user sees |
 
 `summary.py` and `workers.py` read these through this module.
@@ -36,7 +37,7 @@ from optuna.trial import TrialState
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord
-from fitspeed.core.sequential import Noise, pooled_noise
+from fitspeed.core.sequential import Noise, pooled_noise, welch
 from fitspeed.search import studies
 from fitspeed.search.guard import numeric_changes
 from fitspeed.search.phase import Phase
@@ -50,9 +51,10 @@ CLAIM = "claim:"
 INCUMBENTS = "incumbents"
 REFUSED = "refused:"
 VERIFICATION = "verification"
+LEANED = "leaned"
 BUDGET = "budget"
 CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, REFUSED, "reuse:")  # "reuse:" in studies made before the ledger
-BUDGET_FREE = (Phase.BATCH_SIZE, Phase.VERIFY)  # phases outside the search's share of --trials
+BUDGET_FREE = (Phase.BATCH_SIZE, Phase.LEAN, Phase.VERIFY)  # phases outside the search's share of --trials
 
 
 def guard_key(config: TrialConfig) -> str:
@@ -80,7 +82,7 @@ def refusals_of(attrs: dict[str, Any]) -> list[dict[str, str]]:
 
 def meta_of(attrs: dict[str, Any]) -> dict[str, Any]:
     """The study's settings and environment: the user attrs that are not conclusions."""
-    return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS)}
+    return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS, LEANED)}
 
 
 class Ledger:
@@ -213,6 +215,36 @@ class Ledger:
                   f"decision{'' if decisions == 1 else 's'} before this one")
         return pooled_noise(groups, source=source)
 
+    def trial_noise(self, config: TrialConfig, leave_out: str = "") -> Noise | None:
+        """`config`'s own trial-to-trial noise on a log figure, from its trials in this study, or None.
+
+        Every measured trial of `config` counts (its screen trial, its pairs in
+        earlier decisions, a sampler's trial) except those of decision
+        `leave_out` (a decision's own pairs are its own evidence, never its
+        prior too) and the study's first trial (a cold start: measured at 0.63x
+        of the rest here once). Fewer than two trials: None.
+        """
+        prefix = studies.config_key(config)
+        first = min((t.number for t in studies.measured(self.study).values()), default=None)
+        logs = []
+        for key, trial in studies.measured(self.study).items():
+            tag = key[len(prefix):]
+            if not key.startswith(prefix) or (tag and not tag.startswith("#")) or trial.number == first:
+                continue
+            if leave_out and tag.startswith(f"#{leave_out}:"):
+                continue
+            speed = TrialRecord.from_dict(trial.user_attrs["record"]).throughput
+            if speed:
+                logs.append(math.log(speed))
+        return pooled_noise([logs], source=f"{len(logs)} trials of {config.label()}")
+
+    def pair_noise(self, a: TrialConfig, b: TrialConfig, leave_out: str = "") -> Noise | None:
+        """The noise on log(B/A) from each side's own trials (`trial_noise`), Welch-combined; None where either
+        side has fewer than two: a configuration noisier than the rest never borrows the rest's noise."""
+        mine, theirs = self.trial_noise(a, leave_out), self.trial_noise(b, leave_out)
+        source = f"each side's own trials ({mine.source if mine else 'none'}; {theirs.source if theirs else 'none'})"
+        return welch(mine, theirs, source)
+
     # -- the chain of incumbents ---------------------------------------------
 
     def incumbents(self) -> list[TrialConfig]:
@@ -234,10 +266,14 @@ class Ledger:
     def incumbent(self) -> TrialConfig:
         return (self.incumbents() or [self.base])[-1]
 
-    def chain_add(self, config: TrialConfig, over: TrialConfig) -> bool:
-        """Append `config` to the incumbents if it beat the newest; False if another's came first (hold the lock)."""
+    def chain_add(self, config: TrialConfig, over: TrialConfig, again: bool = False) -> bool:
+        """Append `config` to the incumbents if it beat the newest; False if another's came first (hold the lock).
+
+        `again`: `config` may have been an incumbent before (the lean step goes back to one); it is appended
+        unless it is the newest already.
+        """
         chain = list(self.study.user_attrs.get(INCUMBENTS) or [])
-        if config.to_dict() in chain:
+        if (chain and chain[-1] == studies.plain(config.to_dict())) or (config.to_dict() in chain and not again):
             return True
         if (chain[-1] if chain else self.base.to_dict()) != studies.plain(over.to_dict()):
             return False

@@ -70,6 +70,7 @@ from fitspeed.search import guard, studies
 from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
 from fitspeed.search.combination import Combination
+from fitspeed.search.lean import Lean
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
     Decider,
@@ -82,6 +83,7 @@ from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
     CLAIM,
+    LEANED,
     VERIFICATION,
     Ledger,
     guard_key,
@@ -367,7 +369,16 @@ class Tuner:
         Polish(self).run(promising)
         BatchSizes(self).run()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
+        self._once(LEANED, self._leaned, self._lean)
         return self.finish()
+
+    def _leaned(self) -> bool | None:
+        return True if self.study.user_attrs.get(LEANED) == studies.config_key(self.ledger.incumbent()) else None
+
+    def _lean(self) -> bool:
+        """Take out of the final incumbent each knob with no evidence of its own (`fitspeed.search.lean`)."""
+        self.study.set_user_attr(LEANED, studies.config_key(Lean(self).run()))
+        return True
 
     def _baseline(self) -> TrialRecord | None:
         """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.

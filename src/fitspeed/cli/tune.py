@@ -168,6 +168,13 @@ def decision_line(decision: Decision) -> str:
     >>> decision_line(Decision.from_dict({"id": "s1", "purpose": "sampler", "a": {}, "b": {"prefetch": 2},
     ...     "verdict": "not confirmed", "pairs": [], "why": "the budget ran out"}))
     '  decided prefetch=2 against defaults: not confirmed after 0 pair(s) (the budget ran out)'
+
+    A pair whose incumbent's trial failed is named, never dropped in silence:
+
+    >>> decision_line(Decision.from_dict({"id": "v1", "purpose": "verify", "a": {}, "b": {"jit_compile": True},
+    ...     "verdict": "not confirmed", "pairs": [[100.0, 120.0]], "lost_pairs": [{"pair": 1, "order": "AB",
+    ...     "status": "crashed", "reason": "SIGKILL"}]}))
+    '  decided jit_compile=True against defaults: not confirmed after 1 pair(s) (1 more lost: the trial of defaults crashed: SIGKILL)'
     """
     from fitspeed.search.phase import Phase
 
@@ -180,5 +187,8 @@ def decision_line(decision: Decision) -> str:
     interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
                 if decision.low is not None and decision.high is not None else "")
     said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished"}.get(decision.purpose, "decided")
+    lost = (f" ({len(decision.lost_pairs)} more lost: the trial of {decision.a_label} "
+            f"{decision.lost_pairs[0].get('status', 'failed')}: {decision.lost_pairs[0].get('reason')})"
+            if decision.lost_pairs else "")
     return (f"{said:>9} {decision.b_label} against {decision.a_label}: {decision.verdict} after "
-            f"{len(decision.pairs)} pair(s){interval}" + (f" ({decision.why})" if decision.why else ""))
+            f"{len(decision.pairs)} pair(s){lost}{interval}" + (f" ({decision.why})" if decision.why else ""))

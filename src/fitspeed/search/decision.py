@@ -21,7 +21,8 @@ class Decision:
     """`b` against `a`, for `purpose` (a `Phase`: screen, combine, bundle, choose, race, sampler, verify, ...).
 
     `pairs` holds each pair's samples/s as (a, b), `orders` the order each
-    ran in ("AB" or "BA"); `ratio` is the estimate of b/a and `low`..`high`
+    ran in ("AB" or "BA"), `lost_pairs` each pair whose A trial failed (its
+    index, order, status and reason: kept, though it has no ratio); `ratio` is the estimate of b/a and `low`..`high`
     its interval at `confidence`, None where there were too few pairs.
 
     >>> decision = Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
@@ -46,6 +47,7 @@ class Decision:
     min_gain: float | None = None
     why: str | None = None
     design: Mapping[str, Any] | None = field(default=None, compare=False)
+    lost_pairs: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # pairs whose A trial failed
 
     @property
     def a_label(self) -> str:
@@ -66,7 +68,8 @@ class Decision:
             orders=tuple(values.get("orders") or ()), ratio=values.get("ratio"), low=values.get("low"),
             high=values.get("high"), confidence=float(values.get("confidence") or 0.95),
             noise=Noise(float(noise["sd"]), int(noise["df"]), str(noise.get("source", ""))) if noise else None,
-            min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"))
+            min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"),
+            lost_pairs=tuple(dict(p) for p in values.get("lost_pairs") or ()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "ratio": self.ratio, "low": self.low, "high": self.high,
@@ -74,4 +77,4 @@ class Decision:
                 "id": self.id, "purpose": self.purpose, "a": self.a.to_dict(), "b": self.b.to_dict(),
                 "a_label": self.a_label, "b_label": self.b_label, "pairs": [list(p) for p in self.pairs],
                 "orders": list(self.orders), "design": dict(self.design) if self.design else None,
-                "min_gain": self.min_gain, "why": self.why}
+                "min_gain": self.min_gain, "why": self.why, "lost_pairs": [dict(p) for p in self.lost_pairs]}

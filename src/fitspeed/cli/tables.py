@@ -318,6 +318,18 @@ def head_title(summary: dict[str, Any]) -> str:
     return workload if summary["study"] == workload else f"study {summary['study']} · {workload}"
 
 
+def share_line(shares: list[dict[str, Any]]) -> str:
+    """Each knob of the answer with its own share of the speed-up, and how that share was measured.
+
+    >>> share_line([{"knob": "precision", "value": "mixed_bfloat16", "ratio": 1.62, "how": "added alone"},
+    ...             {"knob": "steps_per_execution", "value": 64, "ratio": 1.06, "how": "taken out"}])
+    'precision=mixed_bfloat16 1.62× (added alone), steps_per_execution=64 +6% (taken out)'
+    """
+    def share(ratio: float) -> str:
+        return f"{ratio:.2f}×" if ratio >= 1.5 else f"+{100 * (ratio - 1):.0f}%"
+    return ", ".join(f"{s['knob']}={s['value']} {share(s['ratio'])} ({s['how']})" for s in shares)
+
+
 def print_tune(console: Console, summary: dict[str, Any]) -> None:
     """The tuner's answer: baseline, verified best, each knob alone, rejections."""
     base, best = summary["baseline"], summary["best"]
@@ -333,6 +345,8 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         head.add_row("verified", f"{estimate['median']:.2f}× "
                                  f"({level(estimate['confidence'])} CI {estimate['ci_low']:.2f}–{estimate['ci_high']:.2f}) "
                                  f"over {len(estimate['ratios'])} fresh pair(s), each in a random order")
+    if best.get("shares"):
+        head.add_row("shares", share_line(best["shares"]))
     head.add_row("verdict", Text.assemble((best["verdict"], "bold"), f" — {best['why']}" if best.get("why") else ""))
     if best.get("agreement"):
         head.add_row("why they differ", best["agreement"])

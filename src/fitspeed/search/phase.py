@@ -30,6 +30,7 @@ class Phase(StrEnum):
     SAMPLER = "sampler"  # a configuration Optuna's sampler proposed, and its decision against the incumbent
     POLISH = "polish"  # a last change tried on top of the incumbent with what the budget leaves
     FACTORIAL = "factorial"  # one run of a joint estimate of a lost bundle's members (`search.factorial`)
+    LEAN = "lean"  # one knob taken out of the final incumbent, before the verification (`search.lean`), outside the budget
     VERIFY = "verify"  # the verification: the answer against the defaults on fresh pairs, outside the budget
     BATCH_SIZE = "batch_size"  # the batch-size sweep: which sizes fit, outside the search's budget
     MEASURE = "measure"  # a `fitspeed measure` trial, when a report reads measurements as a study

@@ -276,6 +276,8 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             "verdict": verification.get("verdict") or "not verified yet",
             "why": verification.get("why"),
             "estimate": verification.get("estimate"),
+            # each knob's own share of the speed-up: the ratio its own evidence measured (`search.lean`)
+            "shares": verification.get("shares") or [],
             # what its trial rewrote in the model (fitspeed.trial.transform), for best.json's snippet
             "rewrite": best_trial["record"].extra.get("rewrite") if best_trial else None,
         },

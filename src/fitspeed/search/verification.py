@@ -23,8 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.sequential import level
 from fitspeed.search.decider import Decider, verify_design
 from fitspeed.search.events import OnEvent, VerificationStarted
+from fitspeed.search.lean import shares_of
 from fitspeed.search.ledger import BUDGET, Ledger
 from fitspeed.search.phase import Phase
 
@@ -46,7 +48,7 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
         decision = decider.decide(Phase.VERIFY, base, config, design, budgeted=False)
         tried.append(decision)
         if decision["verdict"] == "faster":
-            verification = claim(config, decision, tried)
+            verification = claim(config, decision, tried, shares_of(ledger.decisions(), config, base))
             break
     if verification is None:
         why = (short_budget(ledger) or "no change was confirmed faster than the baseline in pairs" if not chain
@@ -69,15 +71,20 @@ def short_budget(ledger: Ledger) -> str | None:
             f"--trials {plan['suggested']}, pays for several")
 
 
-def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]]) -> dict[str, Any]:
-    """The verification's claim from its decision: the estimate and interval the user sees."""
-    level = decision["confidence"]
+def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]],
+          shares: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The verification's claim from its decision: the estimate and interval the user sees, and each knob's share
+    (`fitspeed.search.lean.shares_of`)."""
+    confidence = decision["confidence"]
     ratios = [b / a for a, b in decision["pairs"]]
-    verdict = f"B is {decision['ratio']:.2f}× faster ({decision['low']:.2f}–{decision['high']:.2f})"
+    # the lower bound first: it is what the claim guarantees at its level; the estimate of a sequential design
+    # that stopped early runs high (a stop on a lucky run), so it comes after, named for what it is
+    verdict = (f"B is at least {decision['low']:.2f}× faster ({level(confidence)} CI "
+               f"{decision['low']:.2f}–{decision['high']:.2f}; estimate {decision['ratio']:.2f}×)")
     estimate = {"ratios": ratios, "median": decision["ratio"], "ci_low": decision["low"],
-                "ci_high": decision["high"], "confidence": level, "verdict": verdict,
+                "ci_high": decision["high"], "confidence": confidence, "verdict": verdict,
                 "statistic": "Huber estimate of the mean log ratio", "pairs": len(ratios),
                 "noise": decision.get("noise"), "orders": decision.get("orders")}
     return {"config": config.to_dict(), "estimate": estimate, "claimed": True, "verdict": verdict,
             "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
-            "fell_back": len(tried) > 1, "design": decision.get("design")}
+            "fell_back": len(tried) > 1, "design": decision.get("design"), "shares": shares}

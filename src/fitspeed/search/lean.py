@@ -1,0 +1,140 @@
+"""The lean answer: every knob the verification is handed has evidence of its own.
+
+The search builds its answer in steps, and a step may add several changes at
+once (a bundle, the polish, a sampler's configuration): a change that did
+nothing can ride in on its neighbours' gain. Each knob is one more thing that
+can break on the user's side, so before the verification each changed knob
+of the final incumbent must show its own share of the speed-up:
+
+- a knob that a step added alone, decided faster on top of the incumbent of
+  its time by at least MIN_SHARE (`own_evidence`), has shown it;
+- every other knob is taken out of the incumbent, one at a time, and the
+  incumbent is compared with that (`LEAN_DESIGN`: fresh pairs, each in a
+  random order, outside the budget like the verification). It stays only
+  where taking it out is slower: a "faster" verdict for the incumbent with an
+  estimate of at least MIN_SHARE. Otherwise it goes: a neutral knob costs
+  nothing to leave out, and among answers within the noise the one with
+  fewer changes is preferred.
+
+A knob that cannot be taken out alone (another knob needs it) stays, and so
+does one whose removal would fail the numerics guard. Each knob's share, the
+ratio its evidence measured, goes with the verification into best.json and
+the tables (`shares`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.core.sequential import Design, Verdict
+from fitspeed.search.phase import Phase
+from fitspeed.search.searcher import Searcher
+
+MIN_SHARE = 1.02  # a knob whose own evidence is below this ratio is no part of the answer
+# one-sided 25% over looks at 1 to 4 pairs: a neutral knob is kept at most one time in four, and then only when its
+# estimate is at least MIN_SHARE, so a knob of the answer has shown a share of its own
+LEAN_DESIGN = Design(alpha=0.25, max_pairs=4, min_pairs=1, min_gain=MIN_SHARE - 1, futile_from=1)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One knob's own share of the answer's speed-up, and the decision that measured it."""
+
+    knob: str
+    value: Any
+    ratio: float
+    decision: str
+    how: str  # "added alone" or "taken out"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"knob": self.knob, "value": self.value, "ratio": self.ratio, "decision": self.decision,
+                "how": self.how}
+
+
+def changed_knobs(config: TrialConfig, base: TrialConfig) -> dict[str, Any]:
+    """The knobs of `config` that differ from `base`, with their values.
+
+    >>> changed_knobs(TrialConfig(jit_compile=True, steps_per_execution=4), TrialConfig())
+    {'steps_per_execution': 4, 'jit_compile': True}
+    """
+    mine, theirs = config.to_dict(), base.to_dict()
+    return {k: v for k, v in mine.items() if v != theirs.get(k)}
+
+
+def own_evidence(decisions: list[dict[str, Any]], knob: str, value: Any) -> dict[str, Any] | None:
+    """The last decision that found `knob`=`value` alone faster by MIN_SHARE or more, or None: a step that added
+    it alone, or a lean step that took it out (the screen's one-trial verdicts and the races are no evidence).
+
+    >>> made = [{"purpose": "bundle", "a": {}, "b": {"jit_compile": True, "prefetch": 2}, "verdict": "faster",
+    ...          "ratio": 1.3, "id": "b1"},
+    ...         {"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2,
+    ...          "id": "c1"}]
+    >>> own_evidence(made, "jit_compile", True)["id"], own_evidence(made, "prefetch", 2)
+    ('c1', None)
+    """
+    found = None
+    for decision in decisions:
+        if decision.get("purpose") in (Phase.SCREEN, Phase.RACE, Phase.VERIFY):
+            continue
+        a = TrialConfig.from_dict(dict(decision["a"]))
+        b = TrialConfig.from_dict(dict(decision["b"]))
+        if (changed_knobs(b, a) == {knob: value} and decision.get("verdict") == Verdict.FASTER
+                and (decision.get("ratio") or 0.0) >= MIN_SHARE):
+            found = decision
+    return found
+
+
+class Lean:
+    """Takes out of the final incumbent each knob with no evidence of its own (see the module's docstring)."""
+
+    def __init__(self, tuner: Searcher) -> None:
+        self.tuner = tuner
+
+    def run(self) -> TrialConfig:
+        """Lean the final incumbent; the incumbent it leaves."""
+        tuner = self.tuner
+        incumbent = tuner.ledger.incumbent()
+        changes = changed_knobs(incumbent, tuner.base)
+        if len(changes) < 2:  # one change, or none: the verification itself is its evidence
+            return incumbent
+        for knob, value in changes.items():
+            if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
+                continue
+            without = tuner._config({**changed_knobs(incumbent, tuner.base), knob: getattr(tuner.base, knob)})
+            if without is None:
+                continue  # another knob needs it: it stays, with that knob's evidence
+            decision = tuner.decider.decide(Phase.LEAN, without, incumbent, LEAN_DESIGN, budgeted=False)
+            if decision["verdict"] == Verdict.FASTER and (decision.get("ratio") or 0.0) >= MIN_SHARE:
+                continue
+            verdict = tuner.guarded(without)
+            if verdict is not None and not verdict["ok"]:
+                continue  # the rest cannot train the same without it
+            with tuner.workers.lock.held():
+                added = tuner.ledger.chain_add(without, over=incumbent, again=True)
+            incumbent = without if added else tuner.ledger.incumbent()
+        return incumbent
+
+
+def shares_of(decisions: list[dict[str, Any]], config: TrialConfig, base: TrialConfig) -> list[dict[str, Any]]:
+    """Each knob of `config`'s own share, as best.json and the tables show it: the ratio its own evidence measured.
+
+    An answer of one change has none here: the verification is its evidence.
+
+    >>> made = [{"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2,
+    ...          "id": "c1"},
+    ...         {"purpose": "lean", "a": {"jit_compile": True}, "b": {"jit_compile": True, "prefetch": 2},
+    ...          "verdict": "faster", "ratio": 1.06, "id": "l1"}]
+    >>> [(s["knob"], s["ratio"], s["how"]) for s in shares_of(made, TrialConfig(jit_compile=True, prefetch=2),
+    ...                                                        TrialConfig())]
+    [('jit_compile', 1.2, 'added alone'), ('prefetch', 1.06, 'taken out')]
+    """
+    out = []
+    changes = changed_knobs(config, base)
+    for knob, value in changes.items() if len(changes) > 1 else ():
+        decision = own_evidence(decisions, knob, value)
+        if decision is not None:
+            out.append(Share(knob, value, float(decision["ratio"]), str(decision["id"]),
+                             "taken out" if decision.get("purpose") == Phase.LEAN else "added alone").to_dict())
+    return out

@@ -56,7 +56,7 @@ def test_comparison_table_and_verdict() -> None:
         comparison.pairs.append((ok_record(a, speed_a, arm="a", pair=0), ok_record(b, speed_b, arm="b", pair=0)))
     text = render(lambda c: tables.print_comparison(c, comparison))
     assert "A: defaults   B: steps_per_execution=8" in text
-    assert "1.500" in text and "B is 1.50× faster" in text
+    assert "1.500" in text and "B is at least 1.42× faster (1.42–1.56, median 1.50×)" in text  # the lower bound first
     assert comparison.record()["status"] == "ok"
 
 

@@ -20,13 +20,15 @@ def test_clear_speedup_is_claimed() -> None:
     estimate = ratio_estimate([1.40, 1.45, 1.42, 1.38, 1.44])
     assert estimate.median == pytest.approx(1.42)
     assert 1.0 < estimate.low < 1.42 < estimate.high
-    assert estimate.verdict.startswith("B is 1.42× faster (")
+    assert estimate.verdict.startswith(f"B is at least {estimate.low:.2f}× faster (")  # the lower bound first
+    assert estimate.verdict.endswith("median 1.42×)")
 
 
 def test_clear_slowdown_is_reported_as_slower() -> None:
     estimate = ratio_estimate([0.50, 0.52, 0.49, 0.51])
     assert estimate.high < 1
-    assert estimate.verdict.startswith("B is 1.98× slower")
+    assert estimate.verdict.startswith(f"B is at least {1 / estimate.high:.2f}× slower")
+    assert estimate.verdict.endswith("median 1.98×)")
 
 
 def test_noise_around_one_is_no_measurable_difference() -> None:

@@ -58,10 +58,9 @@ class RatioEstimate:
         if self.low <= 1.0 <= self.high:
             return "no measurable difference"
         if self.low > 1.0:
-            return f"B is {self.median:.2f}× faster ({self.low:.2f}–{self.high:.2f})"
-        return (
-            f"B is {1 / self.median:.2f}× slower ({1 / self.high:.2f}–{1 / self.low:.2f})"
-        )
+            return f"B is at least {self.low:.2f}× faster ({self.low:.2f}–{self.high:.2f}, median {self.median:.2f}×)"
+        return (f"B is at least {1 / self.high:.2f}× slower "
+                f"({1 / self.high:.2f}–{1 / self.low:.2f}, median {1 / self.median:.2f}×)")
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -189,11 +189,22 @@ def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
         _confirm(top, base, pairs, lambda name, config: run_one(name, config).throughput)
 
 
+def confirm_design(pairs: int) -> Design:
+    """The confirmation's design: one-sided 2.5% over looks from 3 pairs to `pairs`, with no prior noise (each
+    side's noise is the confirmation's own pairs'; `benchmarks/verification_aa.py` measures its A/A rate).
+
+    >>> d = confirm_design(5)
+    >>> d.alpha, d.min_pairs, d.max_pairs
+    (0.025, 3, 5)
+    """
+    return Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
+
+
 def _confirm(fix: dict[str, Any], base: TrialConfig, pairs: int,
              figure: Callable[[str, TrialConfig], float | None]) -> None:
     """`fix` against the unchanged configuration in fresh interleaved pairs; `figure` is higher for faster."""
     config = base.replace(**fix["change"])
-    design = Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
+    design = confirm_design(pairs)
     figures: list[list[float]] = []
     result = step([], design)
     label = " ".join(f"{k}={v}" for k, v in fix["change"].items())

@@ -15,7 +15,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.core.sequential import Noise, Verdict, step
-from fitspeed.search import verification
+from fitspeed.search import guard, verification
 from fitspeed.search.decider import SEARCH_PRIOR, combine_design, search_noise
 from fitspeed.search.decision import Decision
 from fitspeed.search.lean import MIN_SHARE
@@ -439,31 +439,39 @@ class HeldOut(Fake):
                                                "val_accuracy": 1.0 - loss / 2})
 
 
-def test_a_precision_that_learns_as_well_at_the_first_seed_needs_no_more_guard_runs() -> None:
+def by_seed(seed: int) -> float:
+    """A held-out loss that moves with the seed's init and data order (sd about 0.07)."""
+    return 1.0 + 0.05 * ((seed * 7) % 5 - 2)
+
+
+def test_a_precision_that_learns_as_well_is_judged_on_paired_seeds_and_passes() -> None:
     truth = effects({("precision", "mixed_bfloat16"): 2.0})
-    by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
-    fake = HeldOut(truth, lambda config, seed: by_seed[seed] - (0.02 if config.precision != "float32" else 0.0))
+    fake = HeldOut(truth, lambda config, seed: by_seed(seed) - (0.02 if config.precision != "float32" else 0.0))
     tuner, verdict = tune(fake, "precision")
     assert TrialConfig.from_dict(verdict["config"]).precision == "mixed_bfloat16"
-    guarded = [s for s in fake.calls if s.mode == "train"]
-    assert [(s.config.precision, s.seed) for s in guarded] == [("float32", 0), ("mixed_bfloat16", 0)]
+    guarded = [(s.config.precision, s.seed) for s in fake.calls if s.mode == "train"]
+    seeds = sorted({seed for _, seed in guarded})
+    # the baseline and the candidate at the same seeds, never fewer than the guard's first stage
+    assert len(seeds) >= guard.FIRST_SEEDS and sorted(guarded) == sorted(
+        [("float32", s) for s in seeds] + [("mixed_bfloat16", s) for s in seeds])
     check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
-    assert check is not None and check["ok"] and check["runs"] == {"baseline": 1, "candidate": 1}
+    assert check is not None and check["ok"] and check["runs"] == {"baseline": len(seeds), "candidate": len(seeds)}
 
 
-def test_a_precision_worse_at_the_first_seed_takes_every_seed_and_a_broken_one_is_rejected() -> None:
+def test_a_precision_that_learns_worse_at_every_seed_is_rejected() -> None:
     truth = effects({("precision", "mixed_bfloat16"): 2.0})
-    by_seed = {0: 1.00, 1: 1.10, 2: 0.95}
-    fake = HeldOut(truth, lambda config, seed: by_seed[seed] + (0.8 if config.precision != "float32" else 0.0))
+    fake = HeldOut(truth, lambda config, seed: by_seed(seed) + (0.8 if config.precision != "float32" else 0.0))
     checked: list[GuardChecked] = []
     tuner, verdict = tune(fake, "precision",
                           on_event=lambda event: checked.append(event) if isinstance(event, GuardChecked) else None)
     assert verdict["claimed"] is False or TrialConfig.from_dict(verdict["config"]).precision == "float32"
     check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
-    assert check is not None and not check["ok"] and check["runs"] == {"baseline": 3, "candidate": 3}
+    assert check is not None and not check["ok"]
+    runs = check["runs"]
+    assert runs["baseline"] == runs["candidate"] >= guard.FIRST_SEEDS
     # the event carries the guard's typed verdict, the same one the study stores as plain data
     bf16 = [e.verdict for e in checked if e.config == TrialConfig(precision="mixed_bfloat16")]
-    assert [(v.ok, v.runs) for v in bf16] == [(False, (3, 3))] and bf16[0].reason == check["reason"]
+    assert [v.ok for v in bf16] == [False] and bf16[0].reason == check["reason"]
 
 
 def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Path) -> None:

@@ -31,3 +31,30 @@ def test_many_residuals_still_clip_a_starved_trial() -> None:
     starved = pooled_noise([calm + [-0.7]])
     unclipped = (sum((x - sorted(calm + [-0.7])[10]) ** 2 for x in calm + [-0.7]) / 20) ** 0.5
     assert starved is not None and starved.sd < unclipped
+
+
+def test_the_claim_s_estimate_is_median_unbiased_where_the_stopping_rule_biases_the_estimate_at_the_stop() -> None:
+    # a true 1.2x at a paired noise of 0.14, decided by the verification's design: it stops on lucky runs, so the
+    # Huber estimate at the stop lies above the truth about 2 times in 3; the median-unbiased one about half the time
+    import math
+
+    from fitspeed.core.sequential import Noise, median_unbiased, step
+    from fitspeed.search.decider import verify_design
+
+    design, prior, true = verify_design(5, 0.05, 1), Noise(0.14, 60), 1.2
+    rng = random.Random(1)
+    above_unbiased = above_at_stop = claims = 0
+    for _ in range(200):
+        ratios: list[float] = []
+        result = step(ratios, design, prior)
+        while result.verdict is None:
+            ratios.append(math.exp(rng.gauss(math.log(true), 0.14)))
+            result = step(ratios, design, prior)
+        if result.verdict == "faster" and result.ratio and result.noise:
+            claims += 1
+            above_unbiased += median_unbiased(design, result.pairs, result.ratio, result.noise, prior.df,
+                                              paths=5000) > true
+            above_at_stop += result.ratio > true
+    assert claims > 170
+    assert 0.42 < above_unbiased / claims < 0.62, above_unbiased / claims
+    assert above_at_stop > above_unbiased + 0.05 * claims

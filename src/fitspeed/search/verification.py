@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.sequential import level
+from fitspeed.core.sequential import Design, Noise, level, median_unbiased
 from fitspeed.search.decider import Decider, verify_design
 from fitspeed.search.events import OnEvent, VerificationStarted
 from fitspeed.search.lean import shares_of
@@ -77,14 +77,30 @@ def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, A
     (`fitspeed.search.lean.shares_of`)."""
     confidence = decision["confidence"]
     ratios = [b / a for a, b in decision["pairs"]]
-    # the lower bound first: it is what the claim guarantees at its level; the estimate of a sequential design
-    # that stopped early runs high (a stop on a lucky run), so it comes after, named for what it is
+    unbiased = unbiased_estimate(decision)
+    # the lower bound first: it is what the claim guarantees at its level; then the estimate with the stopping
+    # rule's bias taken out (a sequential design stops on lucky runs)
     verdict = (f"B is at least {decision['low']:.2f}× faster ({level(confidence)} CI "
-               f"{decision['low']:.2f}–{decision['high']:.2f}; estimate {decision['ratio']:.2f}×)")
-    estimate = {"ratios": ratios, "median": decision["ratio"], "ci_low": decision["low"],
+               f"{decision['low']:.2f}–{decision['high']:.2f}; estimate {unbiased:.2f}×)")
+    estimate = {"ratios": ratios, "median": unbiased, "at_stop": decision["ratio"], "ci_low": decision["low"],
                 "ci_high": decision["high"], "confidence": confidence, "verdict": verdict,
-                "statistic": "Huber estimate of the mean log ratio", "pairs": len(ratios),
+                "statistic": "median-unbiased estimate of the mean log ratio (stage-wise order; the Huber estimate "
+                             "at the stop is at_stop)", "pairs": len(ratios),
                 "noise": decision.get("noise"), "orders": decision.get("orders")}
     return {"config": config.to_dict(), "estimate": estimate, "claimed": True, "verdict": verdict,
             "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
             "fell_back": len(tried) > 1, "design": decision.get("design"), "shares": shares}
+
+
+def unbiased_estimate(decision: dict[str, Any]) -> float:
+    """The claim's ratio with the stopping rule's bias taken out (`sequential.median_unbiased`), from the stored
+    decision: its design, its pairs, its estimate at the stop and the noise it decided on."""
+    found, noise = decision.get("design"), decision.get("noise")
+    if not found or not noise or not decision.get("pairs"):
+        return float(decision["ratio"])
+    design = Design(found["alpha"], found["max_pairs"], found["min_pairs"], found["min_gain"],
+                    futile_from=found.get("futile_from", 1))
+    pairs = len(decision["pairs"])
+    prior_df = max(0, int(noise["df"]) - (pairs - 1))  # the decision's noise pools its prior with its own pairs
+    return median_unbiased(design, pairs, float(decision["ratio"]), Noise(float(noise["sd"]), int(noise["df"])),
+                           prior_df)

@@ -1,6 +1,6 @@
 """The numerics guard's three rates, measured through the real rule (`guard.seeds_needed`, `guard.judge`).
 
-    python benchmarks/guard_power.py --json            # simulated seeds: well under a minute
+    python benchmarks/guard_power.py --json            # simulated seeds: about 30 s of CPU
     python benchmarks/guard_power.py --real --seeds 10  # tiny, trained for real: about 10 minutes on 2 cores
 
 Simulated: each study draws a baseline's held-out loss at MAX_SEEDS seeds,
@@ -159,7 +159,7 @@ def real(seeds: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--studies", type=int, default=1000, help="simulated guard decisions per setting and gap")
+    parser.add_argument("--studies", type=int, default=800, help="simulated guard decisions per setting and gap")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--real", action="store_true", help="train tiny for real instead (minutes)")

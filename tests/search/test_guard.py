@@ -55,8 +55,10 @@ def test_the_same_learning_passes() -> None:
     verdict = guard.judge(BASE, _runs([1.62, 1.63, 1.71, 1.60, 1.69], [0.51, 0.54, 0.52, 0.55, 0.50]))
     (loss,) = verdict.checks
     assert verdict.ok and loss.low < 0 < loss.high and loss.pairs == 5
-    # the bound is a t on the first stage's 4 degrees of freedom (2.776), not a normal's 1.96
-    assert loss.sd_gap is not None and round(loss.band, 5) == round(2.7764451 * loss.sd_gap / 5 ** 0.5, 5)
+    # the bound is a t on the first stage's 4 degrees of freedom (2.880 at 97.75%), not a normal's 1.96;
+    # the sd of the gaps over every pair is the larger here
+    gaps = [c - b for b, c in zip([1.60, 1.65, 1.70, 1.62, 1.68], [1.62, 1.63, 1.71, 1.60, 1.69])]
+    assert round(loss.band, 5) == round(2.8802895 * statistics.stdev(gaps) / 5 ** 0.5, 5)
     assert "over 5 paired seeds" in verdict.reason and "within" in verdict.reason
 
 
@@ -94,10 +96,10 @@ def test_the_same_gap_with_uncorrelated_seeds_is_not_shown() -> None:
 
 
 def test_the_seed_count_rule() -> None:
-    # Stein's N: ((t(0.975; 4) + t(0.8; 4)) x sd(d) / sigma)^2 = (3.717 x ratio)^2, between 5 and 10
+    # Stein's N: ((t(0.9775; 4) + t(0.8; 4)) x sd(d) / sigma)^2 = (3.821 x ratio)^2, between 5 and 10
     assert guard.stein_seeds(0.01, 0.04) == 5  # quiet gaps: the first stage settles it
-    assert guard.stein_seeds(0.025, 0.04) == 6  # 13.8 x 0.39 = 5.4
-    assert guard.stein_seeds(0.03, 0.04) == 8  # 13.8 x 0.5625 = 7.8
+    assert guard.stein_seeds(0.025, 0.04) == 6  # 14.6 x 0.39 = 5.7
+    assert guard.stein_seeds(0.03, 0.04) == 9  # 14.6 x 0.5625 = 8.2
     assert guard.stein_seeds(0.05, 0.04) == guard.MAX_SEEDS  # capped
     assert guard.stein_seeds(0.0, 0.0) == guard.FIRST_SEEDS
     # from runs: fewer than the first stage, or a candidate that stopped, takes what there is
@@ -109,10 +111,27 @@ def test_the_seed_count_rule() -> None:
     # the mean takes every seed and the degrees of freedom are the first stage's; three late seeds far out
     # widen the bound, as the sd over every pair is then the larger
     gaps = [0.01, -0.01, 0.01, -0.01, 0.0, 0.5, 0.5, 0.5]
-    late = guard.paired_gap("held-out loss", [1.0] * 8, [1.0 + g for g in gaps])
+    base = [1.0, 1.2, 0.8, 1.1, 0.9, 1.0, 1.2, 0.8]
+    late = guard.paired_gap("held-out loss", base, [b + g for b, g in zip(base, gaps)])
     assert late.first == 5 and late.pairs == 8 and late.sd_gap is not None and round(late.sd_gap, 4) == 0.01
-    assert round(late.gap, 4) == 0.1875 and late.ok
-    assert round(late.band, 4) == round(2.7764451 * statistics.stdev(gaps) / 8 ** 0.5, 4)
+    assert round(late.gap, 4) == 0.1875 and late.low < 0 and late.ok
+    assert round(late.band, 4) == round(2.8802895 * statistics.stdev(gaps) / 8 ** 0.5, 4)
+
+
+def test_a_higher_loss_that_spreads_far_more_over_seeds_fails_as_unstable() -> None:
+    # tiny's held-out losses at its first 5 seeds, measured: the baseline, and the same with the learning rate x10
+    base = _runs([1.672, 1.519, 1.634, 1.586, 1.658])
+    lr_x10 = _runs([1.729, 2.538, 1.519, 1.198, 1.271])
+    verdict = guard.judge(base, lr_x10)
+    (loss,) = verdict.checks
+    assert loss.low < 0 and loss.unstable and not verdict.ok  # the paired test alone would pass it
+    assert "it learns unstably" in verdict.reason and verdict.to_dict()["checks"][0]["unstable"] is True
+    # a lower mean passes however it spreads
+    assert guard.judge(base, _runs([1.729, 2.538, 1.519, 1.198, 0.771])).ok
+    # and the spread of learning alike passes: 1.3x the baseline's is far inside the 8x floor
+    assert guard.judge(base, _runs([1.70, 1.49, 1.65, 1.56, 1.70])).ok
+    # 7x the baseline's sd at 10 seeds is past the F test's 2.8x, but not the floor: a skewed seed does that
+    assert not guard.paired_gap("held-out loss", [1.0, 1.01] * 5, [1.0, 1.07] * 5).unstable
 
 
 def test_a_stall_and_a_non_finite_loss_fail() -> None:

@@ -338,7 +338,9 @@ def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatc
     verdict = _guard_verdict(tmp_path, "long_train.py")
     assert verdict["ok"], verdict["reason"]
     assert len(verdict["baseline_curve"]) == 4 and verdict["baseline_curve"] != verdict["curve"]
-    assert verdict["reason"].startswith("no held-out data") and verdict["runs"] == {"baseline": 3, "candidate": 3}
+    assert verdict["reason"].startswith("no held-out data")
+    runs = verdict["runs"]
+    assert runs["baseline"] == runs["candidate"] and 5 <= runs["candidate"] <= 10  # the paired seed rule's
 
 
 @pytest.mark.slow
@@ -346,7 +348,7 @@ def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict["ok"]
     assert "varies too much over seeds" in verdict["reason"]
-    assert verdict["runs"] == {"baseline": 3, "candidate": 1}  # the baseline's spread settles it: no more runs
+    assert verdict["runs"] == {"baseline": 5, "candidate": 1}  # the baseline's spread settles it: no more runs
 
 
 def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_path: Path) -> None:

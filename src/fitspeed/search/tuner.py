@@ -274,7 +274,7 @@ class Tuner:
         """The guard verdict for `config` (stored), or None if it changes no numerics.
 
         A dict: `ok`, `reason`, the first seed's `baseline_curve` and `curve`, `runs` (trial processes,
-        baseline and candidate) and `checks` (each measure against the baseline's spread over seeds).
+        baseline and candidate) and `checks` (each measure's paired gaps over seeds, `guard.PairedGap`).
         """
         if not guard.numeric_changes(config, self.base):
             return None

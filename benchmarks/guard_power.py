@@ -38,6 +38,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from fitspeed.core.stats import share_interval
 from fitspeed.search import guard
 
 RHOS = (0.0, 0.5, 0.8, 0.95)
@@ -80,14 +81,6 @@ def study(rng: random.Random, rho: float, gap: float, noise: Callable[[random.Ra
     return not verdict.ok, statistics.fmean(cand[:n]) - statistics.fmean(base[:n]), n
 
 
-def _interval(k: int, n: int) -> tuple[float, float]:
-    """Wilson's 95% interval of a share k / n."""
-    z, p = 1.96, k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def simulate(studies: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     rows = []
@@ -98,7 +91,7 @@ def simulate(studies: int, seed: int) -> dict[str, Any]:
                 found = [study(rng, rho, gap, noise) for _ in range(studies)]
                 rejected = sum(r for r, _, _ in found)
                 row[name] = rejected / studies
-                row[name + "_ci"] = _interval(rejected, studies)
+                row[name + "_ci"] = share_interval(rejected, studies)
                 row[name + "_at_or_below_0"] = sum(r and d <= 0 for r, d, _ in found)
                 row[name + "_seeds"] = statistics.fmean(n for _, _, n in found)
             rows.append(row)

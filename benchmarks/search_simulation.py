@@ -112,6 +112,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import TrialRecord, TrialSpec, new_record
+from fitspeed.core.stats import share_interval
 from fitspeed.machine import environment
 from fitspeed.search import tuner as tuner_module
 
@@ -854,22 +855,6 @@ def level(cv: float, scenarios: list[Scenario], studies: int, trials: int, seeds
     }
 
 
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The 95% Wilson score interval of a share of `k` in `n`.
-
-    >>> [round(x, 4) for x in wilson(4, 400)]
-    [0.0039, 0.0254]
-    >>> [round(x, 4) for x in wilson(0, 200)]
-    [0.0, 0.0188]
-    """
-    if n < 1:
-        raise ValueError(f"Expected at least one study. Received n={n}.")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 BIG_GAIN = 1.15  # coverage is also read over the claims whose true gain is at least this
 
 
@@ -926,7 +911,7 @@ def noise_models(models: list[str], studies: int, trials: int, seeds: str, cv: f
     for index, name in enumerate(models):
         found = outcomes[index * studies:(index + 1) * studies]
         claims = sum(o.claimed for o in found)
-        low, high = wilson(claims, studies)
+        low, high = share_interval(claims, studies)
         out[name] = {"studies": studies, "claims": claims / studies, "claims_n": claims,
                      "claims_ci95": [low, high], "mean_trials": statistics.fmean(o.trials for o in found),
                      "answers": sorted({o.answer for o in found if o.claimed})}

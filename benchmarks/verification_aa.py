@@ -39,6 +39,7 @@ import statistics
 from dataclasses import dataclass
 
 from fitspeed.core.sequential import Design, Noise, pair_order, pooled_noise, step, welch
+from fitspeed.core.stats import share_interval
 from fitspeed.measure.doctor import confirm_design
 from fitspeed.search.decider import combine_design, verify_design
 
@@ -175,18 +176,6 @@ DESIGNS = {  # the designs as the tuner and doctor build them, and whether a dec
 }
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson interval of k successes in n.
-
-    >>> [round(x, 4) for x in wilson(5, 200)]
-    [0.0107, 0.0572]
-    """
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000, help="decisions per design, ratio and noise model")
@@ -212,7 +201,7 @@ def main() -> None:
         print(f"{'true':>6}  {'faster':>7}  {'95% CI of faster':>16}  {'futile':>7}  {'not conf.':>9}  {'pairs':>5}  "
               f"{'coverage':>8}  {'coverage (claims)':>17}")
         for row in rows:
-            low, high = wilson(row["faster_n"], args.runs)
+            low, high = share_interval(row["faster_n"], args.runs)
             claims = "–" if row["coverage_of_claims"] is None else f"{row['coverage_of_claims']:.1%}"
             print(f"{row['ratio']:>6.2f}  {row['faster']:>7.1%}  {f'{low:.1%}–{high:.1%}':>16}  {row['futile']:>7.1%}  "
                   f"{row['not_confirmed']:>9.1%}  {row['mean_pairs']:>5.1f}  {row['coverage']:>8.1%}  {claims:>17}")

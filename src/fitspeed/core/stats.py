@@ -96,3 +96,19 @@ def ratio_estimate(ratios: Sequence[float], confidence: float = 0.95) -> RatioEs
     return RatioEstimate(
         tuple(ratios), median, math.exp(mean - half), math.exp(mean + half), confidence
     )
+
+
+def share_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The 95% Wilson score interval of a share of `k` in `n` (a rate of claims, rejections, ...).
+
+    >>> [round(x, 4) for x in share_interval(4, 400)]
+    [0.0039, 0.0254]
+    >>> [round(x, 4) for x in share_interval(0, 200)]
+    [0.0, 0.0188]
+    """
+    if n < 1:
+        raise ValueError(f"Expected at least one trial to take a share of. Received n={n}.")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -34,12 +34,17 @@ The designs (`combine_design`, `verify_design`):
   on either side can neither make nor hide a claim; up to 2 x `--pairs` pairs
   for the newest, `--pairs` for an incumbent it falls back to.
 
-The noise each decision starts from is the study's (`Ledger.noise`): the
-screen's baseline trials and earlier decisions' pairs, never this decision's
-own trials counted twice. A search step pools SEARCH_PRIOR into it (10% per
-trial, as 4 degrees of freedom: `search_noise`), so that the study's first
-steps do not stand on a spread of three baselines; the verification never
-does. Its source and degrees of freedom are stored with the decision.
+The noise the verification starts from is each side's own (`Ledger.pair_noise`):
+the spread of A's own trials and of B's own trials in the study, never this
+decision's, combined with Welch-Satterthwaite degrees of freedom; nothing is
+borrowed from other configurations, so an answer noisier than the defaults
+gets the wider interval it deserves, and a side with fewer than two trials
+gives no prior. A search step starts from the study's pooled noise
+(`Ledger.noise`: the screen's baselines and earlier decisions' pairs) or the
+two sides' own where that is noisier (`wider`), with SEARCH_PRIOR pooled
+into it (10% per trial, as 4 degrees of freedom: `search_noise`), so that
+the study's first steps do not stand on a spread of three baselines. Its
+source and degrees of freedom are stored with the decision.
 """
 
 from __future__ import annotations

@@ -225,9 +225,10 @@ class Ledger:
         of the rest here once). Fewer than two trials: None.
         """
         prefix = studies.config_key(config)
-        first = min((t.number for t in studies.measured(self.study).values()), default=None)
+        measured = studies.measured(self.study)
+        first = min((t.number for t in measured.values()), default=None)
         logs = []
-        for key, trial in studies.measured(self.study).items():
+        for key, trial in measured.items():
             tag = key[len(prefix):]
             if not key.startswith(prefix) or (tag and not tag.startswith("#")) or trial.number == first:
                 continue

@@ -244,6 +244,32 @@ def starving(truth: Callable[[TrialConfig, int], float], who: str) -> tuple[Call
     return starved_truth, on_event
 
 
+def test_a_pair_whose_incumbent_trial_failed_is_kept_with_its_reason_not_dropped() -> None:
+    # steps_per_execution=64 is a real 1.5x; the verification's first trial of the defaults fails (factor 0): that
+    # pair has no ratio, so it is kept in the decision's lost_pairs with the trial's status and reason, and it uses
+    # one of the design's pairs
+    state = {"verifying": False, "failed": False}
+
+    def truth(config: TrialConfig, call: int) -> float:
+        if state["verifying"] and config == TrialConfig() and not state["failed"]:
+            state["failed"] = True
+            return 0.0
+        return 1.5 if config.steps_per_execution == 64 else 1.0
+
+    def on_event(event: TuneEvent) -> None:
+        if isinstance(event, VerificationStarted):
+            state["verifying"] = True
+
+    tuner, verdict = tune(Fake(truth), "steps_per_execution", on_event=on_event)
+    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    assert state["failed"] and verified
+    lost = verified[0]["lost_pairs"]
+    assert [(p["status"], p["reason"]) for p in lost] == [("failed", "RuntimeError: the knob fails")], lost
+    assert len(verified[0]["pairs"]) + len(lost) <= verified[0]["design"]["max_pairs"]
+    assert Decision.from_dict(verified[0]).lost_pairs == tuple(lost)
+    assert verdict["claimed"] is True  # the other pairs still decide
+
+
 def test_a_starved_baseline_trial_in_the_verification_makes_no_claim() -> None:
     # jit_compile=True looks 1.6x while the search runs, and is truly no faster once verification starts;
     # the verification's first defaults trial is starved (0.4x, a load burst): its pair reads 2.5x

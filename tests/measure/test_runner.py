@@ -53,6 +53,22 @@ def test_crashed_when_the_child_dies(tmp_path: Path) -> None:
     assert "SIGKILL" in record.reason
 
 
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["forked", "cold"])
+def test_crashed_names_its_cause(tmp_path: Path, warm: str) -> None:
+    """A native abort: the record keeps the library's message, the fault handler's Python stack and the signal."""
+    env = {k: v for k, v in child_env().items() if k != "FITSPEED_FORK_SERVERS"}
+    env["FITSPEED_WARM_START"] = warm  # forked from a fork server, or a fresh interpreter
+    record = run_trial(TrialSpec(model="userwork:aborts", steps=8, repeats=2), env=env, cwd=tmp_path)
+    assert record.status == Status.CRASHED
+    assert record.warm_start is (warm == "1")
+    assert "killed by SIGABRT" in record.reason
+    tail = record.stderr_tail
+    assert "Check failed: devices == 2" in tail  # the native message
+    assert "Fatal Python error: Aborted" in tail and "in aborts" in tail  # faulthandler's dump, down to the builder
+    assert tail.rstrip().endswith("[fitspeed: the trial process was killed by SIGABRT]")
+    assert len(tail.splitlines()) <= 41 and len(tail) <= 4100
+
+
 def test_timeout_when_it_runs_too_long(tmp_path: Path) -> None:
     record = run("userwork:sleeps", tmp_path, timeout_s=8)
     assert record.status == Status.TIMEOUT

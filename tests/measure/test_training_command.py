@@ -198,6 +198,18 @@ def test_every_way_of_starting_a_script_is_hooked(tmp_path: Path, how: str) -> N
         assert not (tmp_path / "after-train.txt").exists()  # the python after the trial did not run
 
 
+def test_a_script_that_aborts_in_fit_leaves_its_cause_in_the_record(tmp_path: Path) -> None:
+    """A native abort mid-fit: the record has the library's message, the fault handler's stack and the signal."""
+    result = cli("measure", *QUICK, "--json", "--", PY, str(SCRIPTS / "aborts_in_fit.py"), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    record = json.loads(result.stdout)
+    assert record["status"] == "crashed" and "killed by SIGABRT" in record["reason"]
+    tail = record["stderr_tail"]
+    assert "Check failed: the first batch" in tail
+    assert "Fatal Python error: Aborted" in tail and "in on_train_batch_begin" in tail  # faulthandler, in the script
+    assert tail.rstrip().endswith("[fitspeed: the trial process was killed by SIGABRT]")
+
+
 def test_fit_picks_which_fit_call_is_timed(tmp_path: Path) -> None:
     # the first call, timed without --fit: test_every_way_of_starting_a_script_is_hooked[python -m]
     second = measured(cli("measure", *QUICK, "--json", "--results", str(tmp_path / "r.jsonl"), "--fit", "2",

@@ -6,7 +6,15 @@ keras once for its environment, `fitspeed.measure.warm_start`; the record's
 `warm_start` says which), and watches it: past `timeout_s` the group is killed
 (`timeout`); over `memory_limit_mb` of resident memory, summed over the
 child's process tree, it is killed too (`oom`). A child that dies without a
-record is `crashed`, with its signal or exit code and the tail of stderr.
+record is `crashed`, with its signal or exit code in the reason.
+
+Every record that is not `ok` keeps `stderr_tail`: the last `TAIL_LINES`
+lines (at most `STDERR_TAIL` characters) of the child's stderr, which goes
+to a file so that no amount of it can block the child or fill the parent's
+memory. Every trial process runs with the fault handler on (`python -m
+fitspeed.trial`, the fork server's children, a script's start-up hook), so
+a trial killed by a signal leaves the native abort message, each thread's
+Python stack and, last, the line the parent adds: which signal killed it.
 With `spec.monitor`, a `fitspeed.machine.sampler` sampler follows the child's process
 tree and the GPUs meanwhile, and the record gains a `monitor` summary.
 
@@ -34,7 +42,8 @@ from fitspeed.machine.usage import trial_usage
 from fitspeed.measure import warm_start
 
 POLL_S = 0.05
-STDERR_TAIL = 4000
+STDERR_TAIL = 4000  # characters of a child's stderr a record keeps, at most
+TAIL_LINES = 40  # its last lines, at most
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
@@ -47,13 +56,51 @@ def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
 
 
 def _tail(path: Path) -> str:
+    """The file's last `TAIL_LINES` lines, at most `STDERR_TAIL` characters ('' if it cannot be read)."""
     try:
         with path.open("rb") as stream:
             stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - STDERR_TAIL))
-            return stream.read().decode("utf-8", "replace")
+            stream.seek(max(0, stream.tell() - 4 * STDERR_TAIL))
+            return last_lines(stream.read().decode("utf-8", "replace"))
     except OSError:
         return ""
+
+
+def last_lines(text: str, lines: int = TAIL_LINES, limit: int = STDERR_TAIL) -> str:
+    """The last `lines` lines of `text`, at most `limit` characters of them.
+
+    The fault handler's list of loaded extension modules (one line of about
+    2,000 characters) keeps its count only, so the stacks above it fit:
+
+    >>> last_lines("a\\nb\\nc\\n", 2)
+    'b\\nc\\n'
+    >>> last_lines("Fatal Python error: Aborted\\nExtension modules: numpy.core, h5py.h5 (total: 2)\\n", 5)
+    'Fatal Python error: Aborted\\nExtension modules: … (total: 2)\\n'
+    >>> last_lines("x" * 10 + "\\nthe cause\\n", 5, limit=12)
+    'the cause\\n'
+    """
+    kept = [f"Extension modules: … ({line.rpartition('(')[2].strip()}\n" if line.startswith("Extension modules: ")
+            and line.rstrip().endswith(")") else line for line in text.splitlines(keepends=True)[-lines:]]
+    tail = "".join(kept)
+    if len(tail) <= limit:
+        return tail
+    cut = tail[-limit:]
+    return cut.partition("\n")[2] or cut  # from a line's start, unless one line is longer than the limit
+
+
+def with_signal(tail: str, returncode: int) -> str:
+    """A killed child's stderr tail, and last the signal that killed it (the tail as it is otherwise).
+
+    >>> with_signal("Fatal Python error: Aborted\\n", -6)
+    'Fatal Python error: Aborted\\n[fitspeed: the trial process was killed by SIGABRT]\\n'
+    >>> with_signal("Traceback ...\\n", 1)
+    'Traceback ...\\n'
+    """
+    if returncode >= 0:
+        return tail
+    if tail and not tail.endswith("\n"):
+        tail += "\n"
+    return f"{tail}[fitspeed: the trial process was killed by {_signal_name(returncode)}]\n"
 
 
 def _signal_name(returncode: int) -> str:
@@ -151,7 +198,7 @@ def run_trial(
             # it stops the child, and any worker processes it left behind.
             returncode = _kill_group(proc)
         stdout = stdout_path.read_text("utf-8", "replace")
-        stderr_tail = _tail(stderr_path if record_path is None else stdout_path)
+        log_tail = _tail(stderr_path if record_path is None else stdout_path)
         scripted = training_command.read_record(record_path) if record_path is not None else None
     wall_s = time.perf_counter() - started
     if killed:
@@ -159,7 +206,7 @@ def run_trial(
         sent = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout) if spec.script is None else scripted
-        hook_failed = _hook_failure(stderr_tail) if spec.script is not None and returncode == HOOK_FAILED else None
+        hook_failed = _hook_failure(log_tail) if spec.script is not None and returncode == HOOK_FAILED else None
         if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
             sent = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
                               environment=environment.host(spec.config.backend))
@@ -180,8 +227,9 @@ def run_trial(
     record = TrialRecord.from_dict(sent)  # the one decoding of the child's answer; attributes from here on
     return dataclasses.replace(
         record,
-        stderr_tail=stderr_tail if record.status != Status.OK else None,
-        log_tail=stderr_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
+        # the child's own tail, with the signal that ended it when it was killed (by the parent's limits too)
+        stderr_tail=with_signal(log_tail, returncode) if record.status != Status.OK else None,
+        log_tail=log_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
         wall_s=wall_s,
         warm_start=warm if spec.script is None else None,  # forked from a fork server, or a fresh interpreter
         monitor=trial_usage(sampler, record) if sampler is not None else None,

@@ -20,10 +20,15 @@ The control channel is one JSON line per request on the server's stdin, and
 lines back on its stdout: `ready` once imported, `started PID` after each
 fork, and `exited CODE` when that child ends (a negative CODE: killed by
 that signal, as `subprocess` reports it). One child at a time.
+
+A forked child points its stderr at its own file and turns the fault
+handler on again there, so a native abort or a segfault in the trial dumps
+its Python stacks into the trial's own stderr tail, as a cold trial does.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import json
 import os
@@ -76,6 +81,7 @@ def _child(request: dict[str, Any], server: int, server_kb: int) -> None:
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
         os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+        faulthandler.enable(file=sys.stderr)  # fd 2: the trial's own stderr file from here on
         if request.get("cwd"):
             os.chdir(request["cwd"])
         os.environ.clear()

@@ -49,6 +49,7 @@ the script runs to its end untouched otherwise.
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import hashlib
 import inspect
 import json
@@ -85,6 +86,8 @@ def install() -> None:
     if not path or _hook is not None:
         return
     order = json.loads(Path(path).read_text())
+    if order.get("action", "trial") == "trial":
+        faulthandler.enable()  # a trial killed by a signal dumps its Python stacks into the log the record keeps
     if order.get("action", "trial") == "trial" and order.get("record") and Path(order["record"]).exists():
         # A wrapper runs python again after the timed fit() ended the trial (`python train.py && python eval.py`):
         # the trial is over, so this process ends before its first line.

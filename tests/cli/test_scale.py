@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, fitspeed, fitspeed_in_process
+from conftest import QUICK, fitspeed, fitspeed_in_process, trial_record
+from rich.console import Console
+
+from fitspeed.cli.scale import print_scale
+from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.search.scale import Scaling
 
 
 @pytest.mark.slow
@@ -52,3 +58,40 @@ def test_bad_input_is_one_sentence(workdir: Path, args: list[str], expected: str
     assert expected in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert not (workdir / "fitspeed-scale").exists()
+
+
+ABORT_TAIL = ("F0000 00:00:1795774694 rendezvous.cc:131] [id=0] Termination timeout for `all-reduce` of 40 seconds "
+              "exceeded. Exiting to ensure a consistent program state.\nFatal Python error: Aborted\n\n"
+              "Current thread 0x00007f061f002b80 (most recent call first):\n  File \"trainer.py\", line 398 in fit\n"
+              "[fitspeed: the trial process was killed by SIGABRT]\n")
+
+
+def test_the_table_counts_only_the_pairs_that_ran_and_prints_each_crash(tmp_path: Path) -> None:
+    """Two of five two-device trials crash: the median is of 3 of 5 pairs, and each crash shows its stderr's end."""
+    crashes = iter([False, True, False, True, False])
+
+    def runner(spec: TrialSpec) -> TrialRecord:
+        devices = spec.config.devices
+        if spec.mode == "train":
+            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "final_loss": 1.0})
+        if devices == 2 and next(crashes):
+            return trial_record(spec, "crashed", reason="the trial process was killed by SIGABRT before it sent a "
+                                "record", stderr_tail=ABORT_TAIL)
+        speed = 1000.0 * devices
+        return trial_record(spec, "ok", metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
+
+    result = Scaling(TrialSpec(model="tiny"), (2,), pairs=5).run(runner=runner).result()
+    row = result["rows"][1]
+    assert (row["pairs_ok"], row["pairs_run"], row["pairs_lost"]) == (3, 5, {"crashed": 2})
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    print_scale(console, result)
+    text = console.file.getvalue()
+    flat = " ".join(text.split())
+    assert "over 1 device, the median of 3 of 5 pairs; 2 crashed." in flat
+    assert "interleaved pairs" not in flat
+    assert flat.count("device(s): crashed, the trial process was killed by SIGABRT before it sent a record.") == 2
+    assert "pair 2, 2 device(s): crashed" in flat and "pair 4, 2 device(s): crashed" in flat
+    # the tail as the trial wrote it, one line of it per line
+    assert "  Fatal Python error: Aborted\n" in text
+    assert "  [fitspeed: the trial process was killed by SIGABRT]\n" in text
+    assert "Termination timeout for `all-reduce` of 40 seconds exceeded." in flat

@@ -142,6 +142,28 @@ def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> Non
         assert console_errors(driver) == []
 
 
+def test_show_and_the_page_print_the_end_of_a_crashed_trials_stderr(workdir: Path) -> None:
+    storage = f"sqlite:///{workdir / 'study.db'}"
+    result = fitspeed("tune", "userwork:aborts", "--data", "userwork:arrays", "--trials", "2",
+                      "--storage", storage, *QUICK, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    shown = fitspeed("show", "--storage", storage, cwd=workdir)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert ("defaults (baseline): crashed, the trial process was killed by SIGABRT before it sent a record. "
+            "The end of its stderr:") in text
+    # the native message, the fault handler's stack down to the builder, the signal: in that order
+    native, fault = text.index("Check failed: devices == 2"), text.index("Fatal Python error: Aborted")
+    assert native < fault < text.index("in aborts") < text.index("[fitspeed: the trial process was killed by SIGABRT]")
+    result = fitspeed("report", "study.db", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    page = (workdir / "fitspeed-report" / "index.html").read_text()
+    section = page[page.index('<section id="failures">'):]
+    assert "Fatal Python error: Aborted" in section and "killed by SIGABRT]" in section
+    data = json.loads((workdir / "fitspeed-report" / "report.json").read_text())
+    assert [f["status"] for f in data["summary"]["failures"]] == ["crashed"]
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["missing.jsonl"], "No results file at 'missing.jsonl'"),
     (["missing.db"], "No study database at 'missing.db'"),

@@ -22,10 +22,9 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a study's table again, without running anything."""
-    from fitspeed.search.studies import load_study
-    from fitspeed.search.summary import study_data, study_summary
+    from fitspeed.report.html import load_summary
 
-    summary = study_summary(study_data(load_study(study, storage)))
+    summary = load_summary(None, study, storage)  # the page's summary: with each crash's stderr tail
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:

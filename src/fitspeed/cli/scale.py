@@ -159,9 +159,36 @@ def scale_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def pairs_phrase(rows: list[dict[str, Any]]) -> str:
+    """What each count's speed-up is the median of: the pairs that ran whole, out of those that ran.
+
+    >>> whole = {"devices": 2, "pairs_ok": 5, "pairs_run": 5, "pairs_lost": {}}
+    >>> pairs_phrase([{"devices": 1}, whole])
+    'the median of 5 interleaved pairs'
+    >>> pairs_phrase([{"devices": 1}, {**whole, "pairs_ok": 3, "pairs_lost": {"crashed": 2}}])
+    'the median of 3 of 5 pairs; 2 crashed'
+    >>> pairs_phrase([{"devices": 1}, whole, {"devices": 4, "pairs_ok": 0, "pairs_run": 5,
+    ...                                        "pairs_lost": {"crashed": 4, "timeout": 1}}])
+    'at 2 devices the median of 5 interleaved pairs; at 4 devices none of 5 pairs ran whole: 4 crashed, 1 timeout'
+    """
+    def phrase(row: dict[str, Any]) -> str:
+        lost = ", ".join(f"{n} {status}" for status, n in row["pairs_lost"].items())
+        if not row["pairs_ok"]:
+            return f"none of {row['pairs_run']} pairs ran whole" + (f": {lost}" if lost else "")
+        if row["pairs_ok"] == row["pairs_run"]:
+            return f"the median of {row['pairs_ok']} interleaved pairs"
+        return f"the median of {row['pairs_ok']} of {row['pairs_run']} pairs" + (f"; {lost}" if lost else "")
+
+    counts = [row for row in rows[1:] if "pairs_run" in row]
+    phrases = [phrase(row) for row in counts]
+    if len(set(phrases)) <= 1:
+        return phrases[0] if phrases else "no pairs"
+    return "; ".join(f"at {row['devices']} devices {text}" for row, text in zip(counts, phrases, strict=True))
+
+
 def print_scale(console: Console, result: dict[str, Any]) -> None:
     console.print(scale_table(result))
-    console.print(f"speed-up: samples/s on N devices over 1 device, the median of {result['pairs']} interleaved pairs; "
+    console.print(f"speed-up: samples/s on N devices over 1 device, {pairs_phrase(result['rows'])}. "
                   "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
     console.print(f"batch: the global batch, {result['per_device_batch']} per device × N (re-tune the learning rate). "
                   "loss: the final loss after the same steps from the same seed, against 1 device's.", highlight=False)
@@ -173,3 +200,15 @@ def print_scale(console: Console, result: dict[str, Any]) -> None:
     for row in result["rows"][1:]:
         if row["verdict"] and row["speedup"] is None:
             console.print(f"devices={row['devices']}: {row['verdict']}", highlight=False)
+    from fitspeed.cli.tables import print_failures
+    from fitspeed.report.plot_data import failures
+
+    print_failures(console, failures((_role(record), record) for record in map(TrialRecord.from_dict, result["trials"])))
+
+
+def _role(record: TrialRecord) -> str:
+    """What a scaling trial was for, as its progress line said: 'pair 2/5, 2 device(s)' or 'guard, 1 device(s)'."""
+    devices = record.spec.config.devices
+    if "pair" in record.extra:
+        return f"pair {record.extra['pair'] + 1}, {devices} device(s)"
+    return f"guard, {devices} device(s)"

@@ -220,6 +220,16 @@ def print_trials(console: Console, records: Sequence[TrialRecord], title: str | 
                 console.print("(the whole message is in the record: --json, or the results file)", highlight=False)
 
 
+def print_failures(console: Console, failures: Sequence[Mapping[str, str]]) -> None:
+    """Each trial that crashed, timed out or ran out of memory (`report.plot_data.failures`): its reason, then its
+    stderr's last lines as the trial wrote them (the native abort message, the fault handler's stacks, the signal)."""
+    for failure in failures:
+        console.print(Text.assemble((f"{failure['trial']}: {failure['status']}", "bold"),
+                                    f", {brief_reason(failure['reason'])}. The end of its stderr:"), highlight=False)
+        for line in failure["tail"].splitlines():
+            console.print(Text(f"  {line}" if line else ""), highlight=False, soft_wrap=True)
+
+
 def print_comparison(console: Console, comparison: Comparison) -> None:
     table = Table(title=f"A: {comparison.spec_a.config.label()}   B: {comparison.spec_b.config.label()}",
                   header_style="bold")
@@ -427,6 +437,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
             console.print(found, highlight=False)
         console.print("A larger batch changes the training recipe: re-tune the learning rate "
                       "(and check accuracy) before you keep it.", highlight=False)
+    print_failures(console, summary.get("failures") or [])
 
 
 def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> None:

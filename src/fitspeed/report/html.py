@@ -64,13 +64,17 @@ def load_summary(source: str | None, study: str | None, storage: str,
     from fitspeed.search.summary import study_summary
 
     if source is not None and not source.endswith((".db", ".sqlite", ".sqlite3")):
-        return study_summary(_results_data(Path(source), workload))
-    if source is not None:
-        storage = f"sqlite:///{source}"  # load_study refuses a file that does not exist, and creates none
-    from fitspeed.search.studies import load_study
-    from fitspeed.search.summary import study_data
+        data = _results_data(Path(source), workload)
+    else:
+        if source is not None:
+            storage = f"sqlite:///{source}"  # load_study refuses a file that does not exist, and creates none
+        from fitspeed.search.studies import load_study
+        from fitspeed.search.summary import study_data
 
-    return study_summary(study_data(load_study(study, storage)))
+        data = study_data(load_study(study, storage))
+    summary = study_summary(data)
+    summary["failures"] = plot_data.study_failures(data)  # each crash with the end of its stderr
+    return summary
 
 
 def _results_data(path: Path, workload: str | None) -> dict[str, Any]:

@@ -10,12 +10,12 @@ looks the same whichever way its numbers were measured.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import TrialRecord
+from fitspeed.core.record import Status, TrialRecord
 from fitspeed.core.sequential import level
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
@@ -98,6 +98,35 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
 
 
 # -- the page ---------------------------------------------------------------
+
+# Ended without a word of their own: the child sent no record, or was killed. A failed trial's reason is the
+# error it caught, a NaN's is its loss; these have their stderr's tail (`measure.runner`) to say why.
+TAIL_STATUSES = (Status.CRASHED, Status.TIMEOUT, Status.OOM)
+
+
+def failures(trials: Iterable[tuple[str, TrialRecord]]) -> list[dict[str, str]]:
+    """Each trial that crashed, timed out or ran out of memory: what it was, how it ended, why, and its stderr's tail.
+
+    `trials` pairs what each trial was for (its configuration, its role) with its record:
+
+    >>> from fitspeed.core.record import TrialSpec, new_record
+    >>> def record(status, tail): return TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), status,
+    ...     reason="the trial process was killed by SIGABRT before it sent a record", stderr_tail=tail))
+    >>> found = failures([("defaults", record("ok", None)), ("devices=2", record("crashed", "F0000 x.cc:1] Check failed\\n")),
+    ...                   ("precision=mixed_float16", record("failed", "Traceback ...\\n"))])
+    >>> [(f["trial"], f["status"], f["tail"]) for f in found]
+    [('devices=2', 'crashed', 'F0000 x.cc:1] Check failed')]
+    """
+    return [{"trial": what, "status": record.status.value, "reason": record.reason or "no reason given",
+             "tail": record.stderr_tail.rstrip("\n")}
+            for what, record in trials if record.status in TAIL_STATUSES and record.stderr_tail]
+
+
+def study_failures(data: Mapping[str, Any]) -> list[dict[str, str]]:
+    """`failures` of a study's trials (`search.summary.study_data`, or `from_results`), each named by its configuration."""
+    return failures((TrialConfig.from_dict(trial["config"]).label() + (f" ({trial['phase']})" if trial.get("phase") else ""),
+                     trial["record"]) for trial in data["trials"])
+
 
 def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """Hardware and versions as (name, value) rows, from the richest record we have."""

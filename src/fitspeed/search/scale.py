@@ -9,7 +9,10 @@ The experiment, in the order it runs:
 2. For each count N > 1: interleaved pairs, 1 device then N devices, each a
    fresh process (`fitspeed.measure.comparison.interleave`). The speed-up is
    the pairs' median ratio of samples/s with its confidence interval; the
-   scaling efficiency is the speed-up ÷ N (1.0 is linear scaling).
+   scaling efficiency is the speed-up ÷ N (1.0 is linear scaling). A pair
+   whose trial crashed, timed out or ran out of memory is left out of the
+   median, and its row says so (`pairs_ok` of `pairs_run`, `pairs_lost` by
+   how the pair's failed trial ended).
 3. For each N: the guard's run on N devices, from the same seed for the same
    steps; its final loss against the 1-device baseline's. The global batch is
    the per-device batch × N, so the loss may move as with a larger batch: the
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import SCHEMA_VERSION, OnTrial, TrialRecord, TrialRunner, TrialSpec
+from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.measure.comparison import Comparison, interleave, speed
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard
@@ -176,6 +179,23 @@ def _used(records: Sequence[TrialRecord], asked: int) -> int:
     return asked
 
 
+def lost_pairs(pairs: Sequence[tuple[TrialRecord, TrialRecord]]) -> dict[str, int]:
+    """How many pairs the median lacks, by how each ended: its N-device trial's status where that one failed.
+
+    >>> from fitspeed.core.record import new_record
+    >>> def trial(status): return TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), status))
+    >>> lost_pairs([(trial("ok"), trial("crashed")), (trial("ok"), trial("ok")), (trial("timeout"), trial("ok")),
+    ...             (trial("ok"), trial("crashed"))])
+    {'crashed': 2, 'timeout': 1}
+    """
+    lost: dict[str, int] = {}
+    for a, b in pairs:
+        failed = b if b.status != Status.OK else a if a.status != Status.OK else None
+        if failed is not None:
+            lost[failed.status.value] = lost.get(failed.status.value, 0) + 1
+    return lost
+
+
 def _change(verdict: dict[str, Any] | None) -> float | None:
     """The guard's final loss relative to the 1-device baseline's, signed.
 
@@ -216,6 +236,8 @@ def _row(devices: int, used: int, global_batch: int, speeds: list[float], compar
         "efficiency_low": None if low is None else low / used,
         "efficiency_high": None if high is None else high / used,
         "pairs_ok": len(estimate.ratios) if estimate else 0,
+        "pairs_run": len(comparison.pairs) if comparison is not None else 0,
+        "pairs_lost": lost_pairs(comparison.pairs) if comparison is not None else {},
         "final_loss": metrics.final_loss if metrics is not None else None,
         "loss_change": _change(verdict),
         "guard_status": guard_run.status if guard_run is not None else None,

@@ -95,3 +95,29 @@ def test_the_table_counts_only_the_pairs_that_ran_and_prints_each_crash(tmp_path
     assert "  Fatal Python error: Aborted\n" in text
     assert "  [fitspeed: the trial process was killed by SIGABRT]\n" in text
     assert "Termination timeout for `all-reduce` of 40 seconds exceeded." in flat
+
+
+def test_a_table_too_wide_for_80_columns_prints_one_count_per_block() -> None:
+    """'2 (4 asked)', where a trial ran on fewer devices than asked, widens the table past 80 columns: rich cut
+    'changed' to 'chang'."""
+    def two_gpus(spec: TrialSpec) -> TrialRecord:
+        used = min(spec.config.devices, 2)
+        env = {"devices": {"asked": spec.config.devices, "used": used, "kind": "GPU", "available": None,
+                           "strategy": "tf.distribute.MirroredStrategy" if used > 1 else None}}
+        if spec.mode == "train":
+            final = 1.0 if used == 1 else 1.5  # the guard: changed
+            return trial_record(spec, "ok", environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
+        speed = 1000.0 * used
+        return trial_record(spec, "ok", environment=env,
+                            metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
+
+    result = Scaling(TrialSpec(model="tiny"), (4,), pairs=2).run(runner=two_gpus).result()
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    print_scale(console, result)
+    lines = console.file.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines), "\n".join(lines)
+    assert "devices: 2 (4 asked)" in lines, "\n".join(lines)
+    at = lines.index("devices: 2 (4 asked)")
+    assert [line.split() for line in lines[at + 1:at + 7]] == [
+        ["batch", "64"], ["samples/s", "2,000"], ["speed-up", "(95%", "CI)", "2.00×", "(2.00–2.00)"],
+        ["efficiency", "100%"], ["loss", "1.5"], ["guard", "changed"]]

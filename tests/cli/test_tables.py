@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Any
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from fitspeed.cli import tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison
 
 
@@ -129,3 +131,61 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     assert "steps_per_execution=64" in text.split() and "data_autotune=False" in text.split()
     # the knob table names the median it divides by (the screen's line used the screen's baselines)
     assert "against the median of all the baseline's" in " ".join(text.split())
+
+
+# -- readable anywhere: at 80 columns every value is whole -----------------------------------
+
+def at_80(draw) -> str:  # noqa: ANN001
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    draw(console)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def assert_whole(text: str, values: list[Any]) -> None:
+    """Every word of every value is a word of the text: none cut ('tensorf…') or split across lines."""
+    import re
+
+    words = set(re.split(r"[\s│┃]+", text))
+    cut = sorted({word for value in values for word in str(value).split() if word not in words})
+    assert not cut, text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+
+
+def test_knobs_at_80_columns_show_every_value_and_backend_whole() -> None:
+    """`fitspeed knobs | cat`: 'tensorf…', 'float3…' and descriptions cut at a dozen characters (issue 36)."""
+    from fitspeed.core.backends import BACKENDS
+    from fitspeed.core.keras_options import NOT_KNOBS
+    from fitspeed.core.knobs import KNOBS
+
+    text = at_80(tables.print_knobs)
+    assert "…" not in text
+    assert_whole(text, [value for knob in KNOBS for value in (knob.name, knob.values, knob.default, knob.scope,
+                                                              ", ".join(knob.backends()), knob.description)])
+    assert_whole(text, [why for backend in BACKENDS.values() for name in backend.own_knobs
+                        if (why := backend.why_not_on_top(name))])
+    assert_whole(text, [*NOT_KNOBS, *NOT_KNOBS.values()])
+    # one knob per block where the table cannot fit: its name, then each field on a line of its own
+    lines = text.splitlines()
+    at = lines.index("knob: precision")
+    assert lines[at + 1].split() == ["values", "float32,", "mixed_float16,", "mixed_bfloat16"]
+    assert lines[at + 2].split() == ["default", "float32"]
+    wide = Console(file=io.StringIO(), width=250, color_system=None)
+    tables.print_knobs(wide)
+    assert "┃ knob " in wide.file.getvalue()  # a terminal wide enough still gets the table  # type: ignore[attr-defined]
+
+
+def test_trial_tables_at_80_columns_keep_every_value_whole() -> None:
+    monitor = {"cpu_percent_mean": 183.0, "cpu_percent_peak": 199.0, "threads_peak": 37, "device_util_mean": 80.0,
+               "device_util_peak": 99.0, "device_memory_peak_mb": 12000.0, "power_mean_w": 250.0, "samples": 30,
+               "host_cpu_percent_mean": 90.0}
+    config = TrialConfig(steps_per_execution=64, precision="mixed_bfloat16", data_format="channels_first")
+    records = [ok_record(TrialSpec(model="tiny", config=config), 123456.0, monitor=monitor),
+               ok_record(TrialSpec(model="tiny"), 1234.0, monitor=monitor)]
+    for shown in (records, records[:1], [dataclasses.replace(r, monitor=None) for r in records]):
+        text = at_80(lambda c, shown=shown: tables.print_trials(c, shown))
+        assert_whole(text, [config.label(), "123,456", "(111,110–135,802)", "0.1235"]
+                     + (["(1,111–1,357)"] if len(shown) > 1 else []))
+    text = at_80(lambda c: tables.print_trials(c, records))
+    assert_whole(text, ["GPU % (peak)", "80 (99)", "12,000"])  # the monitor's columns: one trial per block
+    assert_whole(at_80(tables.print_workloads), [d.description for d in DATA.values()]
+                 + [m.description for m in MODELS.values()])

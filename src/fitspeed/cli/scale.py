@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fitspeed.cli import console
+from fitspeed.cli.tables import print_table
 from fitspeed.cli.options import (
     AugmentOpt,
     CommandArgs,
@@ -179,15 +180,15 @@ def pairs_phrase(rows: list[dict[str, Any]]) -> str:
             return f"the median of {row['pairs_ok']} interleaved pairs"
         return f"the median of {row['pairs_ok']} of {row['pairs_run']} pairs" + (f"; {lost}" if lost else "")
 
-    counts = [row for row in rows[1:] if "pairs_run" in row]
+    counts = [{"pairs_run": row["pairs_ok"], "pairs_lost": {}, **row} for row in rows[1:]]  # older files: no pairs_run
     phrases = [phrase(row) for row in counts]
     if len(set(phrases)) <= 1:
-        return phrases[0] if phrases else "no pairs"
+        return phrases[0] if phrases else "no pairs ran"
     return "; ".join(f"at {row['devices']} devices {text}" for row, text in zip(counts, phrases, strict=True))
 
 
 def print_scale(console: Console, result: dict[str, Any]) -> None:
-    console.print(scale_table(result))
+    print_table(console, scale_table(result))
     console.print(f"speed-up: samples/s on N devices over 1 device, {pairs_phrase(result['rows'])}. "
                   "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
     console.print(f"batch: the global batch, {result['per_device_batch']} per device × N (re-tune the learning rate). "
@@ -201,7 +202,7 @@ def print_scale(console: Console, result: dict[str, Any]) -> None:
         if row["verdict"] and row["speedup"] is None:
             console.print(f"devices={row['devices']}: {row['verdict']}", highlight=False)
     from fitspeed.cli.tables import print_failures
-    from fitspeed.report.plot_data import failures
+    from fitspeed.report.plot_data import failures  # it imports optuna, which `fitspeed --help` must not wait for
 
     print_failures(console, failures((_role(record), record) for record in map(TrialRecord.from_dict, result["trials"])))
 

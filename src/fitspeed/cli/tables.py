@@ -5,6 +5,12 @@ Each function takes the data and a Console, so tests render into a
 Text that came from a user or a workload (names, values, error messages) is
 never read as rich markup: fitspeed's own styles are `Text` objects, and the
 CLI's consoles have markup off.
+
+A table never cuts a value: its text columns wrap at words, and a table
+that cannot fit the console even so (`fits`: its narrowest layout, every
+word whole, is wider than the console; `fitspeed knobs | cat` at 80
+columns) prints one row per block instead, as `pip show` prints a package
+(`print_table`).
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -30,6 +37,59 @@ from fitspeed.report.numbers import level, number, ratio
 
 _STATUS_STYLE = {"ok": "green", "nan": "red", "oom": "red", "failed": "red",
                  "timeout": "yellow", "crashed": "red"}
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether `table` fits the console with every word of every cell whole (rich crops what does not).
+
+    rich measures a column's narrowest as its longest word, even where the
+    column does not wrap (`no_wrap`): such a column needs its widest cell.
+    """
+    unbounded = console.options.update(max_width=10**6)  # measured at the console's width, its minimum is capped to it
+    needed = Measurement.get(console, unbounded, table).minimum
+    for column in table.columns:
+        if column.no_wrap:
+            cells = [column.header] if table.show_header else []
+            measured = [Measurement.get(console, unbounded, cell) for cell in (*cells, *column.cells)]
+            floor = column.min_width or 0
+            needed += max(floor, *(m.maximum for m in measured)) - max(floor, *(m.minimum for m in measured))
+    return needed <= console.width
+
+
+def blocks(table: Table) -> Group:
+    """`table` one row per block: the first column's name and cell as its heading ('knob: precision'), then each
+    other column's name and cell, indented.
+
+    The names line up, and the cells wrap at words in what the console has left beside them.
+    """
+    def plain(header: RenderableType) -> str:
+        return " ".join(str(header).split())
+
+    columns = table.columns
+    first, *names = [plain(column.header) if table.show_header else "" for column in columns]
+    parts: list[RenderableType] = []
+    if table.title:
+        parts.append(Text(plain(table.title), style="bold"))
+    for row in zip(*(list(column.cells) for column in columns), strict=True):
+        heading, *cells = row
+        parts.append(Text())  # a blank line before each block
+        label = f"{first}: " if first else ""
+        parts.append(Text.assemble((label, "bold"), (heading, "bold") if isinstance(heading, str) else heading)
+                     if isinstance(heading, (str, Text)) else heading)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, cell in zip(names, cells, strict=True):
+            grid.add_row(f"  {name}", cell)
+        parts.append(grid)
+    if table.caption:
+        parts.append(Text(plain(table.caption)))
+    return Group(*parts)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """`table` as a table where it fits the console, else one row per block (`blocks`)."""
+    console.print(table if fits(console, table) else blocks(table))
 
 
 def _loss(value: float | None) -> str:
@@ -209,9 +269,9 @@ def _device_rows(environment: Mapping[str, Any] | None, batch: int | None) -> li
 
 def print_trials(console: Console, records: Sequence[TrialRecord], title: str | None = None) -> None:
     if len(records) == 1:
-        console.print(measure_table(records[0]))
+        print_table(console, measure_table(records[0]))
     else:
-        console.print(trials_table(records, title))
+        print_table(console, trials_table(records, title))
     for record in records:
         if record.status != Status.OK and record.reason:
             console.print(Text.assemble((record.status, "bold"), f": {brief_reason(record.reason)}"),
@@ -245,7 +305,7 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
             number(tb, 0) if tb else b.status,
             f"{tb / ta:.3f}" if ta and tb else "–",
         )
-    console.print(table)
+    print_table(console, table)
     estimate = comparison.estimate()
     if estimate and len(estimate.ratios) >= 2:
         of = " (each trial's fastest window)" if comparison.statistic == "best" else ""
@@ -268,30 +328,30 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
 def print_knobs(console: Console) -> None:
     table = Table(title="knobs", header_style="bold")
     table.add_column("knob", no_wrap=True)
-    table.add_column("values", max_width=16)
+    table.add_column("values")
     table.add_column("default", no_wrap=True)
     table.add_column("scope", no_wrap=True)
-    table.add_column("backends", max_width=12)
-    table.add_column("description", min_width=34, overflow="fold")
+    table.add_column("backends")
+    table.add_column("description", min_width=34)
     for knob in KNOBS:
         table.add_row(knob.name, knob.values, str(knob.default), knob.scope,
                       ", ".join(knob.backends()), knob.description)
-    console.print(table)
+    print_table(console, table)
     own = Table(title="each backend's own knobs: measured on top of it when tune tries it as another backend",
                 header_style="bold")
     for column in ("knob", *(backend.title for backend in BACKENDS.values())):
-        own.add_column(column, overflow="fold")
+        own.add_column(column, no_wrap=column == "knob")
     for name in dict.fromkeys(k for backend in BACKENDS.values() for k in backend.own_knobs):
         own.add_row(name, *("measured" if name in backend.own_knobs and backend.why_not_on_top(name) is None
                             else f"skipped: {backend.why_not_on_top(name) or 'not its own'}"
                             for backend in BACKENDS.values()))
-    console.print(own)
+    print_table(console, own)
     options = Table(title="Keras options that are not knobs here", header_style="bold")
     options.add_column("option", no_wrap=True)
-    options.add_column("why not", overflow="fold")
+    options.add_column("why not")
     for option, why in NOT_KNOBS.items():
         options.add_row(option, why)
-    console.print(options)
+    print_table(console, options)
 
 
 def print_workloads(console: Console) -> None:
@@ -307,8 +367,8 @@ def print_workloads(console: Console) -> None:
     data.add_column("description")
     for entry in DATA.values():
         data.add_row(entry.name, entry.description)
-    console.print(models)
-    console.print(data)
+    print_table(console, models)
+    print_table(console, data)
 
 
 def _of_trials(figure: dict[str, Any]) -> str:
@@ -371,7 +431,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
     resolution = plot_data.resolution(summary)
     if resolution:
         head.add_row("resolution", resolution)
-    console.print(head)
+    print_table(console, head)
 
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "
                           "own trials, against the median of all the baseline's; the screen's line during the run "
@@ -392,7 +452,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         # its reason shortened here (a few lines of the column, not a dozen); show --json and the page have it whole
         effects.add_row(refused["changes"], "–", "–",
                         f"not measured: {textwrap.shorten(refused['reason'], 100, placeholder=' …')}")
-    console.print(effects)
+    print_table(console, effects)
 
     if summary.get("decisions"):
         decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
@@ -410,7 +470,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
                             ratio(row["ratio"]) + ("\n" + row["interval"].replace(" (", "\n(")
                                                    if row["interval"] != "–" else ""),
                             row["verdict"] + (f" ({row['why']})" if row.get("why") else ""))
-        console.print(decided)
+        print_table(console, decided)
 
     if summary["rejected"]:
         rejected = Table(title="rejected", header_style="bold")
@@ -419,7 +479,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         rejected.add_column("reason", overflow="fold")
         for row in summary["rejected"]:
             rejected.add_row(row["config"], row["phase"] or "–", row["outcome"])
-        console.print(rejected)
+        print_table(console, rejected)
 
     batch = summary["batch_sizes"]
     if batch["rows"]:
@@ -431,7 +491,7 @@ def print_tune(console: Console, summary: dict[str, Any]) -> None:
         for row in figures["rows"]:
             sizes.add_row(str(row["batch_size"]), row["remat"], row["status"],
                           number(row["samples_per_s"], 0), ratio(row["ratio"]))
-        console.print(sizes)
+        print_table(console, sizes)
         found = batch_sweep.sentence(figures)
         if found:
             console.print(found, highlight=False)
@@ -450,7 +510,7 @@ def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> No
         rows.insert(3, ("resident memory peak MiB", number(summary.get("rss_peak_mb"), 0)))
     for name, value in rows:
         table.add_row(name, value)
-    console.print(table)
+    print_table(console, table)
 
 
 def print_profile(console: Console, profile: dict[str, Any]) -> None:
@@ -471,7 +531,7 @@ def print_profile(console: Console, profile: dict[str, Any]) -> None:
             kind = (" [" + op["op_type"] + "]", "dim") if op.get("op_type") else ""
             table.add_row(number(op["self_ms"], 2), f"{100 * op['share']:.1f}%", str(op["count"]),
                           Text.assemble(op["op"], kind))
-        console.print(table)
+        print_table(console, table)
     for path in profile.get("trace_files") or []:
         console.print(f"trace: {path}", highlight=False, soft_wrap=True)
     command, *needs = profile.get("open") or [None]

@@ -12,8 +12,13 @@ from typing import Any
 from fitspeed.core.errors import DataError
 
 
-def data_from(x: Any, y: Any, validation_split: float) -> Any:
-    """What the script handed fit(), as `fitspeed.trial.data.sources.Data`."""
+def data_from(x: Any, y: Any, validation_split: float, sample_weight: Any = None, shuffle: bool | str = True) -> Any:
+    """What the script handed fit(), as `fitspeed.trial.data.sources.Data`.
+
+    Arrays keep the script's `sample_weight` and `shuffle`; with a
+    validation_split they are cut where Keras cuts them (its own
+    `train_validation_split`: the first 1 - split of the samples train).
+    """
     import keras
     import numpy as np
 
@@ -25,10 +30,12 @@ def data_from(x: Any, y: Any, validation_split: float) -> Any:
         return Data("dataset", source=x, batch_size=dataset_batch_size(x, "the script's dataset"))
     if isinstance(x, np.ndarray) and y is not None and isinstance(np.asarray(y), np.ndarray):
         y = np.asarray(y)
-        if validation_split:  # Keras keeps the first (1 - split) of the samples for training
-            keep = int(len(x) * (1.0 - validation_split))
-            x, y = x[:keep], y[:keep]
-        return Data("arrays", x=x, y=y)
+        weights = None if sample_weight is None else np.asarray(sample_weight)
+        if validation_split:
+            from keras.src.trainers.data_adapters.array_slicing import train_validation_split
+
+            (x, y, weights), _ = train_validation_split((x, y, weights), validation_split=validation_split)
+        return Data("arrays", x=x, y=y, sample_weight=weights, shuffle=shuffle)
     raise DataError(
         "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
         f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"

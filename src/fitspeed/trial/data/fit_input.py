@@ -44,18 +44,22 @@ def fit_input(data: Data, steps: int, batch_size: int) -> dict[str, Any]:
     """Keyword arguments for `fit()` that cover exactly `steps` batches per epoch.
 
     Arrays are cycled to `steps * batch_size` samples so every epoch is whole
-    batches; datasets are repeated so they never run out mid-window.
+    batches, with the script's sample weights cycled beside them and its
+    shuffle kept; datasets are repeated so they never run out mid-window.
     """
     if data.kind == "arrays":
         total = steps * batch_size
         index = np.arange(total) % len(data.x)
+        weights = None if data.sample_weight is None else np.asarray(data.sample_weight)[index]
         if not data.autotune:
             from fitspeed.trial.data.pipeline import (
                 keras_array_dataset,  # imports tensorflow
             )
 
-            return {"x": keras_array_dataset(data.x[index], data.y[index], batch_size, autotune=False)}
-        return {"x": data.x[index], "y": data.y[index], "batch_size": batch_size}
+            return {"x": keras_array_dataset(data.x[index], data.y[index], batch_size, autotune=False,
+                                             shuffle=data.shuffle, sample_weight=weights)}
+        own = {} if weights is None else {"sample_weight": weights}
+        return {"x": data.x[index], "y": data.y[index], "batch_size": batch_size, "shuffle": data.shuffle, **own}
     if data.kind == "dataset":
         import tensorflow as tf
 

@@ -35,9 +35,11 @@ vectorize changes the speed, not what the model sees.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,22 +174,55 @@ def decoded(source: ImageSource) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(xs).astype("float32") / 255.0, np.concatenate(ys)
 
 
-def keras_array_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, autotune: bool) -> tf.data.Dataset:
-    """The pipeline Keras's ArrayDataAdapter builds for fit(x, y), with autotune on or off.
+def keras_array_dataset(x: Any, y: Any, batch_size: int, autotune: bool, shuffle: bool | str = True,
+                        sample_weight: Any = None) -> tf.data.Dataset:
+    """The pipeline Keras's ArrayDataAdapter builds for fit(x, y, sample_weight, shuffle=...), with autotune set.
 
-    Keras 3.15 builds it with map(AUTOTUNE) and prefetch(AUTOTUNE) and tears it
-    down at every epoch end; with autotune off, that teardown does not wait on
+    The arguments keep Keras's meaning: `shuffle` (True, False or "batch") and
+    `sample_weight` go to the adapter as fit() would hand them over. Keras 3.15
+    builds it with map(AUTOTUNE) and prefetch(AUTOTUNE) and tears it down at
+    every epoch end; with autotune off, that teardown does not wait on
     tf.data's autotune thread (issue 6, section 5). Its cardinality is kept, so
     Keras still starts a fresh pass every epoch, as it does for arrays.
     """
     from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
 
-    adapter = ArrayDataAdapter(x, y, batch_size=batch_size, shuffle=True)
+    adapter = ArrayDataAdapter(x, y, sample_weight=sample_weight, batch_size=batch_size, shuffle=shuffle)
     ds = adapter.get_tf_dataset()
     ds = ds.apply(tf.data.experimental.assert_cardinality(int(adapter.num_batches)))
+    return _autotuned(ds, autotune)
+
+
+def _autotuned(ds: tf.data.Dataset, enabled: bool) -> tf.data.Dataset:
     opts = tf.data.Options()
-    opts.autotune.enabled = autotune
+    opts.autotune.enabled = enabled
     return ds.with_options(opts)
+
+
+@contextlib.contextmanager
+def array_autotune(enabled: bool) -> Iterator[None]:
+    """Within it, the pipeline Keras builds from arrays runs with tf.data's autotune `enabled`.
+
+    `fitspeed run` applies data_autotune=false to a script's own fit(x, y, ...)
+    this way: Keras still sorts every argument (sample_weight, class_weight,
+    shuffle, validation_split, steps_per_epoch, dicts of arrays) as it would
+    without fitspeed, and only the options of the dataset it builds change.
+    """
+    if enabled:
+        yield
+        return
+    from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
+
+    real = ArrayDataAdapter.get_tf_dataset
+
+    def get_tf_dataset(adapter: Any) -> tf.data.Dataset:
+        return _autotuned(real(adapter), False)
+
+    ArrayDataAdapter.get_tf_dataset = get_tf_dataset  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ArrayDataAdapter.get_tf_dataset = real  # type: ignore[method-assign]
 
 
 def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.utils.PyDataset:
@@ -200,17 +235,40 @@ def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.util
     return source
 
 
-def _user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tf.data.Dataset:
-    """A user's dataset keeps its own options unless a knob says otherwise."""
+def _user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tuple[tf.data.Dataset, list[str]]:
+    """A user's dataset with the knobs that keep its meaning; why any other was left out.
+
+    The dataset keeps its own options unless a knob says otherwise. prefetch
+    and data_autotune change when elements are made, never which or in what
+    order. data_deterministic=false lets parallel maps hand elements out as
+    they finish: on a dataset that shuffles, one random order becomes another,
+    but on one read in order (a time series, a curriculum) it would reorder
+    what the script meant to be ordered, so it is not applied there.
+    """
+    notes = []
     ds = _prefetched(ds, config)
-    if not config.data_deterministic or not config.data_autotune:
+    deterministic = config.data_deterministic
+    if not deterministic and reads_in_order(ds):
+        notes.append("data_deterministic=false is not applied: the script's dataset reads its elements in order "
+                     "(no shuffle) through parallel calls, which would then hand them out as they finish")
+        deterministic = True
+    if not deterministic or not config.data_autotune:
         opts = tf.data.Options()
-        if not config.data_deterministic:
+        if not deterministic:
             opts.deterministic = False
         if not config.data_autotune:
             opts.autotune.enabled = False
         ds = ds.with_options(opts)
-    return ds
+    return ds, notes
+
+
+_PARALLEL = ("ParallelMap", "ParallelInterleave", "ParallelBatch", "MapAndBatch", "ParallelFilter")
+
+
+def reads_in_order(ds: tf.data.Dataset) -> bool:
+    """Whether `ds` has parallel calls whose order matters: no shuffle anywhere before them."""
+    ops = [op for op, _ in graph_ops(ds)]
+    return any(op.startswith(_PARALLEL) for op in ops) and not any("Shuffle" in op for op in ops)
 
 
 def kind_of(data: Data) -> str:
@@ -227,7 +285,8 @@ def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data
         held = decoded(data.holdout) if data.holdout is not None else (None, None)
         return Data("dataset", source=ds, batch_size=batch_size, origin="images", x_val=held[0], y_val=held[1])
     if kind == "dataset":
-        return dataclasses.replace(data, source=_user_dataset(data.source, config))
+        ds, notes = _user_dataset(data.source, config)
+        return dataclasses.replace(data, source=ds, notes=[*data.notes, *notes])
     if kind == "pydataset":
         return dataclasses.replace(data, source=_pydataset(data.source, config))
     return dataclasses.replace(data, autotune=bool(config.data_autotune))

@@ -40,6 +40,9 @@ class Data:
     x_val: Any = None  # held-out arrays (channels_last until `layout.fit_layout`), with validation only
     y_val: Any = None
     holdout: Any = None  # an images: folder's held-out files (an ImageSource), decoded by pipeline.prepare
+    sample_weight: Any = None  # arrays: the script's fit(sample_weight=...), cut as x and y are
+    shuffle: bool | str = True  # arrays: the script's fit(shuffle=...), Keras's meaning (True, False or "batch")
+    notes: list[str] = dataclasses.field(default_factory=list)  # input knobs left out, each with why
 
     @property
     def sample_bytes(self) -> int:

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from fitspeed.core.errors import UserError
+from fitspeed.core import input_kinds
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
@@ -113,6 +114,7 @@ class Hook:
         self.failure: BaseException | None = None
         self.failure_text = ""
         self.exit_call: str | None = None
+        self.said: set[str] = set()  # `fitspeed run`'s one-line notes, each once
         self._real_exit = sys.exit
         self._real_os_exit = os._exit
 
@@ -206,7 +208,7 @@ class Hook:
             hook.fits += 1
             if hook.action != "trial":
                 hook._applied(model)
-                return real_fit(model, **hook._run_inputs(real_fit, model, args, kwargs))
+                return hook._run_fit(real_fit, model, args, kwargs)
             if hook.fits != hook.fit_index or hook.done:
                 return real_fit(model, *args, **kwargs)
             hook.done = True
@@ -228,28 +230,54 @@ class Hook:
             sys.stderr.write(f"fitspeed: the model's outputs stay as they are ({error}); its trials were refused "
                              "the same way.\n")
 
-    def _run_inputs(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """`fitspeed run`: the same fit() arguments, with the input knobs applied to what it was given."""
+    def _run_fit(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`fitspeed run`: the script's own fit() call, with the input knobs that keep every argument's meaning.
+
+        The arguments go to Keras as the script gave them. data_autotune=false on
+        arrays changes only the options of the pipeline Keras builds from them
+        (`pipeline.array_autotune`), so sample_weight, class_weight, shuffle,
+        validation_split and steps_per_epoch keep Keras's own handling. A
+        dataset gets the knobs `pipeline.prepare` applies to it, a PyDataset its
+        worker settings; a knob that does not apply to what fit() was given is
+        left out, said once in one line.
+        """
         given = dict(inspect.signature(real_fit).bind(model, *args, **kwargs).arguments)
         given.pop(next(iter(inspect.signature(real_fit).parameters)), None)  # the model itself
-        if not self.config.changed().keys() & set(INPUT_KNOBS):
-            return given
+        from fitspeed.trial import batch_callbacks
+
+        self._say(batch_callbacks.rhythm_warning(batch_callbacks.named(given.get("callbacks")),
+                                                 int(getattr(model, "steps_per_execution", 1) or 1)))
+        changed = sorted(self.config.changed().keys() & set(INPUT_KNOBS))
+        if not changed:
+            return real_fit(model, *args, **kwargs)
         from fitspeed.trial.data import pipeline
 
-        data = data_from(given.get("x"), given.get("y"), 0.0)
-        batch = data.batch_size or int(given.get("batch_size") or 32)
-        prepared = pipeline.prepare(data, self.config, batch, self.spec.seed)
-        if prepared.kind == "dataset":
+        x, autotune = given.get("x"), True
+        kind = _fit_kind(given)
+        for knob in changed:
+            why = input_kinds.why_not(knob, kind, self.config.backend) if kind else (
+                f"{knob} applies to numpy arrays, a tf.data.Dataset or a keras.utils.PyDataset; fit() was given "
+                f"{type(x).__name__}")
+            if why:
+                self._say(f"{knob}={getattr(self.config, knob)} is not applied: {why}.")
+        if kind == "arrays":
+            autotune = bool(self.config.data_autotune)
+        elif kind in ("dataset", "pydataset"):
+            from fitspeed.trial.data.sources import Data
+
+            prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**_applicable(self.config, kind)),
+                                        0, self.spec.seed)
+            for note in prepared.notes:
+                self._say(note + ".")
             given["x"] = prepared.source
-        elif prepared.kind == "arrays" and not prepared.autotune:
-            if given.get("validation_split"):
-                sys.stderr.write("fitspeed: data_autotune=false is not applied: fit() splits its arrays for "
-                                 "validation, which Keras cannot do on a dataset.\n")
-                return given
-            given["x"] = pipeline.keras_array_dataset(prepared.x, prepared.y, batch, autotune=False)
-            given.pop("y", None)
-            given.pop("batch_size", None)
-        return given
+        with pipeline.array_autotune(autotune):
+            return real_fit(model, **given)
+
+    def _say(self, line: str | None) -> None:
+        """One line on the script's stderr, each line once per process."""
+        if line and line not in self.said:
+            self.said.add(line)
+            sys.stderr.write(f"fitspeed: {line}\n")
 
     # -- the trial --------------------------------------------------------------
 
@@ -293,7 +321,8 @@ class Hook:
                 "script's batch size is its own (it changes the recipe). Drop --set batch_size=... and pass the "
                 "size through the script's own arguments."
             )
-        data = data_from(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0))
+        data = data_from(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0),
+                         sample_weight=bound.get("sample_weight"), shuffle=bound.get("shuffle", True))
         batch = data.batch_size or int(bound.get("batch_size") or 32)
         own_epoch = epoch_steps(bound.get("steps_per_epoch"), data, batch)  # the script's own epoch
         from fitspeed.trial.data.fit_input import fit_input, max_steps
@@ -307,6 +336,10 @@ class Hook:
         n = int(getattr(model, "steps_per_execution", 1) or 1)
         build_s = time.perf_counter() - started
         notes = [f"not run during the trial: the script's {', '.join(dropped)}"] if dropped else []
+        notes.extend(data.notes)
+        from fitspeed.trial import batch_callbacks
+
+        per_batch = batch_callbacks.named(bound.get("callbacks"))
         if self.placement is not None and self.placement.used > 1:
             notes.append(f"the script's batch of {batch} is the global batch, {batch / self.placement.used:g} per device "
                          f"on {self.placement.used} devices")
@@ -354,7 +387,7 @@ class Hook:
             data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
         )
         metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits,
-                       epoch_steps=own_epoch)
+                       epoch_steps=own_epoch, batch_callbacks=per_batch)
         checks = after_timing(spec, model, data, batch, timed.steps, n, metrics, env) if finite else {}
         return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
                           environment=env, metrics=metrics, notes=notes, script=script,
@@ -445,3 +478,29 @@ def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
     return {"changes": [c for part in parts for c in part["changes"]],
             "checks": [c for part in parts for c in part["checks"]],
             "params": parts[-1]["params"], "output_dtype": rewrite.output_dtype(model)}
+
+
+def _fit_kind(given: dict[str, Any]) -> str | None:
+    """The `fitspeed.core.input_kinds` kind of what fit() was given, or None for what no input knob fits.
+
+    Arrays are what Keras's ArrayDataAdapter takes (arrays, dicts and lists of
+    them), asked of Keras itself.
+    """
+    import keras
+    from keras.src.trainers.data_adapters.array_data_adapter import can_convert_arrays
+
+    x = given.get("x")
+    if isinstance(x, keras.utils.PyDataset):
+        return "pydataset"
+    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return "dataset"
+    if x is not None and can_convert_arrays((x, given.get("y"), given.get("sample_weight"))):
+        return "arrays"
+    return None
+
+
+def _applicable(config: Any, kind: str) -> dict[str, Any]:
+    """The input knobs that do not apply to `kind`, put back to their defaults."""
+    defaults = type(config)()
+    return {knob: getattr(defaults, knob) for knob in config.changed().keys() & set(INPUT_KNOBS)
+            if input_kinds.why_not(knob, kind, config.backend)}

@@ -13,14 +13,54 @@ from fitspeed.cli.console import err
 def run_script(
     config: Annotated[Path, typer.Argument(help="A best.json written by `fitspeed tune`.")],
     command: Annotated[list[str], typer.Argument(help="Your training command after `--`, such as -- python train.py --epochs 15.", show_default=False)],
-    seed: Annotated[int, typer.Option("--seed", help="Seed set at keras import when the configuration has deterministic=true (give it before CONFIG); otherwise the run keeps its own randomness.")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Say nothing when best.json was tuned on another workload or another version of the script (give it before CONFIG).")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed set at keras import when the configuration has deterministic=true; otherwise the run keeps its own randomness.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Say nothing when best.json was tuned on another workload or another version of the script.")] = False,
 ) -> None:
     """Run your training command to its end with a configuration applied, unchanged; exit with its status."""
     from fitspeed.core import best_json
     from fitspeed.measure import training_command
 
     chosen, best = best_json.read(config)
-    command = command[1:] if command[:1] == ["--"] else command  # Click keeps `--` after the first argument here
+    command, seed, force = own_options(command, seed, force)
     err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
     raise typer.Exit(training_command.run(chosen, command, seed=seed, best=best, force=force))
+
+
+def own_options(command: list[str], seed: int, force: bool) -> tuple[list[str], int, bool]:
+    """`run`'s own options given after CONFIG, taken off the front of the command.
+
+    Everything after CONFIG reaches `command` untouched (the training command's
+    options are its own), so `--force` and `--seed N` given between CONFIG and
+    `--` are read here; after `--`, every word is the command's.
+
+    >>> own_options(["--force", "--seed", "3", "--", "python", "t.py", "--seed", "9"], 0, False)
+    (['python', 't.py', '--seed', '9'], 3, True)
+    >>> own_options(["python", "t.py", "--force"], 0, False)
+    (['python', 't.py', '--force'], 0, False)
+    """
+    from fitspeed.core.errors import UserError
+
+    words = list(command)
+    while words and words[0] != "--" and words[0].startswith("-"):
+        word = words.pop(0)
+        name, _, value = word.partition("=")
+        if name == "--force" and not value:
+            force = True
+        elif name == "--seed":
+            text = value or (words.pop(0) if words else "")
+            try:
+                seed = int(text)
+            except ValueError:
+                raise UserError(f"Expected --seed to be given an integer, such as --seed 3. Received: {text!r}.") from None
+        else:
+            raise UserError(
+                f"Expected `fitspeed run`'s own options (--force, --seed N) before the training command. Received: "
+                f"{word!r}. Put the training command after `--`, as in: fitspeed run best.json --force -- python "
+                "train.py"
+            )
+    if words[:1] == ["--"]:  # Click keeps `--` after the first argument here
+        words = words[1:]
+    if not words:
+        raise UserError("Expected a training command after `--`, as in: fitspeed run best.json -- python train.py. "
+                        "Received none. Add the command that trains.")
+    return words, seed, force

@@ -436,3 +436,36 @@ def test_a_script_that_imports_tensorflow_is_offered_no_other_backend_and_the_sc
     assert summary["trials"] and not [row for row in summary["trials"] if "backend=" in row["config"]]
     reasons = {reason for knobs, reason in summary["skipped_groups"] if "backend" in knobs}
     assert reasons == {"long_train.py:25 imports tensorflow, so the script runs on the tensorflow backend only"}
+
+
+def _tried_steps(storage: str) -> set[int]:
+    import optuna
+
+    return {t.user_attrs["config"]["steps_per_execution"] for name in optuna.get_all_study_names(storage)
+            for t in optuna.load_study(study_name=name, storage=storage).trials if "config" in t.user_attrs}
+
+
+def test_tune_caps_steps_per_execution_for_batch_callbacks_and_run_keeps_their_rhythm(tmp_path: Path) -> None:
+    # issue 36, item 2: a per-batch callback ran 64x less often under an answer of steps_per_execution=64
+    storage = f"sqlite:///{tmp_path}/s.db"
+    script = ["--", PY, str(SCRIPTS / "batch_callback.py")]
+    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+                 "--storage", storage, "--best", str(tmp_path / "best.json"), *script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "the script's Counter (on_train_batch_end) act per batch" in said and "--allow-batch-callbacks" in said
+    assert "EarlyStopping" not in said  # a per-epoch callback is no reason
+    assert _tried_steps(storage) == {1}
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert "act per batch" in json.dumps(best)  # the refusal travels with the answer
+    ran = cli("run", "best.json", *script, str(tmp_path / "calls.txt"), cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "calls.txt").read_text() == "64"
+
+    allowed = f"sqlite:///{tmp_path}/allowed.db"
+    lifted = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+                 "--allow-batch-callbacks", "--storage", allowed, "--best", str(tmp_path / "b2.json"), *script,
+                 cwd=tmp_path)
+    assert lifted.returncode == 0, lifted.stderr
+    assert "calls their batch hooks once per execution" in " ".join(lifted.stderr.split())
+    assert max(_tried_steps(allowed)) > 1

@@ -66,6 +66,7 @@ def tune(
     best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
     as_json: JsonOpt = False,
     monitor: MonitorOpt = False,
+    allow_batch_callbacks: Annotated[bool, typer.Option("--allow-batch-callbacks", help="With a training command whose callbacks act per batch: try steps_per_execution above 1 anyway; Keras then calls their batch hooks once per execution, N times less often.")] = False,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
     from fitspeed.core import best_json
@@ -101,7 +102,12 @@ def tune(
         seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
         space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
         batch_sizes=parse_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
+        allow_batch_callbacks=allow_batch_callbacks,
     )
+    if allow_batch_callbacks and script is not None:
+        err.print("--allow-batch-callbacks: steps_per_execution is tried above 1 even where the script's callbacks "
+                  "act per batch; an answer with it calls their batch hooks once per execution, not once per batch",
+                  highlight=False)
     from fitspeed.machine import host_lock
     from rich.progress import Progress
 

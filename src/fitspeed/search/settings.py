@@ -31,6 +31,7 @@ class TuneSettings:
     knobs: tuple[str, ...] = ()  # search only these (empty: all)
     batch_sizes: tuple[int, ...] = ()
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
+    allow_batch_callbacks: bool = False  # a script's per-batch callbacks do not cap steps_per_execution
     script: dict[str, Any] | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
 
     @property

@@ -50,7 +50,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ from fitspeed.core.input_kinds import check as check_input_knobs
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
-from fitspeed.search import guard, studies
+from fitspeed.search import guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
 from fitspeed.search.combination import Combination
@@ -125,7 +124,7 @@ class Tuner:
             settings.knobs,
         )
         self.choices = choices(self.dims, self.base)
-        self.epoch_steps: int | None = None  # a script's steps per epoch, once its baseline said (`_fit_epoch`)
+        self.most_steps_per_execution: int | None = None  # a script's cap, once its baseline said (`_fit_epoch`)
         self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
         self.data_kind: str | None = data_kind(settings.data)  # what fit() is given; a data function's, once loaded
         host = environment.host(settings.base.backend)
@@ -429,24 +428,14 @@ class Tuner:
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))
 
     def _fit_epoch(self, baseline: TrialRecord) -> None:
-        """A script's epoch of N steps: no steps_per_execution above N, which its real run would never reach."""
-        epoch = baseline.measured("epoch_steps")
-        if not epoch:
-            return
-        dims = []
-        for dim in self.dims:
-            over = [v for v in dim.values if dim.knob == "steps_per_execution" and isinstance(v, int) and v > epoch]
-            if over:
-                kept = tuple(v for v in dim.values if v not in over)
-                why = (f"the script's epoch has {epoch} steps: steps_per_execution="
-                       f"{', '.join(map(str, over))} would run past it")
-                dim = replace(dim, values=kept, skipped=None if kept else why)
-                tried = " and ".join(map(str, sorted(kept)))
-                self.emit(Note(f"{why}, so only {tried} {'is' if len(kept) == 1 else 'are'} tried" if kept
-                               else f"{why}, so none is tried"))
-            dims.append(dim)
-        self.dims = dims  # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
-        self.epoch_steps = int(epoch)
+        """A script's caps on steps_per_execution (`fitspeed.search.script_caps`): its epoch, its batch callbacks."""
+        for limit in script_caps.from_baseline(baseline.measured("epoch_steps"), baseline.measured("batch_callbacks"),
+                                               allowed=self.settings.allow_batch_callbacks):
+            self.dims, note = script_caps.cap(self.dims, limit)
+            if note:
+                self.emit(Note(note))
+            # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
+            self.most_steps_per_execution = min(self.most_steps_per_execution or limit.most, limit.most)
         self.study.set_user_attr("skipped", skipped(self.dims))
 
     # -- the screen ---------------------------------------------------------
@@ -491,8 +480,8 @@ class Tuner:
                 self.ledger.put_refusal(label or "the defaults", str(error))  # `fitspeed show` lists it too
                 self.emit(Note(f"not measured: {label or 'the defaults'}. {error}"))
             return None
-        if self.epoch_steps and config.steps_per_execution > self.epoch_steps:
-            return None  # past the end of the script's epoch (`_fit_epoch`): never measured
+        if self.most_steps_per_execution and config.steps_per_execution > self.most_steps_per_execution:
+            return None  # past the script's epoch, or past its batch callbacks' rhythm (`_fit_epoch`): never measured
         return config
 
     # -- the answer ---------------------------------------------------------

@@ -65,6 +65,16 @@ def test_snippet_applies_the_configuration_in_plain_keras() -> None:
     assert "followed the policy" in best_json.snippet(config, rewrite)
 
 
+def test_snippet_imports_each_module_once() -> None:
+    """issue 36's answer: the thread setting and the tf.data options each needed tensorflow and each imported it."""
+    config = TrialConfig(steps_per_execution=64, precision="mixed_bfloat16", inter_op_threads=1, data_autotune=False)
+    lines = best_json.snippet(config).splitlines()
+    imports = [line for line in lines if line.startswith(("import ", "from "))]
+    assert imports == ["import keras", "import tensorflow as tf"]
+    assert lines.index("import tensorflow as tf") < lines.index("options = tf.data.Options()")
+    compile(best_json.snippet(config), "snippet", "exec")  # still Python
+
+
 def test_defaults_say_keep_them() -> None:
     assert "Keep Keras's defaults" in best_json.snippet(TrialConfig())
     assert "re-tune the learning rate" in best_json.snippet(TrialConfig(batch_size=256))

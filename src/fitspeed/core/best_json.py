@@ -134,7 +134,25 @@ def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
                   f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
     if lines == ["import keras"]:
         lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
-    return "\n".join(lines)
+    return "\n".join(_each_import_once(lines))
+
+
+def _each_import_once(lines: list[str]) -> list[str]:
+    """`lines` without an import that an earlier line already made (the threads and the input pipeline each need
+    tensorflow, and import it where they begin when no line before did).
+
+    >>> _each_import_once(["import keras", "import tensorflow as tf", "x = 1", "", "import tensorflow as tf", "y = 2"])
+    ['import keras', 'import tensorflow as tf', 'x = 1', '', 'y = 2']
+    """
+    seen: set[str] = set()
+    kept = []
+    for line in lines:
+        if line.startswith(("import ", "from ")):
+            if line in seen:
+                continue
+            seen.add(line)
+        kept.append(line)
+    return kept
 
 
 def input_lines(config: TrialConfig) -> list[str]:

@@ -1,7 +1,7 @@
 """The numerics guard's three rates, measured through the real rule (`guard.seeds_needed`, `guard.judge`).
 
-    python benchmarks/guard_power.py --json            # simulated seeds: about 30 s of CPU
-    python benchmarks/guard_power.py --real --seeds 10  # tiny, trained for real: about 10 minutes on 2 cores
+    python benchmarks/guard_power.py --json            # simulated seeds: about 130 s of CPU at 2,000 studies
+    python benchmarks/guard_power.py --real --models tiny --seeds 10   # trained for real: minutes to hours
 
 Simulated: each study draws a baseline's held-out loss at MAX_SEEDS seeds,
 1.0 + sigma x e_b, and a candidate's at the same seeds, 1.0 + gap + sigma x
@@ -10,18 +10,26 @@ Simulated: each study draws a baseline's held-out loss at MAX_SEEDS seeds,
 degrees of freedom) or skewed (a centred lognormal), each scaled to sd 1. The
 runs become `GuardRun`s; the first FIRST_SEEDS pairs go to
 `guard.seeds_needed`, the first N of each to `guard.judge`, as the tuner does.
-Three candidates, in baseline sds: one worse by one sd (`power_at_1sd`: share
+Four candidates, in baseline sds: one worse by one sd (`power_at_1sd`: share
 rejected, at worst; `power_at_1sd_rho_0.8_or_more` where the pairs
 correlate), one that learns the same (`false_rejections`), one lower by one sd
-(`lower_loss_rejections`) and one lower by a quarter sd; beside them, how many rejections had a
-mean gap at or below 0 (never allowed) and the mean seeds used. Each is
-reported per setting and at its worst.
+(`lower_loss_rejections`) and one lower by a quarter sd; beside them, how many
+rejections had a mean gap at or below 0 (never allowed) and the seeds used.
+Each is reported per setting and at its worst.
 
---real trains `tiny` for real at --seeds seeds (train-mode trials as the
-tuner's guard runs them, `guard.guard_spec`): the baseline, mixed_bfloat16, and
-the baseline with the test fault FITSPEED_TEST_FAULT=lr_x10 (the learning rate
-x10), and reports the baseline's seed-to-seed sd, each candidate's paired
-correlation and gap, and the guard's verdict through the real rule.
+--real trains workloads for real (`--models`: tiny, cnn10, the builder module
+examples/bn_cnn.py, and the script tests/fixtures/scripts/conv_train.py as
+`-- python conv_train.py` runs it), each run a train-mode trial as the tuner's
+guard runs it (`guard.guard_spec`): the baseline, and the candidates
+mixed_bfloat16, a learning rate x10 (FITSPEED_TEST_FAULT=lr_x10), the softmax
+output in float16 (softmax_float16, under mixed_bfloat16) and the training
+labels permuted (label_shuffle); a script's trial applies no fault, so a
+script is judged on mixed_bfloat16 alone. Each side runs the first stage (at
+least --seeds seeds) and then the seeds the rule asks for, at most --most. It
+reports the baseline's seed-to-seed sd, each candidate's paired correlation
+(rho) and gap, the verdict through the real rule, the verdict on the loss
+alone (without the float32-output check) and the wall time a run. Every run
+is kept in --out (a JSON line each), so a rerun goes on where one stopped.
 """
 
 from __future__ import annotations
@@ -107,80 +115,194 @@ def simulate(studies: int, seed: int) -> dict[str, Any]:
         "rejections_with_mean_gap_at_or_below_0": sum(r[n + "_at_or_below_0"] for r in rows for n in GAPS),
         "mean_seeds": statistics.fmean(r[n + "_seeds"] for r in rows for n in GAPS),
         "studies_per_setting": studies, "seed": seed,
-        "rule": {"first_seeds": guard.FIRST_SEEDS, "max_seeds": guard.MAX_SEEDS, "level": guard.LEVEL,
+        "rule": {"first_seeds": guard.FIRST_SEEDS, "max_seeds": guard.MAX_SEEDS, "level": guard.LEVEL, "gap_level": guard.GAP_LEVEL,
                  "power": guard.POWER},
         "settings": rows,
     }
 
 
-def real(seeds: int) -> dict[str, Any]:
-    """tiny trained for real at `seeds` seeds: the baseline, mixed_bfloat16, and a learning rate x10."""
-    from fitspeed.core.config import TrialConfig
+MODELS = ("tiny", "cnn10", "bn_cnn", "script")
+SCRIPT = "tests/fixtures/scripts/conv_train.py"  # a user's BN convnet as a script: `fitspeed tune -- python conv_train.py`
+# (label, precision, test fault): the candidates each model is judged on; a script's trial applies no fault
+CANDIDATES = (("mixed_bfloat16", "mixed_bfloat16", None), ("lr_x10", "float32", "lr_x10"),
+              ("softmax_float16", "mixed_bfloat16", "softmax_float16"), ("label_shuffle", "float32", "label_shuffle"))
+
+
+def _model_spec(name: str, folder: str) -> tuple[Any, dict[str, str], str | None]:
+    """The workload's TrialSpec, the environment its trials need, and the folder a script runs in."""
+    import sys
+
     from fitspeed.core.record import TrialSpec
+    from fitspeed.measure import training_command
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "FITSPEED_TEST_FAULT"} | {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    if name == "bn_cnn":  # examples/bn_cnn.py: a user's builder module, as `fitspeed tune bn_cnn:model` takes it
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(root, "examples"), env.get("PYTHONPATH")]))
+        return TrialSpec(model="bn_cnn:model", seed=0), env, None
+    if name == "script":
+        script = training_command.describe([sys.executable, os.path.join(root, SCRIPT)], cwd=folder)
+        return (TrialSpec(model=training_command.label(script), data=training_command.DATA, script=script, seed=0),
+                env, folder)
+    return TrialSpec(model=name, seed=0), env, None
+
+
+def _store(path: str) -> dict[str, dict[str, Any]]:
+    """The guard runs made so far (a JSON line each, appended and flushed): a rerun goes on where one stopped."""
+    found: dict[str, dict[str, Any]] = {}
+    if os.path.exists(path):
+        with open(path) as lines:
+            for line in lines:
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a half-written last line
+                    continue
+                found[row["key"]] = row
+    return found
+
+
+def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One workload trained for real through the guard's rule: the baseline and each candidate.
+
+    Each side runs the first FIRST_SEEDS seeds (and at least `seeds`, for the
+    correlation), then the seeds `guard.seeds_needed` asks for, at most `most`
+    (where the rule asks for more, the verdict is at `most` and says so).
+    """
+    from fitspeed.core.config import TrialConfig
     from fitspeed.measure.runner import run_trial
     from fitspeed.trial import faults
 
-    spec = TrialSpec(model="tiny", seed=0)
+    os.makedirs(out, exist_ok=True)
+    folder = os.path.join(out, f"{name}-cwd")
+    os.makedirs(folder, exist_ok=True)
+    spec, env, cwd = _model_spec(name, folder)
+    path = os.path.join(out, "runs.jsonl")
+    done = _store(path)
 
-    def train(config: TrialConfig, fault: str | None) -> list[guard.GuardRun]:
-        env = {k: v for k, v in os.environ.items() if k != faults.ENV} | ({faults.ENV: fault} if fault else {})
-        specs = [guard.guard_spec(dataclasses.replace(spec, config=config), TrialConfig(), s)
-                 for s in guard.seeds(spec, seeds)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return [guard.GuardRun.from_record(r) for r in pool.map(lambda s: run_trial(s, env=env), specs)]
+    def train(label: str, precision: str, fault: str | None, upto: int) -> list[guard.GuardRun]:
+        config = TrialConfig(precision=precision)
+        wanted = guard.seeds(spec, upto)
+        todo = [s for s in wanted if f"{name}/{label}/{s}" not in done]
+        child = env | ({faults.ENV: fault} if fault else {})
+
+        def one(seed: int) -> dict[str, Any]:
+            started = time.perf_counter()
+            record = run_trial(guard.guard_spec(dataclasses.replace(spec, config=config), TrialConfig(), seed),
+                               env=child, cwd=cwd)
+            row = {"key": f"{name}/{label}/{seed}", "run": guard.GuardRun.from_record(record).to_dict(),
+                   "wall_s": time.perf_counter() - started, "notes": list(record.notes)}
+            with open(path, "a") as lines:
+                lines.write(json.dumps(row) + "\n")
+                lines.flush()
+            return row
+
+        with ThreadPoolExecutor(max_workers=2) as pool:  # two trial processes at once on a 2-core machine
+            for row in pool.map(one, todo):
+                done[row["key"]] = row
+        return [guard.GuardRun.from_dict(done[f"{name}/{label}/{s}"]["run"]) for s in wanted]
 
     started = time.perf_counter()
-    baseline = train(TrialConfig(), None)
-    base = [r.val_loss for r in baseline if r.val_loss is not None]
-    out: dict[str, Any] = {"model": "tiny", "seeds": seeds, "baseline_val_loss": base,
-                           "baseline_sd": statistics.stdev(base) if len(base) > 1 else None, "candidates": {}}
-    for label, config, fault in (("mixed_bfloat16", TrialConfig(precision="mixed_bfloat16"), None),
-                                 ("lr_x10", TrialConfig(), "lr_x10")):
-        runs = train(config, fault)
-        losses = [r.val_loss for r in runs]
-        paired = [(b, c) for b, c in zip(base, losses) if c is not None and math.isfinite(c)]
-        n = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], runs[:guard.FIRST_SEEDS])
-        verdict = guard.judge(baseline[:n], runs[:n])
-        every = guard.judge(baseline, runs)
-        out["candidates"][label] = {
-            "val_loss": losses,
-            "correlation": statistics.correlation(*zip(*paired)) if len(paired) > 2 else None,
-            "gap_in_sds": (statistics.fmean(c - b for b, c in paired) / out["baseline_sd"]
-                           if paired and out["baseline_sd"] else None),
-            "seeds_used": n, "ok": verdict.ok, "reason": verdict.reason,
-            "ok_at_every_seed": every.ok}
-    out["wall_s"] = time.perf_counter() - started
-    return out
+    first = max(guard.FIRST_SEEDS, seeds)
+    baseline = train("baseline", "float32", None, first)
+    result: dict[str, Any] = {"model": spec.model, "candidates": {}}
+    candidates = [c for c in CANDIDATES if (c[2] is None or name != "script") and (not only or c[0] in only)]
+    for label, precision, fault in candidates:
+        runs = train(label, precision, fault, first)
+        loss_alone = [dataclasses.replace(r, output_dtype=None) for r in runs]  # what the loss shows by itself
+        needed = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], loss_alone[:guard.FIRST_SEEDS])
+        if needed > first:
+            upto = min(needed, most)
+            baseline = train("baseline", "float32", None, max(upto, len(baseline)))
+            runs = train(label, precision, fault, upto)
+            loss_alone = [dataclasses.replace(r, output_dtype=None) for r in runs]
+        n = min(needed, len(runs))
+        verdict = guard.judge(baseline[:n], runs[:n], script=name == "script")
+        alone = guard.judge(baseline[:n], loss_alone[:n], script=name == "script")
+        measure, base, cand = guard._losses(baseline[:len(runs)], runs)
+        pairs = [(b, c) for b, c in zip(base, cand) if math.isfinite(b) and math.isfinite(c)]
+        sd = statistics.stdev(b for b, _ in pairs) if len(pairs) > 1 else None
+        walls = [done[f"{name}/{label}/{s}"]["wall_s"] for s in guard.seeds(spec, len(runs))]
+        result["candidates"][label] = {
+            "fault": fault, "precision": precision, "measure": measure, "losses": cand,
+            "rho": statistics.correlation(*zip(*pairs)) if len(pairs) > 2 else None,
+            "gap": statistics.fmean(c - b for b, c in pairs) if pairs else None,
+            "gap_in_sds": statistics.fmean(c - b for b, c in pairs) / sd if pairs and sd else None,
+            "sd": statistics.stdev(cand) if len(cand) > 1 else None,
+            "output_dtype": runs[0].output_dtype, "seeds_run": len(runs), "seeds_needed": needed, "seeds_judged": n,
+            "ok": verdict.ok, "reason": verdict.reason, "ok_on_loss_alone": alone.ok, "reason_on_loss_alone": alone.reason,
+            "wall_s_per_run": statistics.fmean(walls), "fault_notes": sorted({n for s in guard.seeds(spec, len(runs))
+                                                                              for n in done[f"{name}/{label}/{s}"]["notes"]
+                                                                              if "test fault" in n})}
+    measure, base, _ = guard._losses(baseline, baseline)
+    walls = [done[f"{name}/baseline/{s}"]["wall_s"] for s in guard.seeds(spec, len(baseline))]
+    result.update(measure=measure, baseline_losses=base, baseline_sd=statistics.stdev(base) if len(base) > 1 else None,
+                  baseline_seeds=len(base), baseline_wall_s_per_run=statistics.fmean(walls),
+                  wall_s=time.perf_counter() - started)
+    return result
+
+
+def real(models: list[str], seeds: int, most: int, out: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each of `models` trained for real through the guard's rule (`real_model`), on the candidates `only` names
+    (every one where it names none)."""
+    started = time.perf_counter()
+    return {"models": {name: real_model(name, seeds, most, out, only) for name in models}, "seeds": seeds,
+            "most": most, "wall_s": time.perf_counter() - started}
+
+
+def _print_real(result: dict[str, Any]) -> None:
+    for name, model in result["models"].items():
+        print(f"{name} ({model['model']}): baseline {model['measure']} sd {model['baseline_sd']:.3g} over "
+              f"{model['baseline_seeds']} seeds, {model['baseline_wall_s_per_run']:.0f} s a run; {model['wall_s']:.0f} s")
+        for label, c in model["candidates"].items():
+            rho = f"{c['rho']:.3f}" if c["rho"] is not None else "-"
+            gap = f"{c['gap_in_sds']:+.2f} sd" if c["gap_in_sds"] is not None else "-"
+            print(f"  {label}: rho {rho}, gap {gap}, {c['seeds_judged']} seeds judged (rule {c['seeds_needed']}), "
+                  f"{c['wall_s_per_run']:.0f} s a run: {'passes' if c['ok'] else 'REJECTED'}: {c['reason']}")
+            if c["ok_on_loss_alone"] != c["ok"]:
+                print(f"    on the loss alone: {'passes' if c['ok_on_loss_alone'] else 'REJECTED'}: "
+                      f"{c['reason_on_loss_alone']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--studies", type=int, default=800, help="simulated guard decisions per setting and gap")
+    parser.add_argument("--studies", type=int, default=2000, help="simulated guard decisions per setting and gap")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--real", action="store_true", help="train tiny for real instead (minutes)")
-    parser.add_argument("--seeds", type=int, default=guard.MAX_SEEDS, help="--real: seeds per configuration")
+    parser.add_argument("--real", action="store_true", help="train real models through the guard instead (minutes)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"--real: which, of {', '.join(MODELS)}")
+    parser.add_argument("--seeds", type=int, default=guard.FIRST_SEEDS,
+                        help="--real: seeds each side runs at least (the rule's first stage is 5)")
+    parser.add_argument("--most", type=int, default=guard.MAX_SEEDS,
+                        help="--real: seeds each side runs at most, where the rule asks for more")
+    parser.add_argument("--candidates", default="", help=f"--real: which, of {', '.join(c[0] for c in CANDIDATES)} "
+                                                          "(all where empty)")
+    parser.add_argument("--out", default="guard-power-runs", help="--real: the folder that keeps every run")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = real(args.seeds) if args.real else simulate(args.studies, args.seed)
+    if args.real:
+        unknown = sorted(set(args.models.split(",")) - set(MODELS))
+        if unknown:
+            parser.error(f"Expected --models from {', '.join(MODELS)}. Received: {', '.join(unknown)}.")
+        result = real(args.models.split(","), args.seeds, args.most, args.out,
+                      tuple(c for c in args.candidates.split(",") if c))
+    else:
+        result = simulate(args.studies, args.seed)
     if args.json:
         print(json.dumps(result, indent=1))
         return
     if args.real:
-        print(f"tiny, {args.seeds} seeds: baseline held-out loss sd {result['baseline_sd']:.4g}")
-        for label, c in result["candidates"].items():
-            print(f"  {label}: correlation {c['correlation']}, gap {c['gap_in_sds']} sds, {c['seeds_used']} seeds: "
-                  f"{'passes' if c['ok'] else 'REJECTED'}: {c['reason']}")
+        _print_real(result)
         return
     print("| noise | rho | power at 1 sd | false rejections (95% CI) | rejections 1 sd lower / ¼ sd lower | "
-          "mean seeds (1 sd worse / same) |")
+          "mean seeds (1 sd worse / same / 1 sd lower) |")
     print("|---|---|---|---|---|---|")
     for r in result["settings"]:
         low, high = r["false_rejections_ci"]
         print(f"| {r['shape']} | {r['rho']:g} | {100 * r['power_at_1sd']:.1f}% | {100 * r['false_rejections']:.1f}% "
               f"({100 * low:.1f}–{100 * high:.1f}%) | {100 * r['lower_loss_rejections']:.1f}% / "
               f"{100 * r['lower_by_quarter_sd_rejections']:.1f}% | "
-              f"{r['power_at_1sd_seeds']:.1f} / {r['false_rejections_seeds']:.1f} |")
+              f"{r['power_at_1sd_seeds']:.1f} / {r['false_rejections_seeds']:.1f} / "
+              f"{r['lower_loss_rejections_seeds']:.1f} |")
     print(f"\nworst: power at 1 sd {100 * result['power_at_1sd']:.1f}% (where a seed's runs correlate at 0.8 or "
           f"more {100 * result['power_at_1sd_rho_0.8_or_more']:.1f}%), false rejections "
           f"{100 * result['false_rejections']:.1f}% (pooled {100 * result['false_rejections_pooled']:.2f}%), "

@@ -16,38 +16,18 @@ held-out loss - baseline's (`judge`, `paired_gap`); where there is no held-out
 data (a training script brings none) the final training loss stands in, and
 the verdict says so. Lower loss is better.
 
-The rule, a two-stage design (Stein 1945) on a paired t test:
-
-1. FIRST_SEEDS (5) paired seeds. Their gaps give sd(d) on FIRST_SEEDS - 1
-   degrees of freedom; the baseline's own runs give sigma, its seed-to-seed sd.
-2. The number of seeds N is the smallest with POWER (80%) against a gap of one
-   sigma: N >= ((t(1 - GAP_LEVEL) + t(POWER)) x sd(d) / sigma)^2, t on
-   FIRST_SEEDS - 1 degrees of freedom, between FIRST_SEEDS and MAX_SEEDS (10)
-   (`seeds_needed`). Seeds FIRST_SEEDS+1..N are then run for both.
-3. The candidate fails when the one-sided lower bound of mean(d) over the N
-   seeds, mean(d) - t(1 - GAP_LEVEL) x sd(d) / sqrt(N) with the first stage's
-   degrees of freedom, lies above 0; sd(d) is the first stage's, or that over
-   all N seeds where it is larger. GAP_LEVEL is 2.25%: the bound is one end of
-   a 95.5% interval.
-4. It fails too when mean(d) > 0 and its own seed-to-seed sd over the N seeds
-   is above what an F test at SPREAD_LEVEL (0.25%) allows against the
-   baseline's, and at least MIN_SPREAD_RATIO (8) times it (`PairedGap.unstable`):
-   a learning rate x10 on tiny, measured, lands above and below the baseline
-   from seed to seed (sd 12x the baseline's), a higher mean that its own
-   spread hides from step 3.
-
-Using the first stage's variance makes step 3's level exact whatever N the
-data chose (Stein), where the seeds' losses vary normally; taking the larger
-sd keeps it where they do not, when a seed past the first stage lands far out
-(heavy tails: 3.7% false rejections with the first stage's sd alone, in
-`benchmarks/guard_power.py`). The two steps together reject a candidate that
-learns the same at most LEVEL (2.5%) of the time, and one whose mean gap is
-at most 0 never (the bound lies below the mean, and step 4 asks for a gap
-above 0). Where the gaps vary as much as single runs do (seeds whose two runs
-do not correlate), MAX_SEEDS is reached and power at one sigma is lower; the
-verdict then says what it was. `benchmarks/guard_power.py` measures all three
-rates through `judge` (docs/benchmarks/guard_power.md). Accuracy, where there
-is one, is reported beside the loss but does not decide, so the 2.5% holds.
+The rule, in `fitspeed.search.guard_stats` (the statistics, pure functions):
+FIRST_SEEDS (5) paired seeds; then as many as Stein's rule asks for 80% power
+against a gap of one baseline seed-to-seed sd (`seeds_needed`), up to
+MAX_SEEDS (24), where a seed's two runs disagree; the candidate fails when the
+lower bound of the mean gap lies above 0, or when its mean gap is above 0 and
+its own spread over seeds is far above the baseline's (`PairedGap.unstable`).
+The two tests reject a candidate that learns the same at most LEVEL (2.5%) of
+the time, and one whose mean gap is at most 0 never (the bound lies below the
+mean, and the spread test asks for a gap above 0). `benchmarks/guard_power.py`
+measures the three rates through `judge` (docs/benchmarks/guard_power.md).
+Accuracy, where there is one, is reported beside the loss but does not
+decide, so the 2.5% holds.
 
 A non-finite loss fails, and so does a model whose output is not float32 under
 a mixed policy. A training script's baseline whose loss varies over seeds by
@@ -62,7 +42,6 @@ accuracy mark uses; the guard does not.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -72,20 +51,19 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import Metrics, Mode, TrialRecord, TrialSpec
+from fitspeed.search.guard_stats import FIRST_SEEDS as FIRST_SEEDS
+from fitspeed.search.guard_stats import GAP_LEVEL as GAP_LEVEL
+from fitspeed.search.guard_stats import LEVEL as LEVEL
+from fitspeed.search.guard_stats import MAX_SEEDS as MAX_SEEDS
+from fitspeed.search.guard_stats import POWER as POWER
+from fitspeed.search.guard_stats import PairedGap as PairedGap
+from fitspeed.search.guard_stats import paired_gap as paired_gap
+from fitspeed.search.guard_stats import settled
+from fitspeed.search.guard_stats import stein_seeds as stein_seeds
+from fitspeed.search.guard_stats import target_sd
 
 GUARD_STEPS = 64
 GUARD_EPOCHS = 4
-FIRST_SEEDS = 5  # the first stage: paired seeds that estimate sd(d) and sigma
-MAX_SEEDS = 10  # the cap on N; where it binds, the verdict states the power it had
-LEVEL = 0.025  # one-sided: a candidate that learns the same fails at most this often, both tests together
-SPREAD_LEVEL = 0.0025  # of LEVEL, the test that the candidate's seed-to-seed spread is larger (`PairedGap.unstable`)
-GAP_LEVEL = LEVEL - SPREAD_LEVEL  # the rest, the paired test of the mean gap
-# The F test alone is not robust: where seeds' losses are skewed (a centred lognormal in
-# benchmarks/guard_power.py) learning alike spread 3-6x the baseline's in a few studies in a hundred, and a
-# loss one sd lower was rejected 1-2% of the time at 3x. At 8x the spread test adds no rejection there that
-# was measured (600 studies a setting); a learning rate x10 on tiny spread 9-12x (measured).
-MIN_SPREAD_RATIO = 8.0
-POWER = 0.80  # against a gap of one baseline seed-to-seed sd, where MAX_SEEDS allows
 # How many baseline seed-to-seed sds an accuracy may fall below its baseline in `compare` (`fitspeed
 # reproduce`'s mark, unpaired): the difference of two means over 3 seeds each, over the sd from 3 baseline
 # runs, follows at worst Student's t with 2 degrees of freedom scaled by sqrt(2/3): 3 sd is t = 3.67.
@@ -98,199 +76,6 @@ ACCURACY_FLOOR = 0.02
 MAX_SPREAD = 0.25
 FIRST_EPOCH_SHARE = 0.10  # a loss's scale is at least this share of the first epoch's loss (`scale`)
 DEFAULT_TOLERANCE = 0.10  # `check`'s, for one run against one (`fitspeed scaling`)
-
-
-@functools.lru_cache(maxsize=64)
-def _t(p: float, df: int) -> float:
-    """Student's t quantile (the few the guard asks for are cached)."""
-    from scipy import stats as scipy_stats  # imported here: it costs half a second at start-up
-
-    return float(scipy_stats.t.ppf(p, df))
-
-
-@functools.lru_cache(maxsize=64)
-def _f(p: float, df: int) -> float:
-    """The F quantile with (df, df) degrees of freedom."""
-    from scipy import stats as scipy_stats
-
-    return float(scipy_stats.f.ppf(p, df, df))
-
-
-def _t_cdf(x: float, df: int) -> float:
-    from scipy import stats as scipy_stats
-
-    return float(scipy_stats.t.cdf(x, df))
-
-
-def stein_seeds(sd_gap: float, sigma: float, first: int = FIRST_SEEDS, most: int = MAX_SEEDS) -> int:
-    """The paired seeds needed for POWER against a gap of `sigma`, from the first stage's sd of the gaps.
-
-    N = ((t(1 - LEVEL) + t(POWER)) x sd_gap / sigma)^2 with t on first - 1
-    degrees of freedom (2.880 + 0.941 at 4), rounded up, between `first` and
-    `most`. Gaps that vary half as much as one run need the first stage only;
-    as much as one run, the cap:
-
-    >>> stein_seeds(0.02, 0.04), stein_seeds(0.03, 0.04), stein_seeds(0.04, 0.04)
-    (5, 9, 10)
-
-    Identical gaps need nothing more; a baseline with no spread gives no sigma to aim at, so the cap:
-
-    >>> stein_seeds(0.0, 0.04), stein_seeds(0.01, 0.0)
-    (5, 10)
-    """
-    if sd_gap <= 0:
-        return first
-    if sigma <= 0:
-        return most
-    needed = math.ceil(((_t(1 - GAP_LEVEL, first - 1) + _t(POWER, first - 1)) * sd_gap / sigma) ** 2)
-    return min(max(needed, first), most)
-
-
-@dataclass(frozen=True)
-class PairedGap:
-    """The candidate's loss against the baseline's over paired seeds: the gap, its bounds, the power.
-
-    `gap` is mean(candidate - baseline) over `pairs` seeds; `low` and `high`
-    the one-sided 97.5% bounds of it (together a 95% interval), from the first
-    `first` seeds' sd of the gaps (`sd_gap`; the sd over every pair where that
-    is larger) on first - 1 degrees of freedom.
-    `sd` is the baseline's seed-to-seed sd over every pair; `power` the
-    design's power against a gap of one sd (sigma, over the first seeds, as
-    the rule takes it) at these seeds, and `needed` the seeds the rule asks
-    for (`stein_seeds`). None where one pair gives no spread. `sd_candidate`
-    and `spread_limit` are for `unstable`.
-    """
-
-    measure: str  # "held-out loss", "final training loss"
-    baseline: float  # mean over the paired seeds
-    candidate: float
-    pairs: int
-    first: int
-    sd: float | None
-    sd_gap: float | None
-    low: float
-    high: float
-    power: float | None
-    needed: int | None
-    sd_candidate: float | None = None  # the candidate's seed-to-seed sd over every pair
-    spread_limit: float | None = None  # how many times the baseline's sd it may be (the SPREAD_LEVEL F test)
-
-    @property
-    def gap(self) -> float:
-        return self.candidate - self.baseline
-
-    @property
-    def worse_by(self) -> float:
-        """How much higher the candidate's loss is (negative: lower)."""
-        return self.gap
-
-    @property
-    def band(self) -> float:
-        """How far above the baseline's the candidate's mean may lie and still pass."""
-        return self.gap - self.low
-
-    @property
-    def unstable(self) -> bool:
-        """A higher mean loss, from seeds whose candidate runs spread far more than the baseline's.
-
-        A learning rate x10 can land above and below the baseline from seed to
-        seed: a mean gap that its own spread hides from the paired test, and a
-        spread that an F test at SPREAD_LEVEL sees, at least MIN_SPREAD_RATIO
-        times the baseline's.
-        """
-        return (self.gap > 0 and self.sd_candidate is not None and self.spread_limit is not None
-                and self.sd is not None and self.sd_candidate > self.spread_limit * self.sd)
-
-    @property
-    def ok(self) -> bool:
-        """Passes unless the lower bound of the gap lies above 0, or the gap is above 0 and the candidate's
-        spread over seeds is far above the baseline's (`unstable`): a gap <= 0 always passes."""
-        return self.low <= 0 and not self.unstable
-
-    @property
-    def runs(self) -> tuple[int, int]:
-        return (self.pairs, self.pairs)
-
-    def text(self) -> str:
-        """The comparison in a sentence.
-
-        >>> paired_gap("held-out loss", [1.48, 1.45, 1.53, 1.50, 1.49, 1.50],
-        ...            [1.52, 1.44, 1.58, 1.49, 1.53, 1.56]).text()
-        "held-out loss 1.52 is 0.028 above the baseline's 1.49 over 6 paired seeds (95.5% interval of the gap -0.0077 to 0.064; one seed-to-seed sd is 0.026): within; 6 seeds had 31% power against a gap of one sd (the rule asks for 10)"
-        """
-        if self.pairs < 2 or self.sd_gap is None:
-            side = "below" if self.gap <= 0 else "above"
-            return (f"{self.measure} {self.candidate:.3g} is {abs(self.gap):.2g} {side} the baseline's "
-                    f"{self.baseline:.3g} at one paired seed, with no spread to judge a gap by: "
-                    + ("within" if self.ok else f"not shown to learn as well (the guard runs {FIRST_SEEDS} seeds)"))
-        side = "above" if self.gap > 0 else "below"
-        sd = f"; one seed-to-seed sd is {self.sd:.2g}" if self.sd is not None else ""
-        text = (f"{self.measure} {self.candidate:.3g} is {abs(self.gap):.2g} {side} the baseline's "
-                f"{self.baseline:.3g} over {self.pairs} paired seeds ({100 * (1 - 2 * GAP_LEVEL):g}% interval of "
-                f"the gap {self.low:.2g} to {self.high:.2g}{sd}): "
-                f"{'worse' if self.low > 0 else 'the interval holds 0' if self.unstable else 'within'}")
-        if self.unstable and self.sd_candidate is not None and self.sd:
-            text += (f", but its own seed-to-seed sd {self.sd_candidate:.2g} is {self.sd_candidate / self.sd:.0f}x the "
-                     f"baseline's, over the {self.spread_limit:.2g}x that learning alike does not reach: it learns "
-                     "unstably")
-        if self.ok and self.power is not None and self.power < POWER:
-            had = f"{100 * self.power:.0f}% power against a gap of one sd"
-            if self.pairs >= MAX_SEEDS:
-                text += f"; at the cap of {self.pairs} seeds it had {had}"
-            elif self.needed is not None and self.needed > self.pairs:
-                text += f"; {self.pairs} seeds had {had} (the rule asks for {self.needed})"
-        return text
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
-                "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs),
-                "low": self.low, "high": self.high, "sd_gap": self.sd_gap, "pairs": self.pairs,
-                "first": self.first, "power": self.power, "needed": self.needed, "sd_candidate": self.sd_candidate,
-                "spread_limit": self.spread_limit, "unstable": self.unstable}
-
-
-def paired_gap(measure: str, baseline: Sequence[float], candidate: Sequence[float],
-               first: int = FIRST_SEEDS) -> PairedGap:
-    """The paired test of the candidate's losses against the baseline's, seed by seed (the same order).
-
-    Worked examples over FIRST_SEEDS (5) seeds. The same learning, the gaps
-    straddling 0, passes; so does any lower mean:
-
-    >>> base = [1.60, 1.65, 1.70, 1.62, 1.68]
-    >>> same = paired_gap("held-out loss", base, [1.62, 1.63, 1.71, 1.60, 1.69])
-    >>> same.ok, round(same.low, 3), round(same.high, 3)
-    (True, -0.024, 0.024)
-    >>> paired_gap("held-out loss", base, [1.50, 1.55, 1.52, 1.51, 1.58]).ok
-    True
-
-    One sd worse (sd 0.041), with the seeds' two runs correlated, fails:
-
-    >>> worse = paired_gap("held-out loss", base, [1.65, 1.68, 1.75, 1.66, 1.71])
-    >>> worse.ok, round(worse.sd, 3), round(worse.low, 3), worse.needed
-    (False, 0.041, 0.027, 5)
-
-    The first `first` seeds give the gaps' sd (and its degrees of freedom);
-    the mean is over every pair. Fewer pairs than `first` use what there is.
-    """
-    pairs = min(len(baseline), len(candidate))
-    if pairs < 1:
-        raise ValueError("Expected at least one baseline and one candidate value to compare.")
-    base, cand = list(baseline[:pairs]), list(candidate[:pairs])
-    gaps = [c - b for b, c in zip(base, cand)]
-    mean_base, mean_cand = statistics.fmean(base), statistics.fmean(cand)
-    gap = mean_cand - mean_base
-    stage = min(first, pairs)
-    if stage < 2:
-        return PairedGap(measure, mean_base, mean_cand, pairs, stage, None, None, gap, gap, None, None)
-    sd_gap = statistics.stdev(gaps[:stage])
-    sigma = statistics.stdev(base[:stage])
-    spread = max(sd_gap, statistics.stdev(gaps))  # a gap far out past the first stage widens the bound too
-    half = _t(1 - GAP_LEVEL, stage - 1) * spread / math.sqrt(pairs)
-    power = 1.0 if spread == 0 else 1 - _t_cdf(_t(1 - GAP_LEVEL, stage - 1) - sigma * math.sqrt(pairs) / spread,
-                                                 stage - 1)
-    return PairedGap(measure, mean_base, mean_cand, pairs, stage, statistics.stdev(base), sd_gap, gap - half,
-                     gap + half, power, stein_seeds(sd_gap, sigma, stage), statistics.stdev(cand),
-                     max(math.sqrt(_f(1 - SPREAD_LEVEL, pairs - 1)), MIN_SPREAD_RATIO))
 
 
 @dataclass(frozen=True)
@@ -520,19 +305,22 @@ def seeds_needed(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun]) ->
     """How many paired seeds the guard runs, from the first FIRST_SEEDS of each side (`stein_seeds`).
 
     Before the first stage is complete, or after a run that settles the
-    verdict (`stop_early`), that is the seeds there are (at least FIRST_SEEDS).
+    verdict (`stop_early`), that is the seeds there are (at least FIRST_SEEDS);
+    where the first stage's gaps settle it (`settled`), FIRST_SEEDS.
 
     >>> runs = lambda losses: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in losses]
     >>> base = runs([1.60, 1.65, 1.70, 1.62, 1.68])
     >>> seeds_needed(base, runs([1.65, 1.68, 1.75, 1.66, 1.71])), seeds_needed(base, runs([1.7, 1.6, 1.62, 1.75, 1.6]))
-    (5, 10)
+    (5, 24)
     """
     pairs = min(len(baseline), len(candidate))
     if pairs < FIRST_SEEDS or stop_early(candidate) or not all(run.finite for run in baseline[:FIRST_SEEDS]):
         return max(FIRST_SEEDS, pairs)
     _, base, cand = _losses(baseline[:FIRST_SEEDS], candidate[:FIRST_SEEDS])
+    if settled(base, cand):
+        return FIRST_SEEDS
     gaps = [c - b for b, c in zip(base, cand)]
-    return stein_seeds(statistics.stdev(gaps), statistics.stdev(base))
+    return stein_seeds(statistics.stdev(gaps), target_sd(base, cand))
 
 
 def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: bool = False) -> GuardVerdict:
@@ -545,7 +333,7 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
     True
     >>> v = judge(base, runs([1.66, 1.67, 1.74, 1.66, 1.72], [0.40, 0.43, 0.41, 0.44, 0.40]))
     >>> v.ok, v.reason
-    (False, "held-out loss 1.69 is 0.04 above the baseline's 1.65 over 5 paired seeds (95.5% interval of the gap 0.022 to 0.058; one seed-to-seed sd is 0.041): worse; held-out accuracy 41.6% against the baseline's 43.0% (reported; the loss decides)")
+    (False, "held-out loss 1.69 is 0.04 above the baseline's 1.65 over 5 paired seeds (97% interval of the gap 0.019 to 0.061, that is 0.46 to 1.5 of the baseline's seed-to-seed sd 0.041): worse; held-out accuracy 41.6% against the baseline's 43.0% (reported; the loss decides)")
     >>> judge(base, [GuardRun("nan", "the loss became nan at epoch 2", curve=(2.3, float("nan")))]).reason
     'the loss is not finite (the loss became nan at epoch 2)'
     >>> judge(base, [GuardRun("ok", curve=(2.3, 1.6), output_dtype="bfloat16")]).reason
@@ -555,7 +343,7 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
 
     >>> finals = lambda losses: [GuardRun("ok", curve=(2.3, c)) for c in losses]
     >>> judge(finals([1.0, 1.1, 1.05, 0.98, 1.02]), finals([0.9, 1.0, 0.97, 0.9, 0.93])).reason
-    "no held-out data (a training script brings none): judged on the final training loss; final training loss 0.94 is 0.09 below the baseline's 1.03 over 5 paired seeds (95.5% interval of the gap -0.1 to -0.077; one seed-to-seed sd is 0.047): within"
+    "no held-out data (a training script brings none): judged on the final training loss; final training loss 0.94 is 0.09 below the baseline's 1.03 over 5 paired seeds (97% interval of the gap -0.1 to -0.075, that is -2.2 to -1.6 of the baseline's seed-to-seed sd 0.047): within"
     """
     runs = (len(baseline), len(candidate))
     keep = (baseline[0].curve if baseline else (), candidate[0].curve if candidate else ())

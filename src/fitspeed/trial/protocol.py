@@ -82,6 +82,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
     data_seed = spec.seed if spec.data_seed is None else spec.data_seed
     data = sources.load(data_ref, shape or (), num_classes, global_batch, data_seed, holdout=spec.validate)
+    data = faults.relabel(data, spec.seed)  # tests only: training labels permuted, for the guard to catch
     if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
         from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
 

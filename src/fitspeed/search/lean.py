@@ -33,12 +33,14 @@ from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
 MIN_SHARE = 1.02  # a knob whose own evidence is below this ratio is no part of the answer
-# one-sided 25% over looks at 1 to 6 pairs: a neutral knob is kept at most one time in four, and then only when its
-# estimate is at least MIN_SHARE, so a knob of the answer has shown a share of its own. On 100 development worlds
-# (`benchmarks/search_simulation.py --worlds 100 --seeds dev`) the answer was within 3% of the best in 34 of the 85
-# where something helps, against 32 at 35% over up to 4 pairs, 30 at 25% over 4, and 39 with no lean step at all:
-# the price of an answer that carries nothing unshown is the 5-15% wins that 6 pairs cannot show
-LEAN_DESIGN = Design(alpha=0.25, max_pairs=6, min_pairs=1, min_gain=MIN_SHARE - 1, futile_from=1)
+LEAN_FIRST_LOOK = 2  # no knob is kept or taken out on one pair: one starved trial decided it
+# one-sided 25% over looks at 2 to 8 pairs: a neutral knob is kept at most one time in four, and then only when its
+# estimate is at least MIN_SHARE, so a knob of the answer has shown a share of its own. Looks from the first pair
+# took knobs worth 1.2-1.3x out on one pair at 0.6-0.7x (a load burst on the incumbent's side): 6 of 262 lean
+# decisions on 100 development worlds (`benchmarks/search_simulation.py --worlds 100 --seeds dev`), and 6 pairs
+# kept 16 of 51 knobs worth 1.02-1.10x (docs/benchmarks/search_simulation.md, tenth round)
+LEAN_DESIGN = Design(alpha=0.25, max_pairs=8, min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1,
+                     futile_from=LEAN_FIRST_LOOK)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,30 @@
+"""The lean step's design: no knob is kept or taken out of the answer on one pair."""
+
+from __future__ import annotations
+
+from fitspeed.core.sequential import Verdict, step
+from fitspeed.search.decider import SEARCH_PRIOR
+from fitspeed.search.lean import LEAN_DESIGN, LEAN_FIRST_LOOK, MIN_SHARE
+
+
+def test_one_starved_pair_neither_takes_a_knob_out_nor_keeps_it() -> None:
+    # the incumbent's trial in a load burst (x0.6): one pair at 0.6x said "slower" and took out a knob worth 1.3x
+    assert LEAN_FIRST_LOOK >= 2
+    assert step([0.6], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
+    # the other side starved: one pair at 1.7x kept a knob that does nothing
+    assert step([1.7], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
+
+
+def test_a_starved_pair_among_the_first_two_does_not_take_out_a_knob_that_helps() -> None:
+    # a knob worth 1.3x: its first pair starved, its second at its worth; the step asks for more, and its next
+    # pairs keep it with a share of its own
+    assert step([0.6, 1.3], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
+    kept = step([0.6, 1.3, 1.28, 1.32, 1.3], LEAN_DESIGN, SEARCH_PRIOR)
+    assert kept.verdict == Verdict.FASTER and (kept.ratio or 0.0) >= MIN_SHARE
+
+
+def test_a_neutral_knob_is_taken_out_and_a_slower_one_at_once_from_the_second_pair() -> None:
+    assert step([0.98, 1.0], LEAN_DESIGN, SEARCH_PRIOR).verdict != Verdict.FASTER
+    assert step([1.0] * LEAN_DESIGN.max_pairs, LEAN_DESIGN, SEARCH_PRIOR).verdict in (Verdict.NO_GAIN,
+                                                                                      Verdict.NOT_CONFIRMED)
+    assert step([0.6, 0.62], LEAN_DESIGN, SEARCH_PRIOR).verdict == Verdict.SLOWER

@@ -72,7 +72,8 @@ class Combination:
 
         gained = 1 + self.tuner.settings.min_gain
         strong = [c for c, ratio in promising if ratio >= BIG or (is_alone(c) and ratio >= gained)][:MAX_ALONE]
-        weak = [c for c, ratio in promising if c not in strong and not is_alone(c)]
+        # a change judged alone joins the bundle when its screen trial gained, though it was not among the strong
+        weak = [c for c, ratio in promising if c not in strong and (not is_alone(c) or ratio >= gained)]
         incumbent = self.tuner.base
         again: list[TrialConfig] = []
         alternatives: list[TrialConfig] = []

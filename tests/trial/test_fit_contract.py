@@ -107,3 +107,17 @@ def test_array_autotune_sets_the_option_on_the_pipeline_keras_builds() -> None:
     assert built() is None  # put back after the fit
     with pipeline.array_autotune(True):
         assert built() is None
+
+
+@pytest.mark.parametrize("kind", ["dict", "arrays"])
+def test_a_trial_times_the_scripts_fit_with_its_weights_and_a_dict_of_arrays(kind: str, tmp_path: Path) -> None:
+    # the trial that measured data_autotune=false must feed what `run` feeds: the sample weights and the
+    # shuffle the script gave, and a dict of arrays as Keras takes it
+    done = fitspeed("measure", "--set", "data_autotune=false", "--steps", "4", "--repeats", "2", "--json",
+                    "--results", str(tmp_path / "r.jsonl"), "--", sys.executable, str(SCRIPT),
+                    str(tmp_path / "out.json"), kind, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout[done.stdout.index("{"):])
+    assert record["status"] == "ok", record.get("reason")
+    assert record["metrics"]["data_kind"] == "arrays"
+    assert record["metrics"]["batch_callbacks"] == ["Hooks (on_train_batch_end)"]

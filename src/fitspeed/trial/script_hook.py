@@ -265,11 +265,16 @@ class Hook:
         elif kind in ("dataset", "pydataset"):
             from fitspeed.trial.data.sources import Data
 
-            prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**_applicable(self.config, kind)),
-                                        0, self.spec.seed)
-            for note in prepared.notes:
-                self._say(note + ".")
-            given["x"] = prepared.source
+            try:
+                prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**_applicable(self.config, kind)),
+                                            0, self.spec.seed)
+            except Exception as error:  # noqa: BLE001 (the script's fit() must run as it would without fitspeed)
+                self._say(f"the input knobs are not applied to the script's {type(x).__name__}: "
+                          f"{type(error).__name__}: {error}")
+            else:
+                for note in prepared.notes:
+                    self._say(note + ".")
+                given["x"] = prepared.source
         with pipeline.array_autotune(autotune):
             return real_fit(model, **given)
 

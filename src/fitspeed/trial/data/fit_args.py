@@ -28,16 +28,19 @@ def data_from(x: Any, y: Any, validation_split: float, sample_weight: Any = None
         return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
     if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
         return Data("dataset", source=x, batch_size=dataset_batch_size(x, "the script's dataset"))
-    if isinstance(x, np.ndarray) and y is not None and isinstance(np.asarray(y), np.ndarray):
-        y = np.asarray(y)
-        weights = None if sample_weight is None else np.asarray(sample_weight)
+    if isinstance(y, list) and not any(isinstance(v, (np.ndarray, list, tuple, dict)) for v in y):
+        y = np.asarray(y)  # labels as a plain list
+    if _arrays(x) and y is not None and _arrays(y):
+        x, y = keras.tree.map_structure(np.asarray, x), keras.tree.map_structure(np.asarray, y)
+        weights = None if sample_weight is None else keras.tree.map_structure(np.asarray, sample_weight)
         if validation_split:
             from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
             (x, y, weights), _ = train_validation_split((x, y, weights), validation_split=validation_split)
         return Data("arrays", x=x, y=y, sample_weight=weights, shuffle=shuffle)
     raise DataError(
-        "Expected the script to pass fit() numpy arrays x and y, a tf.data.Dataset or a keras.utils.PyDataset, "
+        "Expected the script to pass fit() numpy arrays x and y (or dicts or lists of them), a tf.data.Dataset or "
+        "a keras.utils.PyDataset, "
         f"which fitspeed can time and rewrite. Received: x of type {type(x).__name__}"
         f"{'' if y is None or isinstance(x, np.ndarray) else ' with y'}. Hand fit() one of those."
     )
@@ -53,10 +56,19 @@ def epoch_steps(steps_per_epoch: Any, data: Any, batch: int) -> int | None:
     if steps_per_epoch:
         return int(steps_per_epoch)
     if data.kind == "arrays" and data.x is not None:
-        return max(1, math.ceil(len(data.x) / batch))
+        return max(1, math.ceil(data.samples / batch))
     if data.kind == "pydataset":
         return len(data.source)
     if data.kind == "dataset":
         count = int(data.source.cardinality())
         return count if count > 0 else None  # infinite or unknown
     return None
+
+
+def _arrays(tree: Any) -> bool:
+    """Whether `tree` is a numpy array, or a dict, list or tuple of them (Keras's multi-input and -output form)."""
+    import keras
+    import numpy as np
+
+    leaves = keras.tree.flatten(tree)
+    return bool(leaves) and all(isinstance(leaf, np.ndarray) for leaf in leaves)

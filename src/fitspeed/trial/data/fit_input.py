@@ -48,18 +48,16 @@ def fit_input(data: Data, steps: int, batch_size: int) -> dict[str, Any]:
     shuffle kept; datasets are repeated so they never run out mid-window.
     """
     if data.kind == "arrays":
-        total = steps * batch_size
-        index = np.arange(total) % len(data.x)
-        weights = None if data.sample_weight is None else np.asarray(data.sample_weight)[index]
+        x, y, weights = data.take(np.arange(steps * batch_size) % data.samples)
         if not data.autotune:
             from fitspeed.trial.data.pipeline import (
                 keras_array_dataset,  # imports tensorflow
             )
 
-            return {"x": keras_array_dataset(data.x[index], data.y[index], batch_size, autotune=False,
-                                             shuffle=data.shuffle, sample_weight=weights)}
+            return {"x": keras_array_dataset(x, y, batch_size, autotune=False, shuffle=data.shuffle,
+                                             sample_weight=weights)}
         own = {} if weights is None else {"sample_weight": weights}
-        return {"x": data.x[index], "y": data.y[index], "batch_size": batch_size, "shuffle": data.shuffle, **own}
+        return {"x": x, "y": y, "batch_size": batch_size, "shuffle": data.shuffle, **own}
     if data.kind == "dataset":
         import tensorflow as tf
 

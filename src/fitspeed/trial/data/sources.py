@@ -48,7 +48,20 @@ class Data:
     def sample_bytes(self) -> int:
         if self.kind != "arrays":
             return 0
-        return int(self.x[0].nbytes + np.asarray(self.y[0]).nbytes)
+        leaves = keras.tree.flatten((self.x, self.y))
+        return int(sum(np.asarray(leaf[0]).nbytes for leaf in leaves))
+
+    @property
+    def samples(self) -> int:
+        """How many samples arrays hold (x may be a dict or a list of arrays, as Keras takes them)."""
+        return len(keras.tree.flatten(self.x)[0])
+
+    def take(self, index: np.ndarray) -> tuple[Any, Any, Any]:
+        """x, y and the sample weights at `index`, each structure kept."""
+        def pick(tree: Any) -> Any:
+            return None if tree is None else keras.tree.map_structure(lambda a: np.asarray(a)[index], tree)
+
+        return pick(self.x), pick(self.y), pick(self.sample_weight)
 
 
 def synthetic(

@@ -150,8 +150,8 @@ def test_show_and_the_page_print_the_end_of_a_crashed_trials_stderr(workdir: Pat
     shown = fitspeed("show", "--storage", storage, cwd=workdir)
     assert shown.returncode == 0, shown.stderr
     text = " ".join(shown.stdout.split())
-    assert ("defaults (baseline): crashed, the trial process was killed by SIGABRT before it sent a record. "
-            "The end of its stderr:") in text
+    assert ("defaults (baseline): crashed, the trial process was killed by SIGABRT before it sent a record: "
+            "F0000 native_library.cc:42] Check failed: devices == 2 (1 vs. 2). The end of its stderr:") in text
     # the native message, the fault handler's stack down to the builder, the signal: in that order
     native, fault = text.index("Check failed: devices == 2"), text.index("Fatal Python error: Aborted")
     assert native < fault < text.index("in aborts") < text.index("[fitspeed: the trial process was killed by SIGABRT]")

@@ -15,6 +15,9 @@ memory. Every trial process runs with the fault handler on (`python -m
 fitspeed.trial`, the fork server's children, a script's start-up hook), so
 a trial killed by a signal leaves the native abort message, each thread's
 Python stack and, last, the line the parent adds: which signal killed it.
+Where the dump of many threads is longer than the tail, the native message
+and the fault handler's first line still lead it (`last_lines`), and the
+native message ends the crash's reason (`native_cause`).
 With `spec.monitor`, a `fitspeed.machine.sampler` sampler follows the child's process
 tree and the GPUs meanwhile, and the record gains a `monitor` summary.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +48,7 @@ from fitspeed.measure import warm_start
 POLL_S = 0.05
 STDERR_TAIL = 4000  # characters of a child's stderr a record keeps, at most
 TAIL_LINES = 40  # its last lines, at most
+READ_BACK = 64_000  # bytes read back from the end of the file, to find the cause above the last lines
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
@@ -56,18 +61,23 @@ def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
 
 
 def _tail(path: Path) -> str:
-    """The file's last `TAIL_LINES` lines, at most `STDERR_TAIL` characters ('' if it cannot be read)."""
+    """The end of a child's stderr file as the record keeps it (`last_lines`); '' if it cannot be read."""
     try:
         with path.open("rb") as stream:
             stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - 4 * STDERR_TAIL))
+            stream.seek(max(0, stream.tell() - READ_BACK))
             return last_lines(stream.read().decode("utf-8", "replace"))
     except OSError:
         return ""
 
 
+# A native library's last word before it aborts (absl's LOG(FATAL), a failed CHECK or assert, C++'s terminate),
+# and the fault handler's first line: a dump of many threads can push them above the last lines.
+CAUSE = re.compile(r"^F\d{4} \d\d:\d\d:\d\d|Check failed|terminate called|Assertion .* failed|^Fatal Python error")
+
+
 def last_lines(text: str, lines: int = TAIL_LINES, limit: int = STDERR_TAIL) -> str:
-    """The last `lines` lines of `text`, at most `limit` characters of them.
+    """The last `lines` lines of `text`, at most `limit` characters, led by the lines that name the cause.
 
     The fault handler's list of loaded extension modules (one line of about
     2,000 characters) keeps its count only, so the stacks above it fit:
@@ -76,16 +86,53 @@ def last_lines(text: str, lines: int = TAIL_LINES, limit: int = STDERR_TAIL) -> 
     'b\\nc\\n'
     >>> last_lines("Fatal Python error: Aborted\\nExtension modules: numpy.core, h5py.h5 (total: 2)\\n", 5)
     'Fatal Python error: Aborted\\nExtension modules: … (total: 2)\\n'
-    >>> last_lines("x" * 10 + "\\nthe cause\\n", 5, limit=12)
-    'the cause\\n'
+
+    A native abort message and the fault handler's first line stay when the
+    dump of every thread's stack is longer than the tail:
+
+    >>> print(last_lines("F1127 10:42:34.501 rendezvous.cc:161] Termination timeout\\n*** Check failure stack trace ***\\n"
+    ...                  "    @ 0x7f8e AllReduce()\\nFatal Python error: Aborted\\n\\nThread 0x01:\\n  File a.py\\n"
+    ...                  "Thread 0x02:\\n  File b.py\\n", 4), end="")
+    F1127 10:42:34.501 rendezvous.cc:161] Termination timeout
+    Fatal Python error: Aborted
+    … [3 lines cut] …
+    Thread 0x01:
+      File a.py
+    Thread 0x02:
+      File b.py
     """
-    kept = [f"Extension modules: … ({line.rpartition('(')[2].strip()}\n" if line.startswith("Extension modules: ")
-            and line.rstrip().endswith(")") else line for line in text.splitlines(keepends=True)[-lines:]]
+    every = [f"Extension modules: … ({line.rpartition('(')[2].strip()}\n" if line.startswith("Extension modules: ")
+             and line.rstrip().endswith(")") else line for line in text.splitlines(keepends=True)]
+    kept, above = every[-lines:], every[:-lines] if len(every) > lines else []
+    native = [line for line in above if CAUSE.search(line) and not line.startswith("Fatal Python error")][-1:]
+    fault = [line for line in above if line.startswith("Fatal Python error")][-1:]
+    causes = [line if line.endswith("\n") else line + "\n" for line in above if line in native + fault]
+    if causes:
+        cut = len(above) - len(causes)
+        head = "".join(line[:1000] for line in causes) + (f"… [{cut} lines cut] …\n" if cut else "")
+    else:
+        head = ""
     tail = "".join(kept)
-    if len(tail) <= limit:
-        return tail
-    cut = tail[-limit:]
-    return cut.partition("\n")[2] or cut  # from a line's start, unless one line is longer than the limit
+    room = max(0, limit - len(head))
+    if len(tail) > room:
+        tail = tail[-room:].partition("\n")[2] or tail[-room:]  # from a line's start, unless one line is longer
+    return head + tail
+
+
+def native_cause(tail: str) -> str:
+    """A crash's cause as a native library wrote it before it aborted, to end the crash's reason ('' if none).
+
+    >>> native_cause("F1127 10:55:59.462144   15045 rendezvous.cc:161] [id=0] Termination timeout for `all reduce` "
+    ...              "of 40 seconds exceeded.\\nFatal Python error: Aborted\\n")
+    ': rendezvous.cc:161] [id=0] Termination timeout for `all reduce` of 40 seconds exceeded.'
+    >>> native_cause("Fatal Python error: Segmentation fault\\n")
+    ''
+    """
+    found = [line for line in tail.splitlines() if CAUSE.search(line) and not line.startswith("Fatal Python error")]
+    if not found:
+        return ""
+    line = re.sub(r"^F\d{4} [\d:.]+\s+\d+\s+", "", found[-1].strip())  # absl's prefix: day, time, thread
+    return f": {line if len(line) <= 500 else line[:500] + ' …'}"
 
 
 def with_signal(tail: str, returncode: int) -> str:
@@ -219,7 +266,7 @@ def run_trial(
             sent = new_record(
                 spec,
                 Status.CRASHED,
-                reason=f"the trial process {how} before it sent a record{hint}",
+                reason=f"the trial process {how} before it sent a record{hint}{native_cause(log_tail)}",
                 environment=environment.host(spec.config.backend),
             )
         else:

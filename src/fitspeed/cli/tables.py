@@ -84,6 +84,7 @@ def blocks(table: Table) -> Group:
         parts.append(grid)
     if table.caption:
         parts.append(Text(plain(table.caption)))
+    parts.append(Text())  # and after the last, before whatever follows
     return Group(*parts)
 
 

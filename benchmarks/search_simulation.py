@@ -902,7 +902,8 @@ def worlds(count: int, trials: int, seeds: str, cv: float | None = None, model: 
         else None,
         "by_machine": {m: world_summary(found) for m, found in by_machine.items() if found},
         "with_spread": world_summary(spread) if spread else None,
-        "worlds": [{"seed": w.seed, "machine": w.machine, "null": w.null, "cv": round(w.scenario.noise.cv or 0, 4),
+        "worlds": [{"seed": w.seed, "machine": w.machine, "null": w.null,
+                    "cv": round(cv if cv is not None else w.scenario.noise.cv or 0, 4),  # the CV the study ran at
                     "best_gain": round(o.best_gain, 4), "gain": round(o.gain, 4), "right": o.right,
                     "claimed": o.claimed, "covered": o.covered, "answer": o.answer, "trials": o.trials}
                    for w, o in zip(drawn, outcomes)],

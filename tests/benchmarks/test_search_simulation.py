@@ -232,3 +232,11 @@ def test_one_drawn_world_and_one_noise_model_end_to_end(sim: ModuleType, monkeyp
     assert "noisier-4x" in sim.render_noise_models(null)
     with pytest.raises(SystemExit, match="--worlds between 1 and 500"):
         sim.worlds(501, trials=12, seeds="report")
+
+
+def test_a_world_row_names_the_cv_its_study_ran_at(sim: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --cv replaces every world's drawn CV: the row says the one the study used, not the drawn one
+    monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
+    drawn = sim.draw_world(3_000_000).scenario.noise.cv
+    out = sim.worlds(1, trials=12, seeds="dev", cv=0.1)
+    assert drawn != 0.1 and out["noise_cv"] == 0.1 and out["worlds"][0]["cv"] == 0.1

@@ -1,0 +1,54 @@
+"""The verification (`fitspeed.search.verification`): what it verifies, and what it leaves alone."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from test_decisions import Fake, effects
+
+from fitspeed.core.config import TrialConfig
+from fitspeed.machine import environment
+from fitspeed.search.tuner import Tuner, TuneSettings
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def test_an_answer_the_lean_step_took_back_to_the_defaults_is_not_verified() -> None:
+    # jit_compile became the incumbent, and the lean step took it out again: the answer is the defaults, and a
+    # verification of the defaults against the defaults (an A/A test) claimed "faster" in 2 of 1,000 null studies
+    fake = Fake(effects({("jit_compile", True): 1.0}))
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("jit_compile",))
+    tuner = Tuner(settings, run=fake)
+    tuner.workers.start("cpu", None)
+    try:
+        tuner.measure(tuner.base, "baseline")
+        leaned = TrialConfig(jit_compile=True)
+        assert tuner.ledger.chain_add(leaned, over=tuner.base)
+        assert tuner.ledger.chain_add(tuner.base, over=leaned, again=True)
+        verdict = tuner.finish()
+    finally:
+        tuner.workers.stop()
+    assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
+    assert verdict["why"] == "no change showed a share of its own when taken out of the answer"
+    assert [d for d in tuner.decisions() if d["purpose"] == "verify"] == []
+    assert len(fake.calls) == 1  # the baseline alone: no verification pairs
+
+
+def test_the_newest_incumbent_is_verified_against_the_defaults() -> None:
+    fake = Fake(effects({("jit_compile", True): 1.5}))
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("jit_compile",))
+    tuner = Tuner(settings, run=fake)
+    tuner.workers.start("cpu", None)
+    try:
+        tuner.measure(tuner.base, "baseline")
+        assert tuner.ledger.chain_add(TrialConfig(jit_compile=True), over=tuner.base)
+        verdict = tuner.finish()
+    finally:
+        tuner.workers.stop()
+    assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]) == TrialConfig(jit_compile=True)

@@ -178,7 +178,7 @@ class PairedGap:
     the one-sided (1 - GAP_LEVEL) bounds of it, from the sd of the gaps over
     every pair on pairs - 1 degrees of freedom. `sd_gap` is the sd of the
     first `first` gaps, which set `needed`, the seeds the rule asks for
-    (`stein_seeds`, against `target_sd`). `sd` is the baseline's seed-to-seed
+    (`stein_seeds`, against `target_sd`; `first` where they settle it). `sd` is the baseline's seed-to-seed
     sd over every pair; `power` the test's power against a gap of one sd at
     these seeds. None where one pair gives no spread. `sd_candidate` and
     `spread_limit` are for `unstable`.
@@ -315,5 +315,6 @@ def paired_gap(measure: str, baseline: Sequence[float], candidate: Sequence[floa
     half = quantile * spread / math.sqrt(pairs)
     power = 1.0 if spread == 0 else 1 - _t_cdf(quantile - sigma * math.sqrt(pairs) / spread, pairs - 1)
     return PairedGap(measure, mean_base, mean_cand, pairs, stage, sigma, sd_gap, gap - half, gap + half, power,
-                     stein_seeds(sd_gap, target_sd(base[:stage], cand[:stage]), stage), trimmed_sd(cand),
+                     stage if settled(base[:stage], cand[:stage])
+                     else stein_seeds(sd_gap, target_sd(base[:stage], cand[:stage]), stage), trimmed_sd(cand),
                      max(math.sqrt(_f(1 - SPREAD_LEVEL, pairs - 1)), MIN_SPREAD_RATIO))

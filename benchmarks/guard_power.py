@@ -147,6 +147,16 @@ def _model_spec(name: str, folder: str) -> tuple[Any, dict[str, str], str | None
     return TrialSpec(model=name, seed=0), env, None
 
 
+def _losses(baseline: list[guard.GuardRun], candidate: list[guard.GuardRun]) -> tuple[str, list[float], list[float]]:
+    """The measure the guard judges and each side's values: held-out loss where every run has one (as `judge`)."""
+    runs = [*baseline, *candidate]
+    if all(run.val_loss is not None for run in runs):
+        return ("held-out loss", [r.val_loss for r in baseline if r.val_loss is not None],
+                [r.val_loss for r in candidate if r.val_loss is not None])
+    return ("final training loss", [r.final for r in baseline if r.final is not None],
+            [r.final for r in candidate if r.final is not None])
+
+
 def _store(path: str) -> dict[str, dict[str, Any]]:
     """The guard runs made so far (a JSON line each, appended and flushed): a rerun goes on where one stopped."""
     found: dict[str, dict[str, Any]] = {}
@@ -218,7 +228,7 @@ def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...]
         n = min(needed, len(runs))
         verdict = guard.judge(baseline[:n], runs[:n], script=name == "script")
         alone = guard.judge(baseline[:n], loss_alone[:n], script=name == "script")
-        measure, base, cand = guard._losses(baseline[:len(runs)], runs)
+        measure, base, cand = _losses(baseline[:len(runs)], runs)
         pairs = [(b, c) for b, c in zip(base, cand) if math.isfinite(b) and math.isfinite(c)]
         sd = statistics.stdev(b for b, _ in pairs) if len(pairs) > 1 else None
         walls = [done[f"{name}/{label}/{s}"]["wall_s"] for s in guard.seeds(spec, len(runs))]
@@ -233,7 +243,7 @@ def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...]
             "wall_s_per_run": statistics.fmean(walls), "fault_notes": sorted({n for s in guard.seeds(spec, len(runs))
                                                                               for n in done[f"{name}/{label}/{s}"]["notes"]
                                                                               if "test fault" in n})}
-    measure, base, _ = guard._losses(baseline, baseline)
+    measure, base, _ = _losses(baseline, baseline)
     walls = [done[f"{name}/baseline/{s}"]["wall_s"] for s in guard.seeds(spec, len(baseline))]
     result.update(measure=measure, baseline_losses=base, baseline_sd=statistics.stdev(base) if len(base) > 1 else None,
                   baseline_seeds=len(base), baseline_wall_s_per_run=statistics.fmean(walls),

@@ -130,7 +130,7 @@ def trace(seed: int, trials: int = 40, cv: float | None = 0.10) -> Traced:
     given = handed[0] if handed else leaned
     best, best_value = sim.true_best(scenario, tuner.choices)
     value, speed = scenario.value, scenario.speed(base)
-    every = tuner.study.get_trials(deepcopy=False)
+    every = [t for t in tuner.study.get_trials(deepcopy=False) if "record" in t.user_attrs]  # each one run
     phases = collections.Counter(str(t.user_attrs.get("phase", "other")) for t in every)
     budget_free = sum(phases[p] for p in BUDGET_FREE)
     spent = {"search": float(sum(phases.values()) - budget_free), "lean": float(phases[Phase.LEAN]),

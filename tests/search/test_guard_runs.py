@@ -97,6 +97,7 @@ def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     assert verdict.ok, verdict.reason
 
 
+@pytest.mark.timeout(900)  # its pairs disagree (rho near 0): the rule runs it to 24 seeds a side, about 4 minutes
 def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> None:
     verdict, records = _judge(baseline, TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x100"})
     assert all(any("test fault injected" in n for n in r.notes) for r in records if r.status == Status.OK)

@@ -66,7 +66,7 @@ from fitspeed.core import input_kinds
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
 from fitspeed.trial import apply
-from fitspeed.trial.data.fit_args import data_from, epoch_steps
+from fitspeed.trial.data.fit_args import data_from, epoch_steps, fit_kind, not_applicable
 from fitspeed.trial.import_watch import ImportWatch
 from fitspeed.trial.protocol import after_timing, is_oom
 from fitspeed.trial.remat import SCRIPT_REASON
@@ -253,7 +253,7 @@ class Hook:
         from fitspeed.trial.data import pipeline
 
         x, autotune = given.get("x"), True
-        kind = _fit_kind(given)
+        kind = fit_kind(given)
         for knob in changed:
             why = input_kinds.why_not(knob, kind, self.config.backend) if kind else (
                 f"{knob} applies to numpy arrays, a tf.data.Dataset or a keras.utils.PyDataset; fit() was given "
@@ -266,7 +266,7 @@ class Hook:
             from fitspeed.trial.data.sources import Data
 
             try:
-                prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**_applicable(self.config, kind)),
+                prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**not_applicable(self.config, kind)),
                                             0, self.spec.seed)
             except Exception as error:  # noqa: BLE001 (the script's fit() must run as it would without fitspeed)
                 self._say(f"the input knobs are not applied to the script's {type(x).__name__}: "
@@ -483,29 +483,3 @@ def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
     return {"changes": [c for part in parts for c in part["changes"]],
             "checks": [c for part in parts for c in part["checks"]],
             "params": parts[-1]["params"], "output_dtype": rewrite.output_dtype(model)}
-
-
-def _fit_kind(given: dict[str, Any]) -> str | None:
-    """The `fitspeed.core.input_kinds` kind of what fit() was given, or None for what no input knob fits.
-
-    Arrays are what Keras's ArrayDataAdapter takes (arrays, dicts and lists of
-    them), asked of Keras itself.
-    """
-    import keras
-    from keras.src.trainers.data_adapters.array_data_adapter import can_convert_arrays
-
-    x = given.get("x")
-    if isinstance(x, keras.utils.PyDataset):
-        return "pydataset"
-    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
-        return "dataset"
-    if x is not None and can_convert_arrays((x, given.get("y"), given.get("sample_weight"))):
-        return "arrays"
-    return None
-
-
-def _applicable(config: Any, kind: str) -> dict[str, Any]:
-    """The input knobs that do not apply to `kind`, put back to their defaults."""
-    defaults = type(config)()
-    return {knob: getattr(defaults, knob) for knob in config.changed().keys() & set(INPUT_KNOBS)
-            if input_kinds.why_not(knob, kind, config.backend)}

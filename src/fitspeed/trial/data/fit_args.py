@@ -1,4 +1,4 @@
-"""What a user's script handed `fit()`: its data sorted into a `Data`, and the steps of its own epoch.
+"""What a user's script handed `fit()`: its data as a `Data`, its kind, the knobs that miss it, its epoch's steps.
 
 Used by the script hook (`fitspeed.trial.script_hook`) on the arguments of the
 script's chosen `fit()`, in the trial child or in `fitspeed run`.
@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from fitspeed.core.errors import DataError
+from fitspeed.core.input_kinds import INPUT_KNOBS, why_not
 
 
 def data_from(x: Any, y: Any, validation_split: float, sample_weight: Any = None, shuffle: bool | str = True) -> Any:
@@ -72,3 +73,29 @@ def _arrays(tree: Any) -> bool:
 
     leaves = keras.tree.flatten(tree)
     return bool(leaves) and all(isinstance(leaf, np.ndarray) for leaf in leaves)
+
+
+def fit_kind(given: dict[str, Any]) -> str | None:
+    """The `fitspeed.core.input_kinds` kind of what fit() was given, or None for what no input knob fits.
+
+    Arrays are what Keras's ArrayDataAdapter takes (arrays, dicts and lists of
+    them), asked of Keras itself.
+    """
+    import keras
+    from keras.src.trainers.data_adapters.array_data_adapter import can_convert_arrays
+
+    x = given.get("x")
+    if isinstance(x, keras.utils.PyDataset):
+        return "pydataset"
+    if type(x).__module__.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return "dataset"
+    if x is not None and can_convert_arrays((x, given.get("y"), given.get("sample_weight"))):
+        return "arrays"
+    return None
+
+
+def not_applicable(config: Any, kind: str) -> dict[str, Any]:
+    """The input knobs that do not apply to `kind`, put back to their defaults."""
+    defaults = type(config)()
+    return {knob: getattr(defaults, knob) for knob in config.changed().keys() & set(INPUT_KNOBS)
+            if why_not(knob, kind, config.backend)}

@@ -25,6 +25,7 @@ from conftest import child_env, fitspeed, json_out, postgres_server
 from optuna.trial import FrozenTrial, TrialState
 
 from fitspeed.machine import host_lock
+from fitspeed.search.ledger import BUDGET_FREE
 
 BUDGET = 6
 # 3 x 2 = 6 configurations without a numerics change (no guard runs), each trial a few steps
@@ -84,7 +85,7 @@ def check_study(study: optuna.Study) -> list[FrozenTrial]:
     """The Done-when checks; returns the measured trials."""
     trials = study.get_trials()
     measured = [t for t in trials if "record" in t.user_attrs]
-    budgeted = [t for t in measured if t.user_attrs["phase"] not in ("verify", "batch_size")]
+    budgeted = [t for t in measured if t.user_attrs["phase"] not in BUDGET_FREE]  # the lean step's pairs too
     assert len(budgeted) == BUDGET, [t.user_attrs["config_key"] for t in budgeted]
     keys = [t.user_attrs["config_key"] for t in measured]
     assert len(keys) == len(set(keys)), "a configuration was measured twice"

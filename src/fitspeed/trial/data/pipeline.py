@@ -266,7 +266,7 @@ _PARALLEL = ("ParallelMap", "ParallelInterleave", "ParallelBatch", "MapAndBatch"
 
 
 def reads_in_order(ds: tf.data.Dataset) -> bool:
-    """Whether `ds` has parallel calls whose order matters: no shuffle anywhere before them."""
+    """Whether `ds` has parallel calls whose order matters: no shuffle op anywhere in its graph."""
     ops = [op for op, _ in graph_ops(ds)]
     return any(op.startswith(_PARALLEL) for op in ops) and not any("Shuffle" in op for op in ops)
 

@@ -13,12 +13,13 @@
   - `label_shuffle`: the training labels permuted (from the trial's seed),
     so nothing learnable links inputs to labels; the held-out labels are kept.
 
-  `protocol` applies them: `relabel` to the loaded data, `inject` to the
-  compiled model. A training script's trial applies none (its data and model
-  are the script's own).
+  `fitspeed.trial.hooks.TestFaults` applies them, the trial's one seam for
+  tests: `relabel` to the loaded data, `inject` to the compiled model. A
+  training script's trial applies none (its data and model are the script's
+  own).
 - `FITSPEED_TEST_HOLD=FOLDER` holds one timed trial open, so that a test can
   kill its worker while it surely holds a trial, never by a poll that could
-  miss it: when the test creates FOLDER/armed, the first trial child to start
+  miss it (`TestFaults.before_timing`): when the test creates FOLDER/armed, the first trial child to start
   after it takes that file (an atomic rename to FOLDER/held-<pid>), writes its
   worker's FITSPEED_HOST into it, and waits until FOLDER/release exists.
 """

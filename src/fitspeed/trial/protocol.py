@@ -45,13 +45,14 @@ from fitspeed.core.data_ref import DataRef
 from fitspeed.core.errors import DataError, UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
 from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record, write_record
-from fitspeed.trial import apply, faults, measurement, remat
+from fitspeed.trial import apply, measurement, remat
+from fitspeed.trial.hooks import NO_HOOKS, TrialHooks, from_environment
 from fitspeed.trial.keras_import import import_keras
 from fitspeed.trial.transform import Refused
 
 
-def measure(spec: TrialSpec) -> dict[str, Any]:
-    """Run the protocol and return an `ok` or `nan` record."""
+def measure(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> dict[str, Any]:
+    """Run the protocol and return an `ok` or `nan` record; `hooks` are a test's (`fitspeed.trial.hooks`)."""
     config = spec.config
     apply.before_import(config, spec.seed)
     import_keras(config.backend)  # after the environment is set
@@ -82,7 +83,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
     global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
     data_seed = spec.seed if spec.data_seed is None else spec.data_seed
     data = sources.load(data_ref, shape or (), num_classes, global_batch, data_seed, holdout=spec.validate)
-    data = faults.relabel(data, spec.seed)  # tests only: training labels permuted, for the guard to catch
+    data = hooks.loaded(data, spec.seed)
     if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
         from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
 
@@ -93,7 +94,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
 
     n = config.steps_per_execution
     if spec.mode == Mode.TRAIN:
-        trained = {**_train(spec, model, data, batch, env), **_rewritten(rewritten)}
+        trained = {**_train(spec, model, data, batch, env, hooks), **_rewritten(rewritten)}
         trained["notes"] += [remat_note] if remat_note else []
         return _validated(spec, trained, model, data)
     if spec.mode == Mode.PREDICT:
@@ -107,7 +108,7 @@ def measure(spec: TrialSpec) -> dict[str, Any]:
             return doctor.epochs(spec, model, data, batch, env)
         data = doctor.in_memory(data, batch)  # "compute": the protocol below, on batches in memory
 
-    faults.hold()  # tests only: a worker test holds one timed trial open to kill its worker mid-trial
+    hooks.before_timing()
 
     def run_fit(steps: int, epochs: int, timer: Any) -> None:
         model.fit(**fit_input(data, steps, batch), epochs=epochs, steps_per_epoch=steps, verbose=0, callbacks=[timer])
@@ -198,7 +199,8 @@ def _rewritten(rewritten: Any) -> dict[str, Any]:
     return {"rewrite": rewritten.to_dict()} if rewritten is not None else {}
 
 
-def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any]) -> dict[str, Any]:
+def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, Any],
+           hooks: TrialHooks) -> dict[str, Any]:
     """Train from the seed for a fixed number of steps and keep the loss curve (`spec.validate`: then held-out)."""
     from fitspeed.core.stats import describe
     from fitspeed.trial.data.fit_input import fit_input
@@ -206,7 +208,7 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
     from fitspeed.trial.transform.rewrite import output_dtype
 
     steps = spec.steps or 0
-    fault = faults.inject(model)  # tests only: a fault that breaks learning, for the guard to catch
+    notes = hooks.compiled_for_training(model)
     timer = StepTimer(marks=())
     started, wall = time.perf_counter(), time.time()
     model.fit(
@@ -222,7 +224,6 @@ def _train(spec: TrialSpec, model: Any, data: Any, batch: int, env: dict[str, An
                                "steps_per_repeat": steps, "batch_size": batch, "epoch_s": timer.epoch_s,
                                "fit_s": fit_s, "params": int(model.count_params()),
                                "output_dtype": output_dtype(model)}
-    notes = [f"test fault injected ({faults.ENV}): {fault}"] if fault else []
     if len(timer.epoch_s) > 1:  # the first epoch holds tracing and compilation: the later ones are the speed
         metrics["samples_per_s"] = describe([steps * batch / s for s in timer.epoch_s[1:]]).to_dict()
     if timer.nonfinite or not losses or not math.isfinite(losses[-1]):
@@ -259,10 +260,10 @@ def _unreadable_images(spec: TrialSpec, error: BaseException) -> str | None:
             f"{', '.join(repr(b) for b in bad)}. Delete or replace them, and run again.")
 
 
-def run(spec: TrialSpec) -> dict[str, Any]:
+def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> dict[str, Any]:
     """`measure`, with every exception turned into a record."""
     try:
-        return measure(spec)
+        return measure(spec, hooks)
     except UserError as error:
         return new_record(spec, Status.FAILED, reason=str(error), user_error=True, environment=_environment(spec))
     except Refused as error:  # the knob cannot apply to this model, or cannot run here: a result, not a crash
@@ -292,7 +293,7 @@ def _environment(spec: TrialSpec) -> dict[str, Any] | None:
 
 def main(argv: list[str]) -> int:
     spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
-    record = run(spec)
+    record = run(spec, from_environment())  # a test's faults and holds, chosen once here
     write_record(record)
     return 0
 

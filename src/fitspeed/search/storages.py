@@ -9,7 +9,9 @@
 - `journal:PATH` (or a plain path ending in `.log`): Optuna's `JournalStorage`
   over one append-only file (`JournalFileBackend`), for a cluster with a shared
   file system and no database. Optuna gives JournalStorage no heartbeat, so
-  `HeartbeatJournalStorage` adds one (a trial system attr holding the time).
+  `HeartbeatJournalStorage` adds one (a trial system attr holding the time),
+  through `fitspeed.search.heartbeat`, the one module that uses Optuna's
+  private heartbeat API.
 
 `StudyLock` is the lock held while a worker reads the study and claims a piece
 of work (a configuration to measure, a decision to make), so that two workers
@@ -43,9 +45,10 @@ from optuna.storages import (
     RDBStorage,
     RetryHeartbeatStaleTrialCallback,
 )
-from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
+
+from fitspeed.search.heartbeat import Heartbeat
 
 StorageArg = str | BaseStorage
 DEFAULT_HEARTBEAT_S = 30
@@ -91,7 +94,7 @@ def retry_stale_once(study: optuna.Study, trial: FrozenTrial) -> None:
         RetryHeartbeatStaleTrialCallback(max_retry=1)(study, trial)
 
 
-class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
+class HeartbeatJournalStorage(JournalStorage, Heartbeat):
     """JournalStorage with Optuna's heartbeat protocol; the heartbeat is the writer's clock.
 
     The hosts sharing the file must keep their clocks in step (NTP), as they
@@ -109,7 +112,7 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
         except UpdateFinishedTrialError:  # failed by another worker in the meantime: nothing to keep alive
             pass
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+    def stale_trial_ids(self, study_id: int) -> list[int]:
         now = time.time()
         return [t._trial_id for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
                 if _HEARTBEAT_ATTR in t.system_attrs and now - float(t.system_attrs[_HEARTBEAT_ATTR]) > self._grace]

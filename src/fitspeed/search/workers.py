@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
-from optuna.storages._heartbeat import get_heartbeat_thread, is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
+from fitspeed.search import heartbeat
 from fitspeed.search.ledger import CLAIM
 from fitspeed.search.storages import StorageArg, StudyLock, pid_alive
 
@@ -87,13 +87,12 @@ class Workers:
             self._entry = self.registry.ask()
         for key, value in {**self.me.attrs(), "device": device, "fitspeed": version}.items():
             self._entry.set_user_attr(key, value)
-        self._beat = get_heartbeat_thread(self._entry._trial_id, self.storage)
-        self._beat.start()
+        self._beat = heartbeat.Beating(self._entry._trial_id, self.storage)
 
     def stop(self) -> None:
         if self._entry is None:
             return
-        self._beat.join()
+        self._beat.stop()
         self.registry.tell(self._entry, 0.0, skip_if_finished=True)
         self._entry = None
         self.lock.close()
@@ -101,23 +100,17 @@ class Workers:
     @contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         """Optuna's heartbeat thread for a trial this worker runs."""
-        beat = get_heartbeat_thread(trial._trial_id, self.storage)
-        beat.start()
-        try:
+        with heartbeat.beating(trial._trial_id, self.storage):
             yield
-        finally:
-            beat.join()
 
     # -- the others -------------------------------------------------------------
 
     def _fail_dead(self, study: optuna.Study) -> list[FrozenTrial]:
         """Fail `study`'s RUNNING trials whose worker died; return them (heartbeat lapsed, or pid gone here)."""
         failed: list[FrozenTrial] = []
-        if is_heartbeat_enabled(self.storage):
+        if heartbeat.enabled(self.storage):
             before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ExperimentalWarning)
-                optuna.storages.fail_stale_trials(study)  # runs the retry callback itself
+            heartbeat.fail_stale(study)  # runs the retry callback itself
             failed += [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if t.number in before]
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             attrs = trial.user_attrs

@@ -1,4 +1,4 @@
-"""The report's five PNG plots, drawn from `plot_data.all_series` (matplotlib, Agg).
+"""The report's five PNG plots, drawn from `plot_data.all_series` (matplotlib's Agg canvas, without pyplot).
 
 Each drawer takes plain data and a path and returns the path, or None when it
 has nothing to draw (the page then says why). Nothing here computes a figure:
@@ -13,25 +13,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from fitspeed.core.files import write_atomically  # noqa: E402
+from fitspeed.core.files import write_atomically
 
 BASE_COLOR, BEST_COLOR, OTHER_COLOR, BAD_COLOR = "#7f7f7f", "#2ca02c", "#1f77b4", "#d62728"
 
 
+def subplots(*args: Any, figsize: tuple[float, float], **kwargs: Any) -> tuple[Figure, Any]:
+    """pyplot.subplots without pyplot: a figure on its own Agg canvas.
+
+    Nothing here selects a backend or registers a figure, so drawing from a
+    notebook (`TuneResult._repr_html_`) leaves its inline figures and backend
+    as they were.
+    """
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(*args, **kwargs)
+
+
 def png_bytes(fig: Figure, dpi: int) -> bytes:
-    """The figure as PNG bytes, and the figure closed: nothing is written until it is whole."""
+    """The figure as PNG bytes: nothing is written until it is whole."""
     buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=dpi)
-    finally:
-        plt.close(fig)
+    fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
 
 
@@ -55,7 +60,7 @@ def time_bars(bars: list[dict[str, Any]], path: Path) -> Path | None:
         return None
     labels = [wrapped(bar["label"]) for bar in bars]
     lines = sum(label.count("\n") + 1 for label in labels)
-    fig, ax = plt.subplots(figsize=(9, 0.3 * lines + 0.25 * len(bars) + 1.6))
+    fig, ax = subplots(figsize=(9, 0.3 * lines + 0.25 * len(bars) + 1.6))
     seconds = [bar["seconds"] for bar in bars]
     colors = [BASE_COLOR if b["baseline"] else BEST_COLOR if b["best"] else OTHER_COLOR for b in bars]
     positions = range(len(bars))
@@ -80,7 +85,7 @@ def waterfall(steps: list[dict[str, Any]], path: Path) -> Path | None:
 
 def waterfall_figure(steps: list[dict[str, Any]]) -> Figure:
     """The waterfall, drawn: each step's label sits above its bar and its error bar's cap."""
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(steps)), 4.2))
+    fig, ax = subplots(figsize=(max(6.5, 1.6 * len(steps)), 4.2))
     previous, highest = 0.0, 1.0
     for index, step in enumerate(steps):
         ratio = step["ratio"]
@@ -115,7 +120,7 @@ def knob_panels(panels: dict[str, list[dict[str, Any]]], path: Path) -> Path | N
         return None
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.0 * columns, 3.0 * rows), squeeze=False)
+    fig, axes = subplots(rows, columns, figsize=(4.0 * columns, 3.0 * rows), squeeze=False)
     for ax, (knob, points) in zip(axes.flat, panels.items()):
         labels = [str(p["value"]) for p in points]
         speeds = [p["samples_per_s"] or 0.0 for p in points]
@@ -139,7 +144,7 @@ def compile_cost(points: list[dict[str, Any]], path: Path) -> Path | None:
     """Plot 4: compile time against steps_per_execution, one line per XLA setting."""
     if not points:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = subplots(figsize=(6.5, 3.8))
     series: dict[str, list[tuple[int, float]]] = {}
     for point in points:
         series.setdefault(point.get("label") or f"jit_compile={point['jit_compile']}", []).append(
@@ -161,7 +166,7 @@ def loss_curves(curves: dict[str, Any], path: Path) -> Path | None:
     baseline = curves["baseline"]
     if not baseline and not curves["checked"]:
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = subplots(figsize=(6.5, 3.8))
     if baseline:
         ax.plot(range(1, len(baseline) + 1), baseline, color="black", linewidth=2, label="baseline")
     for entry in curves["checked"]:

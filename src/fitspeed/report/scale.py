@@ -26,16 +26,13 @@ def _error(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
 
 def draw(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
     """The two panels as a PNG at `path`; None when no count above 1 was measured."""
-    from fitspeed.report.plots import (  # matplotlib with its Agg backend selected
-        plt,
-        png_bytes,
-    )
+    from fitspeed.report.plots import png_bytes, subplots  # matplotlib's Agg canvas, no pyplot
 
     shown = [r for r in rows if r["speedup"] is not None]
     if len(shown) < 2:
         return None
     counts = [r["used"] for r in shown]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = subplots(1, 2, figsize=(10, 4))
     left.plot(counts, counts, linestyle="--", color=LINEAR_COLOR, label="linear (N×)")
     left.errorbar(counts, [r["speedup"] for r in shown], yerr=_error(shown, "speedup"), marker="o",
                   color=MEASURED_COLOR, capsize=4, label="measured (95% CI)")

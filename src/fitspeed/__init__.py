@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from fitspeed.api import TuneResult as TuneResult
+from fitspeed.api import compare as compare
+from fitspeed.api import load as load
+from fitspeed.api import tune as tune
 from fitspeed.core.config import TrialConfig as TrialConfig
 from fitspeed.core.errors import UserError as UserError
 from fitspeed.core.knobs import KNOBS as KNOBS
@@ -26,10 +30,15 @@ __all__ = [
     "KNOBS",
     "TrialConfig",
     "TrialSpec",
+    "TuneResult",
     "UserError",
     "__version__",
     "apply",
+    "compare",
     "compile_kwargs",
+    "load",
+    "measure",  # the package fitspeed.measure, made callable by fitspeed.api: fitspeed.measure(model, x, y)
     "rewrite_model",
     "run_trial",
+    "tune",
 ]

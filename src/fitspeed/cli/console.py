@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -25,3 +26,32 @@ def interruptible() -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("Interrupted. Every finished trial is saved; run the same command again to resume.")
         raise typer.Exit(130) from None
+
+
+class TerminalProgress:
+    """rich's transient bar on stderr with each trial's line above it, as `fitspeed tune` shows them.
+
+    What `fitspeed.tune` shows when called from a terminal; it has the
+    methods of `fitspeed.api.progress.Progress`.
+    """
+
+    def __init__(self) -> None:
+        from rich.progress import Progress
+
+        self.progress = Progress(console=err, transient=True)
+        self.task: Any = None
+
+    def start(self, total: int | None, what: str) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task(what, total=total)
+
+    def describe(self, text: str) -> None:
+        self.progress.update(self.task, description=text)
+
+    def line(self, text: str, advance: bool = False) -> None:
+        if advance:
+            self.progress.advance(self.task)
+        err.print(text, highlight=False)
+
+    def close(self) -> None:
+        self.progress.stop()

@@ -15,6 +15,7 @@ columns) prints one row per block instead, as `pip show` prints a package
 
 from __future__ import annotations
 
+import io
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -399,6 +400,13 @@ def share_line(shares: list[dict[str, Any]]) -> str:
     def share(ratio: float) -> str:
         return f"{ratio:.2f}×" if ratio >= 1.5 else f"+{100 * (ratio - 1):.0f}%"
     return ", ".join(f"{s['knob']}={s['value']} {share(s['ratio'])} ({s['how']})" for s in shares)
+
+
+def tune_text(summary: dict[str, Any], width: int = 100) -> str:
+    """The tables `print_tune` prints, as plain text `width` columns wide (`fitspeed.TuneResult.table`)."""
+    buffer = io.StringIO()
+    print_tune(Console(file=buffer, width=width, color_system=None, markup=False), summary)
+    return buffer.getvalue()
 
 
 def print_tune(console: Console, summary: dict[str, Any]) -> None:

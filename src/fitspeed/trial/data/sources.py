@@ -154,7 +154,10 @@ def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
         return Data("pydataset", source=result, batch_size=batch_size_of(result[0]))
     if type(result).__module__.startswith("tensorflow") and hasattr(result, "element_spec"):
         return Data("dataset", source=result, batch_size=dataset_batch_size(result, ref))
+    given = None  # a held-out split the function chose (`fitspeed.api` ships validation_data so)
     if isinstance(result, dict) and {"x", "y"} <= set(result):
+        if {"x_val", "y_val"} <= set(result):
+            given = (np.asarray(result["x_val"]), np.asarray(result["y_val"]))
         result = (result["x"], result["y"])
     if isinstance(result, (tuple, list)) and len(result) == 2:
         x, y = (np.asarray(part) for part in result)
@@ -163,7 +166,7 @@ def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
                 f"Expected {ref!r} to return x and y of the same, non-zero length. "
                 f"Received: {len(x)} and {len(y)}."
             )
-        return _split(x, y, None, holdout)
+        return _split(x, y, given, holdout)
     raise DataError(
         f"Expected {ref!r} to return (x, y) arrays, a tf.data.Dataset or a "
         f"keras.utils.PyDataset. Received: {type(result).__name__}."

@@ -276,7 +276,7 @@ def test_a_keras_py_in_the_working_folder_does_not_shadow_keras(workdir: Path) -
 
 
 def test_monitor_keeps_the_commands_status_and_a_dollar_in_the_title(workdir: Path) -> None:
-    code = "import time; time.sleep(0.8); print('$x^2$'); raise SystemExit(3)"
+    code = "import time; time.sleep(0.8); print('$x^2$'); raise SystemExit(3)"  # the watched command: runs long enough to be sampled
     result = fitspeed("monitor", "--interval", "0.2", "--out", "m.csv", "--", sys.executable, "-c", code, cwd=workdir)
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr

@@ -7,12 +7,12 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import QUICK, child_env, compared, fitspeed, fitspeed_in_process, json_out
+from waiting import trial_processes, wait_for
 
 from fitspeed.measure import results
 
@@ -128,7 +128,7 @@ def test_measure_without_a_terminal_says_it_is_running_and_a_kill_says_it_stoppe
     assert ready, "measure printed nothing in 30 s"
     first = proc.stderr.readline()
     assert "measuring cnn10 (precision=mixed_float16)" in first
-    time.sleep(1.0)  # the trial child is starting
+    wait_for(lambda: trial_processes(workdir), "trial child started", 60, alive=[proc])
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

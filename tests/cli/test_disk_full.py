@@ -114,7 +114,7 @@ def test_tune_on_a_full_disk_says_so_and_keeps_the_study(disk: SmallDisk) -> Non
 def test_monitor_on_a_full_disk_keeps_the_commands_status(disk: SmallDisk) -> None:
     out = disk.folder / "m.csv"
     disk.fill(leave=4096)  # one page: the header and some rows fit, then the disk is full
-    code = "import time; time.sleep(3); raise SystemExit(4)"
+    code = "import time; time.sleep(3); raise SystemExit(4)"  # the watched command: runs while the disk fills
     result = disk.run("monitor", "--interval", "0.02", "--out", str(out), "--", sys.executable, "-c", code)
     assert result.returncode == 4, result.stderr  # the command's status, whatever the disk did
     assert "Traceback" not in result.stderr

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import QUICK, child_env, fitspeed, json_out, sigint_default, trial_record
+from waiting import wait_for
 from rich.console import Console
 
 from fitspeed.cli import tables
@@ -102,18 +103,19 @@ def test_host_sampler_sees_a_busy_subprocess(tmp_path: Path) -> None:
 
 def test_process_tree_counts_children(tmp_path: Path) -> None:
     """A parent that starts two sleeping children: the tree has three processes."""
-    code = ("import subprocess, sys, time; "
+    code = ("import subprocess, sys, time; "  # the tree to count: it sleeps while it is counted
             "ps = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)']) for _ in range(2)]; "
             "time.sleep(20)")
     parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         tree = ProcessTree(parent.pid)
-        deadline = time.time() + 20
-        reading = tree.read()
-        while (reading is None or reading.processes < 3) and time.time() < deadline:
-            time.sleep(0.1)
+
+        def three() -> TreeReading | None:
             reading = tree.read()
-        assert reading is not None and reading.processes == 3
+            return reading if reading is not None and reading.processes >= 3 else None
+
+        reading = wait_for(three, "three processes in the tree", 20)
+        assert reading.processes == 3
         assert reading.threads >= 3
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
@@ -149,7 +151,7 @@ def test_gpu_readings_land_in_per_device_columns(tmp_path: Path) -> None:
     fake = FakeGpus()
     out = tmp_path / "gpu.csv"
     with Sampler(0.05, out=out, gpus=fake) as sampler:
-        time.sleep(0.6)
+        wait_for(lambda: len(sampler.samples) >= 3, "three samples", 60)
     assert fake.closed  # the sampler owns the source
     header, rows = read_csv(out)
     assert header == columns(sampler.cores, 2, process=False)
@@ -219,6 +221,7 @@ def test_no_nvidia_gpu_is_said_once(tmp_path: Path) -> None:
     if nvml.open_gpus()[0] is not None:
         pytest.skip("this machine has an NVIDIA GPU")
     said: list[str] = []
+    # the watched command's work is to last half a second, long enough to be sampled
     watched = watch([sys.executable, "-c", "import time; time.sleep(0.5)"], out=tmp_path / "m.csv",
                             interval_s=0.1, say=said.append)
     assert watched.exit_code == 0 and watched.samples
@@ -294,6 +297,7 @@ def test_cli_monitor_passes_on_the_exit_status_and_rejects_a_missing_command(wor
 
 def test_ctrl_c_in_a_terminal_stops_command_and_monitor(workdir: Path) -> None:
     """Ctrl-C signals the terminal's whole process group: the command and the monitor."""
+    # the watched command runs until Ctrl-C stops it (at most a minute)
     proc = subprocess.Popen([sys.executable, "-m", "fitspeed", "monitor", "--interval", "0.1", "--out", "cmd.csv",
                              "--", sys.executable, "-c", "import time; time.sleep(60)"],
                             cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -325,12 +329,7 @@ def _start_monitor(workdir: Path, out: str, interval: float) -> subprocess.Popen
 
 
 def _wait_for_rows(path: Path, rows: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if path.exists() and path.read_text().count("\n") > rows:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} did not reach {rows} rows")
+    wait_for(lambda: path.exists() and path.read_text().count("\n") > rows, f"{rows} rows in {path}", timeout)
 
 
 def test_ctrl_c_ends_the_monitor_cleanly(workdir: Path) -> None:
@@ -349,7 +348,7 @@ def test_the_csv_survives_a_kill(workdir: Path) -> None:
     interval = 0.1
     proc = _start_monitor(workdir, "killed.csv", interval)
     _wait_for_rows(workdir / "killed.csv", 5)
-    time.sleep(0.35)
+    _wait_for_rows(workdir / "killed.csv", 8)  # three rows more: killed while it writes at its steady pace
     killed_at = time.time()
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)

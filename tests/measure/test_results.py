@@ -4,7 +4,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -54,8 +53,7 @@ def test_records_survive_a_kill_mid_write(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     reported = [proc.stdout.readline() for _ in range(50)]
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
+    proc.send_signal(signal.SIGKILL)  # it never stops writing: the kill lands in some append, wherever
     proc.wait()
     records, _ = results.read(path)
     numbers = [r["i"] for r in records]

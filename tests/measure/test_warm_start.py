@@ -12,13 +12,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from conftest import child_env
+from waiting import wait_for
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
@@ -45,13 +45,6 @@ def run(tmp_path: Path, env: dict[str, str] | None = None, **kwargs: object) -> 
 
 def servers() -> list[int]:
     return [server.proc.pid for server in warm_start._servers.values()]
-
-
-def wait_for(predicate: object, what: str, limit_s: float = 120.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} within {limit_s:g} s"
-        time.sleep(0.05)
 
 
 def test_trials_of_one_environment_share_a_server_and_match_a_cold_trial(tmp_path: Path) -> None:
@@ -110,7 +103,7 @@ def test_a_server_that_dies_under_a_trial_leaves_a_crashed_record_and_a_new_serv
     records: list[TrialRecord] = []
     runner = threading.Thread(target=lambda: records.append(run(tmp_path, env=env)))
     runner.start()
-    wait_for(lambda: list((tmp_path / "hold").glob("host-*")), "the trial holds")
+    wait_for(lambda: list((tmp_path / "hold").glob("host-*")), "trial holding", 120)
     [server] = servers()
     os.kill(server, signal.SIGKILL)
     runner.join(120)
@@ -128,7 +121,7 @@ def test_a_busy_server_sends_a_second_thread_s_trial_to_a_cold_start(tmp_path: P
     runner = threading.Thread(target=lambda: records.append(run(tmp_path, env=env)))
     runner.start()
     try:
-        wait_for(lambda: list((tmp_path / "hold").glob("host-*")), "the trial holds")
+        wait_for(lambda: list((tmp_path / "hold").glob("host-*")), "trial holding", 120)
         beside = run(tmp_path, env=env)
     finally:
         (tmp_path / "hold" / "release").write_text("")
@@ -185,9 +178,9 @@ def test_commands_naming_one_folder_share_its_servers(shared: Path, tmp_path: Pa
 def test_a_command_killed_mid_trial_takes_its_trial_with_it_and_the_server_serves_on(
         shared: Path, tmp_path: Path) -> None:
     command = measure(shared, tmp_path, "userwork:sleeps")
-    wait_for(lambda: list(shared.glob("*.pid")), "the shared server started")
+    wait_for(lambda: list(shared.glob("*.pid")), "shared server started", 120)
     server = psutil.Process(int(next(shared.glob("*.pid")).read_text()))
-    wait_for(lambda: server.children(), "the server forked the trial")
+    wait_for(lambda: server.children(), "trial forked by the server", 120)
     [trial] = server.children()
     command.kill()
     command.communicate()

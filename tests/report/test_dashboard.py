@@ -7,11 +7,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from conftest import missing
+from waiting import wait_for
 
 
 def test_the_dashboard_serves_a_fitspeed_study(tmp_path: Path) -> None:
@@ -31,15 +31,17 @@ def test_the_dashboard_serves_a_fitspeed_study(tmp_path: Path) -> None:
     server = subprocess.Popen([dashboard, storage, "--host", "127.0.0.1", "--port", str(port), "--quiet"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline, studies = time.monotonic() + 60, None
-        while time.monotonic() < deadline and server.poll() is None:
+        def answer() -> list[object]:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as answer:
-                    studies = json.loads(answer.read())
-                break
-            except OSError:
-                time.sleep(0.3)
-        assert studies is not None, server.stderr.read() if server.poll() is not None else "no answer in 60 s"
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as reply:
+                    return [json.loads(reply.read())]
+            except OSError:  # not listening yet
+                return []
+
+        try:
+            [studies] = wait_for(answer, "answer from the dashboard", 60, alive=[server], poll_s=0.3)
+        except AssertionError as error:  # with the server's own words, when it exited
+            raise AssertionError(f"{error}. {server.stderr.read() if server.poll() is not None else ''}") from None
         listed = studies["studies"] if isinstance(studies, dict) and "studies" in studies else studies
         assert "tiny-synthetic" in json.dumps(listed), listed
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=5) as page:

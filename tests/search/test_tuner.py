@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
@@ -15,6 +14,7 @@ import pytest
 from conftest import child_env, fitspeed, json_out, sigint_default
 from fitspeed.search.storages import open_storage
 from optuna.trial import TrialState
+from waiting import trial_processes, wait_for
 
 FAST = ["--steps", "8", "--repeats", "2", "--pairs", "2"]
 
@@ -33,16 +33,11 @@ def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: sub
     Complete trials and the hold's file stay once there, so neither wait can
     miss its moment: when this returns, a trial child surely holds a trial.
     """
-    deadline = time.time() + 300
-    while (time.time() < deadline and parent.poll() is None
-           and len([t for t in trials(storage, study) if t.state == TrialState.COMPLETE]) < done):
-        time.sleep(0.3)
+    wait_for(lambda: len([t for t in trials(storage, study) if t.state == TrialState.COMPLETE]) >= done,
+             f"{done} complete trial(s)", alive=[parent])
     (hold / "armed").touch()
-    while time.time() < deadline and parent.poll() is None and not list(hold.glob("host-*")):
-        time.sleep(0.1)
-    taken = list(hold.glob("host-*"))
-    found = sorted(p.name for p in hold.iterdir())
-    assert len(taken) == 1, f"no trial took the hold (the tune ended, or 300 s passed): {found}"
+    taken = wait_for(lambda: list(hold.glob("host-*")), "trial taking the hold", alive=[parent])
+    assert len(taken) == 1, f"more than one trial took the hold: {sorted(p.name for p in hold.iterdir())}"
 
 
 @pytest.mark.slow
@@ -153,9 +148,8 @@ def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
             parent.wait()
     assert parent.returncode == 130, stderr
     assert "run the same command again to resume" in " ".join(stderr.split()) and "Traceback" not in stderr
-    time.sleep(0.5)
-    assert not [p for p in psutil.process_iter(["cmdline", "cwd"])
-                if "fitspeed.trial" in " ".join(p.info["cmdline"] or []) and p.info["cwd"] == str(workdir)]
+    _, alive = psutil.wait_procs(trial_processes(workdir), timeout=10)  # killed with the parent: gone at once
+    assert not alive, alive
     done = fitspeed(*args, cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert len([t for t in trials(storage, "c") if "record" in t.user_attrs]) == 3

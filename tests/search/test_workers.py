@@ -15,14 +15,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import optuna
 import pytest
 from conftest import child_env, fitspeed, json_out, postgres_server
 from optuna.trial import FrozenTrial, TrialState
+from waiting import wait_for
 
 from fitspeed.machine import host_lock
 from fitspeed.search.ledger import BUDGET_FREE
@@ -56,13 +57,12 @@ def done(storage: str, study: str) -> list[FrozenTrial]:
         return []
 
 
-def wait_until(condition: Callable[[], object], workers: list[subprocess.Popen[str]], what: str) -> None:
-    """Wait for `condition`, which only ever turns true once true; fail after 300 s or when every worker has exited."""
-    deadline = time.time() + 300
-    while not condition():
-        assert time.time() < deadline, f"no {what} within 300 s"
-        assert any(w.poll() is None for w in workers), f"every worker exited before {what}"
-        time.sleep(0.2)
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], workers: list[subprocess.Popen[str]], what: str) -> T:
+    """`condition`'s value once true (it only ever turns true once true); fail after 300 s or when every worker has exited."""
+    return wait_for(condition, what, 300, alive=workers, poll_s=0.2)
 
 
 def finish(workers: list[subprocess.Popen[str]]) -> list[str]:
@@ -161,19 +161,10 @@ def test_a_killed_worker_s_trial_is_measured_again_by_another(workdir: Path, pos
     hold.mkdir()
     workers = [start(workdir, postgres, i, "killed", "--heartbeat", "1", env={"FITSPEED_TEST_HOLD": str(hold)})
                for i in range(3)]
-    deadline = time.time() + 300
-    while time.time() < deadline and any(w.poll() is None for w in workers):
-        try:  # through fitspeed's storage, which waits out the workers creating the tables of a new database
-            if len(load(postgres, "killed").get_trials(states=(TrialState.COMPLETE,))) >= 2:
-                break
-        except KeyError:  # the study is not made yet
-            pass
-        time.sleep(0.2)
+    wait_until(lambda: len(done(postgres, "killed")) >= 2, workers, "two trials done")
     (hold / "armed").touch()
-    while time.time() < deadline and not list(hold.glob("host-*")) and any(w.poll() is None for w in workers):
-        time.sleep(0.2)
-    taken = list(hold.glob("host-*"))
-    assert len(taken) == 1, f"no trial took the hold within 300 s: {sorted(p.name for p in hold.iterdir())}"
+    taken = wait_until(lambda: list(hold.glob("host-*")), workers, "a trial taking the hold")
+    assert len(taken) == 1, f"more than one trial took the hold: {sorted(p.name for p in hold.iterdir())}"
     host = taken[0].read_text()
     killed = workers[int(host[len("node"):])]
     os.killpg(killed.pid, signal.SIGKILL)  # the worker and its held trial, as when a node dies

@@ -48,7 +48,7 @@ def _fake_fit(step_s: Callable[[int, int], float]) -> Callable[..., None]:
         for epoch in range(epochs):
             timer.on_epoch_begin(epoch)
             for step in range(steps):
-                time.sleep(step_s(number, count))
+                time.sleep(step_s(number, count))  # the fake fit's step: its duration is what is measured
                 count += 1
                 timer.on_train_batch_end(step, {"loss": 1.0})
             timer.on_epoch_end(epoch, {"loss": 1.0})
@@ -134,7 +134,7 @@ def test_a_warm_up_still_running_at_its_deadline_is_cut_short_from_the_timer(tmp
         "cutoff.watch(64.0, 100.0, 32.0, done=lambda: 0, began=lambda: began,\n"
         "             finish=lambda reached, elapsed: new_record(spec, 'ok', metrics={\n"
         "                 'samples_per_s': {'median': reached}, 'elapsed': elapsed}))\n"
-        "time.sleep(60)\n"
+        "time.sleep(60)\n"  # an execution that runs long: the cutoff's timer must end it first
         "print('the execution ended on its own')\n"
     )
     started = time.perf_counter()

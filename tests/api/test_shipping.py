@@ -100,6 +100,8 @@ def test_the_same_model_and_arrays_give_the_same_study_and_the_trial_reads_them_
     first = ship(model, X, Y, validation_data=(X[:8], Y[:8]), folder=tmp_path)
     again = ship(model, X.copy(), Y.copy(), validation_data=(X[:8], Y[:8]), folder=tmp_path)
     assert first == again  # the content names the files and the study: a rerun of the cell resumes it
+    rebuilt = ship(compiled_model(), X, Y, validation_data=(X[:8], Y[:8]), folder=tmp_path)
+    assert rebuilt == first  # the cell run again: Keras names its layers anew, and it is the same model
     other = ship(model, X + 1, Y, folder=tmp_path)
     assert other.name != first.name and other.data != first.data
     assert first.model.endswith(".keras") and Path(first.model).is_file()

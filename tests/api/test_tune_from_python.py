@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
 import optuna
 import psutil
 import pytest
-from conftest import child_env, sigint_default
+from conftest import child_env
 from waiting import wait_for
 
 import fitspeed
@@ -135,8 +133,8 @@ def test_measure_and_compare_take_a_builder_a_keras_file_and_report_failures_as_
     assert marked(own_servers) == []
 
 
-SCRIPT = textwrap.dedent('''
-    import numpy as np, keras, fitspeed, sys
+CELL = textwrap.dedent('''
+    import numpy as np, keras, fitspeed
     inputs = keras.Input((8, 8, 1))
     h = keras.layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
     outputs = keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling2D()(h))
@@ -144,45 +142,63 @@ SCRIPT = textwrap.dedent('''
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(256, 8, 8, 1)).astype("float32"), rng.integers(0, 3, 256)
-    result = fitspeed.tune(model, x, y, trials=3, knobs="steps_per_execution", storage=sys.argv[1], study="c",
+    result = fitspeed.tune(model, x, y, trials=3, knobs="steps_per_execution", storage=STORAGE, study="c",
                            steps=16, repeats=2, pairs=2)
     print("DONE", result.best.label())
 ''')
 
 
+def _run_cell(client: Any, code: str, limit_s: float) -> tuple[str, list[str]]:
+    """Execute `code` in the kernel; its reply's status and the names of the errors it raised."""
+    msg_id = client.execute(code)
+    errors = []
+    while True:
+        message = client.get_iopub_msg(timeout=limit_s)
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        if message["msg_type"] == "error":
+            errors.append(message["content"]["ename"] + ": " + message["content"]["evalue"])
+        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+            break
+    while True:
+        reply = client.get_shell_msg(timeout=limit_s)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]["status"], errors
+
+
 @pytest.mark.slow
-def test_interrupting_the_caller_stops_the_trial_and_the_same_call_resumes(workdir: Path) -> None:
+def test_interrupting_the_kernel_stops_the_trial_and_the_same_cell_resumes(workdir: Path) -> None:
+    import threading
+
+    from jupyter_client.manager import start_new_kernel
+
     storage = f"sqlite:///{workdir / 's.db'}"
-    (workdir / "tune.py").write_text(SCRIPT)
     hold, mark = workdir / "hold", uuid.uuid4().hex
     hold.mkdir()
     env = {**child_env(), MARK: mark, "FITSPEED_TEST_HOLD": str(hold)}
-    env.pop("FITSPEED_FORK_SERVERS", None)  # its own servers, as a notebook's kernel has
-    caller = subprocess.Popen([sys.executable, "tune.py", storage], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    env.pop("FITSPEED_FORK_SERVERS", None)  # the kernel's own servers, as a user's kernel has
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(workdir), env=env)
     try:
-        wait_for(lambda: _complete(storage, "c"), "finished first trial", alive=[caller])
+        cell = f"STORAGE = {storage!r}\n" + CELL
+        outcome: dict[str, Any] = {}
+        running = threading.Thread(target=lambda: outcome.update(first=_run_cell(client, cell, 600)))
+        running.start()
+        wait_for(lambda: _complete(storage, "c"), "finished first trial")
         (hold / "armed").touch()  # the next trial takes it and holds open (fitspeed.trial.faults.hold)
-        wait_for(lambda: list(hold.glob("host-*")), "held trial", alive=[caller])
-        caller.send_signal(signal.SIGINT)  # what a notebook's interrupt sends the kernel
-        stdout, stderr = caller.communicate(timeout=120)
+        wait_for(lambda: list(hold.glob("host-*")), "held trial")
+        manager.interrupt_kernel()  # the notebook's stop button
+        running.join(timeout=120)
+        assert outcome.get("first") == ("error", ["KeyboardInterrupt: "]), outcome
+        _, alive = psutil.wait_procs([p for p in marked(mark) if p.pid != manager.provisioner.pid], timeout=10)
+        assert [p for p in alive if p.pid != manager.provisioner.pid] == []  # no trial process, no fork server
+        (hold / "release").touch()
+        client.execute_interactive("import os; os.environ.pop('FITSPEED_TEST_HOLD')", timeout=60)
+        assert _run_cell(client, cell, 600) == ("ok", [])  # the same cell again: it resumes the study
     finally:
-        if caller.poll() is None:
-            caller.kill()
-            caller.wait()
-    assert caller.returncode != 0 and "KeyboardInterrupt" in stderr, stderr
-    assert "Every finished trial is saved in study 'c'" in stdout
-    left = marked(mark)
-    _, alive = psutil.wait_procs(left, timeout=10)
-    assert alive == []  # no trial process, no fork server
-    (hold / "release").touch()
-    env.pop("FITSPEED_TEST_HOLD")
-    done = subprocess.run([sys.executable, "tune.py", storage], cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "DONE" in done.stdout
-    assert len([t for t in optuna.load_study(study_name="c", storage=open_storage(storage)).get_trials()
-                if "record" in t.user_attrs]) == 3
+        manager.shutdown_kernel(now=True)
+    records = [t for t in optuna.load_study(study_name="c", storage=open_storage(storage)).get_trials()
+               if "record" in t.user_attrs]
+    assert len(records) == 3
 
 
 def _complete(storage: str, study: str) -> bool:

@@ -173,6 +173,25 @@ def _check_model(model: Any) -> None:
             "loss=...) first.")
 
 
+def _architecture(model: Any) -> bytes:
+    """The model's config (its compile config within), its layers' names replaced by their order.
+
+    Keras numbers the names it makes up (conv2d, conv2d_1, ...), so running a
+    notebook's cell again builds the same model under new names; named by
+    their order instead, it is the same model, and `tune` resumes its study.
+    """
+    import json
+
+    text = model.to_json()
+    for index, layer in enumerate(model.layers):
+        text = text.replace(json.dumps(layer.name), json.dumps(f"layer {index}"))
+    config = json.loads(text)
+    optimizer = (config.get("compile_config") or {}).get("optimizer")
+    if isinstance(optimizer, dict):  # adam, adam_1, ...: named anew too
+        (optimizer.get("config") or {}).pop("name", None)
+    return json.dumps(config, sort_keys=True).encode()
+
+
 def ship_model(model: Any, folder: Path) -> tuple[str, str]:
     """The trial's workload reference for `model`, and a name for the study."""
     if isinstance(model, os.PathLike) or isinstance(model, str):
@@ -189,7 +208,7 @@ def ship_model(model: Any, folder: Path) -> tuple[str, str]:
     if _is_keras_model(model):
         _check_model(model)
         try:
-            config = model.to_json().encode()
+            config = _architecture(model)
         except Exception as error:  # noqa: BLE001 - a layer without get_config
             raise WorkloadError(
                 f"Could not read the config of model {model.name!r} ({type(error).__name__}: {error}), so a trial "

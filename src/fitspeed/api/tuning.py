@@ -121,20 +121,10 @@ def tune(
     """
     from fitspeed.api.result import TuneResult
     from fitspeed.cli.options import parse_duration, parse_memory
-    from fitspeed.cli.tune import decision_line, trial_line
+    from fitspeed.cli.tune import tune_events
     from fitspeed.core import best_json
     from fitspeed.core.workloads import check_model
     from fitspeed.machine import host_lock
-    from fitspeed.search.events import (
-        DecisionMade,
-        GuardChecked,
-        Note,
-        TrialFinished,
-        TrialStarted,
-        TuneEvent,
-        VerificationStarted,
-    )
-    from fitspeed.search.phase import Phase
     from fitspeed.search.summary import study_data, study_summary
     from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -150,24 +140,8 @@ def tune(
         knobs=knob_names, batch_sizes=tuple(batch_sizes or ()), monitor=monitor,
     )
     shown = progress_kinds.choose(progress)
-
-    def event(event: TuneEvent) -> None:
-        match event:
-            case TrialStarted(phase, started):
-                shown.describe(f"{phase}: {started.label()}")
-            case TrialFinished(phase, record):
-                shown.line(trial_line(phase, record, settings.base), advance=phase != Phase.BATCH_SIZE)
-            case GuardChecked(checked, verdict):
-                shown.line(f"{'guard':>9} {checked.label()}: {'ok' if verdict.ok else 'rejected'}, {verdict.reason}")
-            case VerificationStarted(verified, most):
-                shown.describe(f"verifying {verified.label()} in up to {most} pairs")
-            case DecisionMade(decision):
-                shown.line(decision_line(decision))
-            case Note(text):
-                shown.line(text)
-
     with _trials(shipment), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host):
-        tuner = Tuner(settings, on_event=event)
+        tuner = Tuner(settings, on_event=tune_events(shown, settings.base))
         shown.start(tuner.ledger.trials, f"tuning {settings.study_name}")
         try:
             tuner.run()

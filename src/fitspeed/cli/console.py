@@ -46,10 +46,11 @@ class TerminalProgress:
         self.task = self.progress.add_task(what, total=total)
 
     def describe(self, text: str) -> None:
-        self.progress.update(self.task, description=text)
+        if self.task is not None:
+            self.progress.update(self.task, description=text)
 
     def line(self, text: str, advance: bool = False) -> None:
-        if advance:
+        if advance and self.task is not None:
             self.progress.advance(self.task)
         err.print(text, highlight=False)
 

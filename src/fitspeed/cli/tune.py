@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, Protocol
 
 import typer
 
@@ -39,6 +40,7 @@ from fitspeed.core.workloads import check_model
 if TYPE_CHECKING:
     from fitspeed.core.record import TrialRecord
     from fitspeed.search.decision import Decision
+    from fitspeed.search.events import TuneEvent
 
 
 def tune(
@@ -70,16 +72,6 @@ def tune(
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
     from fitspeed.core import best_json
-    from fitspeed.search.events import (
-        DecisionMade,
-        GuardChecked,
-        Note,
-        TrialFinished,
-        TrialStarted,
-        TuneEvent,
-        VerificationStarted,
-    )
-    from fitspeed.search.phase import Phase
     from fitspeed.search.summary import study_data, study_summary
     from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -108,34 +100,17 @@ def tune(
         err.print("--allow-batch-callbacks: steps_per_execution is tried above 1 even where the script's callbacks "
                   "act per batch; an answer with it calls their batch hooks once per execution, not once per batch",
                   highlight=False)
+    from fitspeed.cli.console import TerminalProgress
     from fitspeed.machine import host_lock
-    from rich.progress import Progress
 
-    with interruptible(), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host), \
-            Progress(console=err, transient=True) as progress:
-        task = progress.add_task("tuning", total=trials)
-
-        def event(event: TuneEvent) -> None:
-            match event:
-                case TrialStarted(phase, config):
-                    progress.update(task, description=f"{phase}: {config.label()}")
-                case TrialFinished(phase, record):
-                    if phase != Phase.BATCH_SIZE:
-                        progress.advance(task)
-                    err.print(trial_line(phase, record, settings.base), highlight=False)
-                case GuardChecked(config, verdict):
-                    err.print(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, "
-                              f"{verdict.reason}", highlight=False)
-                case VerificationStarted(config, pairs):
-                    progress.update(task, description=f"verifying {config.label()} in up to {pairs} pairs")
-                case DecisionMade(decision):
-                    err.print(decision_line(decision), highlight=False)
-                case Note(text):
-                    err.print(text, highlight=False)
-
-        tuner = Tuner(settings, on_event=event)
-        progress.update(task, total=tuner.ledger.trials)
-        tuner.run()
+    bar = TerminalProgress()
+    with interruptible(), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host):
+        tuner = Tuner(settings, on_event=tune_events(bar, settings.base))
+        bar.start(tuner.ledger.trials, "tuning")
+        try:
+            tuner.run()
+        finally:
+            bar.close()
         summary = study_summary(study_data(tuner.study))
     kept = best_json.set_aside(best_path, summary["study"])
     best_json.write(best_path, summary)
@@ -149,6 +124,43 @@ def tune(
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
                   highlight=False)
+
+
+class Shown(Protocol):
+    """Where a tune's progress goes: a bar's description, and a line per event (`fitspeed.api.progress`)."""
+
+    def describe(self, text: str) -> None: ...
+    def line(self, text: str, advance: bool = False) -> None: ...
+
+
+def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
+    """What a tune shows of each event as it happens: the same lines from the CLI and from `fitspeed.tune`."""
+    from fitspeed.search.events import (
+        DecisionMade,
+        GuardChecked,
+        Note,
+        TrialFinished,
+        TrialStarted,
+        VerificationStarted,
+    )
+    from fitspeed.search.phase import Phase
+
+    def event(event: TuneEvent) -> None:
+        match event:
+            case TrialStarted(phase, config):
+                shown.describe(f"{phase}: {config.label()}")
+            case TrialFinished(phase, record):
+                shown.line(trial_line(phase, record, base), advance=phase != Phase.BATCH_SIZE)
+            case GuardChecked(config, verdict):
+                shown.line(f"{'guard':>9} {config.label()}: {'ok' if verdict.ok else 'rejected'}, {verdict.reason}")
+            case VerificationStarted(config, pairs):
+                shown.describe(f"verifying {config.label()} in up to {pairs} pairs")
+            case DecisionMade(decision):
+                shown.line(decision_line(decision))
+            case Note(text):
+                shown.line(text)
+
+    return event
 
 
 def trial_line(phase: str, record: TrialRecord, base: TrialConfig) -> str:

@@ -94,6 +94,8 @@ def test_tune_verifies_in_fresh_processes_and_leaves_the_caller_as_it_was(workdi
     saved = result.save(workdir / "best.json")
     again = fitspeed.load(saved)
     assert isinstance(again, TuneResult) and again.best == result.best and again.verdict == result.verdict
+    stored = fitspeed.load(study=result.study, storage=f"sqlite:///{workdir / 's.db'}")  # the study itself
+    assert stored.best == result.best and stored.verdict == result.verdict and "<table>" in stored._repr_html_()
 
 
 def test_apply_rewrites_for_mixed_precision_and_keeps_the_weights() -> None:

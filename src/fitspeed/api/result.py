@@ -12,7 +12,7 @@ tables, best.json and the HTML report draw from (`fitspeed.search.summary`):
 | `apply(model)`         | `model` rewritten and recompiled with the answer                |
 | `fit_kwargs(**kwargs)` | your fit() arguments, with the batch size the speed was measured at |
 | `dataset(x, y)`        | your arrays as the tf.data pipeline the trials built, the input knobs set |
-| `save(path)`           | best.json, which `fitspeed run` reads; `fitspeed.load(path)` reads it back |
+| `save(path)`           | best.json, which `fitspeed run` reads; `fitspeed.load(path)` reads it back, and `fitspeed.load(study=...)` a stored study |
 
 In a notebook, `_repr_html_` shows the verdict, the decisions and the
 speed-up plot inline.
@@ -186,11 +186,21 @@ def _waterfall_png(summary: dict[str, Any]) -> str | None:
     return base64.b64encode(png_bytes(waterfall_figure(steps), 80)).decode()
 
 
-def load(path: str | Path = "best.json") -> TuneResult:
-    """The TuneResult in a best.json that `fitspeed tune` or `result.save` wrote."""
+def load(path: str | Path | None = "best.json", *, study: str | None = None,
+         storage: str = "sqlite:///fitspeed.db") -> TuneResult:
+    """The TuneResult in a best.json that `fitspeed tune` or `result.save` wrote; or, with `study`, a stored study's.
+
+    `fitspeed.load(study="tiny-synthetic")` reads the study from `storage` as
+    `fitspeed show` does, whether `fitspeed tune` or `fitspeed.tune` made it,
+    finished or interrupted.
+    """
+    if study is not None:
+        from fitspeed.report.html import load_summary
+
+        return TuneResult(load_summary(None, study, storage), storage=storage)
     from fitspeed.core import best_json
 
-    _, whole = best_json.read(path)
+    _, whole = best_json.read(path or "best.json")
     if whole is None:
         raise UserError(f"Expected a best.json written by `fitspeed tune` or result.save(). Received: {str(path)!r}, "
                         "a bare configuration. Pass it to fitspeed.apply() instead.")

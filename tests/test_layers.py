@@ -31,7 +31,7 @@ def test_every_module_is_in_a_layer() -> None:
     layers = {graph.layer_of(m) for m in modules}
     assert layers == {graph.API, *graph.LAYERS}
     roots = sorted(m for m in modules if graph.layer_of(m) == graph.API)
-    assert roots == ["fitspeed", "fitspeed.__main__", "fitspeed.api", "fitspeed.api.progress", "fitspeed.api.result",
+    assert roots == ["fitspeed", "fitspeed.__main__", "fitspeed.api", "fitspeed.api.errors", "fitspeed.api.progress", "fitspeed.api.result",
                      "fitspeed.api.shipping", "fitspeed.api.tuning", "fitspeed.auto_steps"]
 
 

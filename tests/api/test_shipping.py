@@ -131,3 +131,24 @@ def test_a_builder_from_a_cell_travels_by_value(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("from_a_cell (None, 5)")
     assert shipped.data is None  # no data: the model's synthetic data
+
+
+def test_a_mistake_from_python_raises_one_sentence_and_no_frame_of_fitspeed_s_insides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import traceback
+
+    from fitspeed.api.result import TuneResult
+
+    monkeypatch.chdir(tmp_path)
+    calls = [lambda: fitspeed.tune(compiled_model(), X, Y[:30]),
+             lambda: fitspeed.measure(compiled_model(), X, Y, config={"precision": "float8"}),
+             lambda: fitspeed.compare(Subclassed(), X, Y, b={"steps_per_execution": 4}),
+             lambda: TuneResult({"best": {"config": {}}, "baseline": {"config": {}}}).apply("not a model"),
+             lambda: fitspeed.load(tmp_path / "missing.json")]
+    for call in calls:
+        with pytest.raises(fitspeed.UserError) as caught:
+            call()
+        inside = [Path(frame.filename).name for frame in traceback.extract_tb(caught.value.__traceback__)
+                  if "/fitspeed/" in frame.filename]
+        assert inside == ["errors.py"], (str(caught.value), inside)  # the one frame IPython hides
+        assert caught.value.__cause__ is None and caught.value.__suppress_context__

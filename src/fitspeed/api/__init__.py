@@ -14,6 +14,7 @@ import importlib
 import types
 from typing import Any
 
+from fitspeed.api.errors import said
 from fitspeed.api.result import TuneResult as TuneResult
 from fitspeed.api.result import load as load
 from fitspeed.api.tuning import compare as compare
@@ -32,6 +33,7 @@ class _CallableModule(types.ModuleType):
     the call, and `fitspeed.measure.runner` and friends stay where they are.
     """
 
+    @said
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return measure(*args, **kwargs)
 

@@ -25,6 +25,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from fitspeed.api.errors import said
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 
@@ -86,6 +87,7 @@ class TuneResult:
 
         return best_json.write(path, self.summary)
 
+    @said
     def apply(self, model: Any, seed: int = 0) -> Any:
         """`model` with the answer: rewritten for its model knobs and recompiled with its compile knobs.
 
@@ -186,6 +188,7 @@ def _waterfall_png(summary: dict[str, Any]) -> str | None:
     return base64.b64encode(png_bytes(waterfall_figure(steps), 80)).decode()
 
 
+@said
 def load(path: str | Path | None = "best.json", *, study: str | None = None,
          storage: str = "sqlite:///fitspeed.db") -> TuneResult:
     """The TuneResult in a best.json that `fitspeed tune` or `result.save` wrote; or, with `study`, a stored study's.

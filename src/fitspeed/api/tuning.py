@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fitspeed.api import progress as progress_kinds
+from fitspeed.api.errors import said
 from fitspeed.api.shipping import Shipment, ship, ship_environment
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
@@ -77,6 +78,7 @@ def _trials(shipment: Shipment) -> Iterator[None]:
         warm_start.close_all()
 
 
+@said
 def tune(
     model: Any,
     x: Any = None,
@@ -170,6 +172,7 @@ def _spec(shipment: Shipment, config: TrialConfig, steps: int | None, repeats: i
                      monitor=monitor)
 
 
+@said
 def measure(
     model: Any,
     x: Any = None,
@@ -202,6 +205,7 @@ def measure(
     return record
 
 
+@said
 def compare(
     model: Any,
     x: Any = None,

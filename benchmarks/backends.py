@@ -29,8 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fitspeed.cli.workload import trial_spec, training_script
-from fitspeed.core.config import TrialConfig
+from fitspeed.cli.workload import WorkloadOptions
 from fitspeed.core.record import Status, TrialSpec
 from fitspeed.core.stats import ratio_estimate
 from fitspeed.measure.runner import run_trial
@@ -58,12 +57,11 @@ OWN_KNOBS = {
 
 def specs(name: str, repeats: int) -> dict[str, TrialSpec]:
     model, settings, script = WORKLOADS[name]
-    base = TrialConfig.from_assignments(settings)
-    found = training_script(script[0], script[1:], 1, None) if script else None
+    workload = WorkloadOptions(workload=script[0] if script else model, command=script[1:] if script else None,
+                               set_=settings, repeats=repeats).resolve()
     arms = {"tensorflow": []} | {b: [f"backend={b}"] for b in backends()} \
         | {f"{b} + own knobs": [f"backend={b}", *OWN_KNOBS[b]] for b in backends()}
-    return {arm: trial_spec(model, None, knobs, None, repeats, 0, 900.0, None, base, found)
-            for arm, knobs in arms.items()}
+    return {arm: workload.spec(knobs) for arm, knobs in arms.items()}
 
 
 def backends() -> list[str]:

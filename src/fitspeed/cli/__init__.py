@@ -1,8 +1,9 @@
 """The `fitspeed` command line: the typer app (`program`), and one module per command, named after it.
 
 `options` declares the options several commands take, `console` the two
-consoles they write to, `workload` turns a workload or training command into a
-`TrialSpec`, and `tables` draws the terminal tables.
+consoles they write to, `workload` the workload options of the commands that
+run one, resolved once to a `Workload` that makes their `TrialSpec`s, and
+`tables` draws the terminal tables.
 
 May import every other layer, typer and rich; rich appears in this layer only.
 Heavy libraries (keras, tensorflow, matplotlib) are imported only inside the

@@ -9,32 +9,15 @@ import typer
 
 from fitspeed.cli import tables
 from fitspeed.cli.console import err, interruptible, out
-from fitspeed.cli.options import (
-    DEFAULT_RESULTS,
-    AugmentOpt,
-    CommandArgs,
-    DataOpt,
-    FitOpt,
-    JsonOpt,
-    MemoryOpt,
-    RepeatsOpt,
-    ResultsOpt,
-    SeedOpt,
-    SetOpt,
-    StepsOpt,
-    Target,
-    TimeoutOpt,
-)
-from fitspeed.cli.workload import check_user_error, data_ref, training_script, trial_spec
-from fitspeed.core.config import TrialConfig
+from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
+from fitspeed.cli.workload import Workload, check_user_error, workload_command
 from fitspeed.core.record import TrialRecord
 from fitspeed.measure import results
 
 
+@workload_command(after="fit", through="statistic")
 def compare(
-    workload: Target = None,
-    command: CommandArgs = None,
-    fit: FitOpt = 1,
+    workload: Workload,
     a: Annotated[Optional[list[str]], typer.Option("--a", help="A knob of configuration A as name=value; repeat for more.")] = None,
     b: Annotated[Optional[list[str]], typer.Option("--b", help="A knob of configuration B as name=value; repeat for more.")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved A/B pairs, each trial a fresh process (an interval needs 2).")] = 5,
@@ -42,14 +25,6 @@ def compare(
     until_width: Annotated[Optional[float], typer.Option("--until-width", help="Add pairs past --pairs until the interval on B/A is this narrow (0.06 is ±3%), up to --max-pairs.")] = None,
     max_pairs: Annotated[int, typer.Option("--max-pairs", min=2, max=200, help="The most pairs --until-width may run.")] = 40,
     statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window, steadier on a busy machine).")] = "median",
-    data: DataOpt = None,
-    augment: AugmentOpt = False,
-    set_: SetOpt = None,
-    steps: StepsOpt = None,
-    repeats: RepeatsOpt = 3,
-    seed: SeedOpt = 0,
-    timeout: TimeoutOpt = 900.0,
-    memory_limit: MemoryOpt = None,
     results_path: ResultsOpt = DEFAULT_RESULTS,
     as_json: JsonOpt = False,
 ) -> None:
@@ -57,11 +32,7 @@ def compare(
     from fitspeed.measure.comparison import check, interleave
 
     check(statistic, until_width)
-    base = TrialConfig.from_assignments(set_ or [])
-    script = training_script(workload, command, fit, data)
-    data = data_ref(data, augment)
-    spec_a = trial_spec(workload or "", data, a or [], steps, repeats, seed, timeout, memory_limit, base, script)
-    spec_b = trial_spec(workload or "", data, b or [], steps, repeats, seed, timeout, memory_limit, base, script)
+    spec_a, spec_b = workload.spec(a or []), workload.spec(b or [])
     results.check_writable(results_path)
 
     from rich.progress import Progress

@@ -15,51 +15,26 @@ from rich.console import Console
 from rich.table import Table
 
 from fitspeed.cli.console import err, interruptible, out
-from fitspeed.cli.options import (
-    DEFAULT_RESULTS,
-    AugmentOpt,
-    CommandArgs,
-    DataOpt,
-    FitOpt,
-    JsonOpt,
-    RepeatsOpt,
-    ResultsOpt,
-    SeedOpt,
-    SetOpt,
-    StepsOpt,
-    Target,
-    TimeoutOpt,
-)
-from fitspeed.cli.workload import check_user_error, data_ref, profile_dir, training_script, trial_spec
+from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
+from fitspeed.cli.workload import Workload, check_user_error, profile_dir, workload_command
 from fitspeed.core.record import Metrics, Mode, Status, TrialRecord
 from fitspeed.core.sequential import Verdict
 from fitspeed.measure import results
 
 
+@workload_command(after="repeats", through="model", memory_limit=False)
 def doctor(
-    workload: Target = None,
-    command: CommandArgs = None,
-    fit: FitOpt = 1,
-    data: DataOpt = None,
-    augment: AugmentOpt = False,
-    set_: SetOpt = None,
-    steps: StepsOpt = None,
-    repeats: RepeatsOpt = 3,
+    workload: Workload,
     epochs: Annotated[int, typer.Option("--epochs", min=2, help="Epochs of the fit() timed at its edges.")] = 4,
     fixes: Annotated[bool, typer.Option("--fixes/--no-fixes", help="Try the candidate fixes and measure their gain.")] = True,
     model: Annotated[bool, typer.Option("--model", help="Check the model instead: sizes, RNN kernels, XLA blockers, output dtype; FLOPs against the measured matmul rate; the slowest layers.")] = False,
-    seed: SeedOpt = 0,
-    timeout: TimeoutOpt = 900.0,
     results_path: ResultsOpt = DEFAULT_RESULTS,
     as_json: JsonOpt = False,
 ) -> None:
     """Is training input-bound? Input alone, training alone, both; epoch-edge stalls; ranked fixes. With --model: the model's own findings."""
     from fitspeed.measure.doctor import diagnose
 
-    script = training_script(workload, command, fit, data)
-    data = data_ref(data, augment)
-    spec = trial_spec(workload or "", data, set_ or [], steps, repeats, seed, timeout, None, script=script)
-    workload = spec.model
+    spec = workload.spec()
     results.check_writable(results_path)
     if model:  # one trial in mode "model" (fitspeed.trial.model_check)
         import dataclasses
@@ -67,8 +42,8 @@ def doctor(
         from fitspeed.cli.model_check import print_model_check
         from fitspeed.measure.runner import run_trial
 
-        spec = dataclasses.replace(spec, mode=Mode.MODEL, profile_dir=profile_dir(workload))
-        with interruptible(), err.status(f"checking {workload}…"):
+        spec = dataclasses.replace(spec, mode=Mode.MODEL, profile_dir=profile_dir(workload.model))
+        with interruptible(), err.status(f"checking {workload.model}…"):
             record = run_trial(spec)
         check_user_error(record)
         results.append(results_path, [record.to_dict()])
@@ -84,9 +59,10 @@ def doctor(
                   else record.reason)
         err.print(f"{name:>9}: {record.status}, {detail}", highlight=False)
 
-    with interruptible(), err.status(f"diagnosing {workload}…"):
-        diagnosis = diagnose(spec.model, spec.data, spec.config, steps=steps, repeats=repeats, epochs=epochs,
-                             seed=seed, timeout_s=timeout, try_fixes=fixes, on_trial=landed, script=script)
+    with interruptible(), err.status(f"diagnosing {workload.model}…"):
+        diagnosis = diagnose(spec.model, spec.data, spec.config, steps=workload.steps, repeats=workload.repeats,
+                             epochs=epochs, seed=workload.seed, timeout_s=workload.timeout_s, try_fixes=fixes,
+                             on_trial=landed, script=workload.script)
     summary = diagnosis.summary()
     if as_json:
         print(json.dumps(summary, indent=2, default=str))

@@ -2,7 +2,10 @@
 
 Each alias is a typer `Annotated` type: a command that takes `--seed` writes
 `seed: SeedOpt = 0` and gets the same flag and help text as every other.
-An option only one command takes is declared beside that command.
+An option only one command takes is declared beside that command. The
+workload options (WORKLOAD, COMMAND, --fit, --data … --memory-limit) are the
+fields of `fitspeed.cli.workload.WorkloadOptions`, which commands take as one
+group.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Each command lives in the module named after it (`fitspeed.cli.tune` holds
 `tune`); `show` and `report` share `report`, `workloads` and `knobs` share
 `catalog`. The options several commands take are declared once in
-`fitspeed.cli.options`.
+`fitspeed.cli.options`; the workload options of measure, compare, tune, scale
+and doctor once as a group, in `fitspeed.cli.workload`.
 """
 
 from __future__ import annotations

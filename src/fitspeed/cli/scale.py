@@ -19,22 +19,8 @@ from rich.text import Text
 
 from fitspeed.cli import console
 from fitspeed.cli.tables import print_table
-from fitspeed.cli.options import (
-    AugmentOpt,
-    CommandArgs,
-    DataOpt,
-    FitOpt,
-    JsonOpt,
-    MemoryOpt,
-    RepeatsOpt,
-    SeedOpt,
-    SetOpt,
-    StepsOpt,
-    Target,
-    TimeoutOpt,
-    parse_int_list,
-)
-from fitspeed.cli.workload import data_ref, training_script, trial_spec
+from fitspeed.cli.options import JsonOpt, parse_int_list
+from fitspeed.cli.workload import Workload, workload_command
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
 from fitspeed.measure.comparison import check
@@ -43,30 +29,18 @@ from fitspeed.report.numbers import number
 RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
 
 
+@workload_command(after="fit", through="tolerance")
 def scale(
-    workload: Target = None,
-    command: CommandArgs = None,
-    fit: FitOpt = 1,
+    workload: Workload,
     devices: Annotated[str, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4.")] = "1,2",
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
     statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window).")] = "median",
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
-    data: DataOpt = None,
-    augment: AugmentOpt = False,
-    set_: SetOpt = None,
-    steps: StepsOpt = None,
-    repeats: RepeatsOpt = 3,
-    seed: SeedOpt = 0,
-    timeout: TimeoutOpt = 900.0,
-    memory_limit: MemoryOpt = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
     as_json: JsonOpt = False,
 ) -> None:
     """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
-    script = training_script(workload, command, fit, data)
-    spec = trial_spec(workload or "", data_ref(data, augment), set_ or [], steps, repeats, seed, timeout,
-                      memory_limit, script=script)
-    run(spec, parse_int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
+    run(workload.spec(), parse_int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
         out_dir=out_dir, as_json=as_json, out=console.out, err=console.err)
 
 

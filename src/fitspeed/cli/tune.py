@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Optional, Protocol
 
 import typer
 
 from fitspeed.cli import tables
 from fitspeed.cli.console import err, interruptible, out
-from fitspeed.cli.options import (
-    AugmentOpt,
-    CommandArgs,
-    DataOpt,
-    FitOpt,
-    JsonOpt,
-    MemoryOpt,
-    MonitorOpt,
-    RepeatsOpt,
-    SeedOpt,
-    SetOpt,
-    StepsOpt,
-    Target,
-    TimeoutOpt,
-    parse_duration,
-    parse_int_list,
-    parse_memory,
-)
-from fitspeed.cli.workload import data_ref, training_script
+from fitspeed.cli.options import JsonOpt, MonitorOpt, parse_duration, parse_int_list
+from fitspeed.cli.workload import Workload, workload_command
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import brief_reason
 from fitspeed.core.sequential import level
-from fitspeed.core.workloads import check_model
 
 if TYPE_CHECKING:
     from fitspeed.core.record import TrialRecord
@@ -43,13 +24,9 @@ if TYPE_CHECKING:
     from fitspeed.search.events import TuneEvent
 
 
+@workload_command(after="set_", through="pairs")
 def tune(
-    workload: Target = None,
-    command: CommandArgs = None,
-    fit: FitOpt = 1,
-    data: DataOpt = None,
-    augment: AugmentOpt = False,
-    set_: SetOpt = None,
+    workload: Workload,
     trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
@@ -60,11 +37,6 @@ def tune(
     knobs_only: Annotated[Optional[str], typer.Option("--knobs", help="Search only these knobs, such as steps_per_execution,precision.")] = None,
     batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Also measure throughput at these batch sizes, such as 32,64,128,256 (changes the recipe).")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="The verification against the defaults looks at up to twice this many fresh pairs; a search step at up to 3 (or twice this, if fewer).")] = 5,
-    steps: StepsOpt = None,
-    repeats: RepeatsOpt = 3,
-    seed: SeedOpt = 0,
-    timeout: TimeoutOpt = 900.0,
-    memory_limit: MemoryOpt = None,
     best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
     as_json: JsonOpt = False,
     monitor: MonitorOpt = False,
@@ -75,28 +47,22 @@ def tune(
     from fitspeed.search.summary import study_data, study_summary
     from fitspeed.search.tuner import Tuner, TuneSettings
 
-    base = TrialConfig.from_assignments(set_ or [])
-    check_backend_installed(base.backend)
-    script = training_script(workload, command, fit, data)
+    script = workload.script
     if script is not None:
-        from fitspeed.measure import training_command
-
-        workload, data = training_command.label(script), training_command.DATA
-        study = study or f"{workload}-{(script['sha256'] or 'command')[:8]}"
+        study = study or f"{workload.model}-{(script['sha256'] or 'command')[:8]}"
         if batch_sizes:
             raise UserError(f"Expected no --batch-sizes with a training command: its batch size is its own. Received: "
                             f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
     settings = TuneSettings(
-        script=script,
-        model=(workload or "") if script else check_model(workload or ""),
-        data=data if script else data_ref(data, augment), base=base, trials=trials,
-        time_s=parse_duration(time_budget), study=study, storage=storage, steps=steps, repeats=repeats,
-        seed=seed, timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), pairs=pairs,
+        script=script, model=workload.model, data=workload.data, base=workload.base, trials=trials,
+        time_s=parse_duration(time_budget), study=study, storage=storage, steps=workload.steps,
+        repeats=workload.repeats, seed=workload.seed, timeout_s=workload.timeout_s,
+        memory_limit_mb=workload.memory_limit_mb, pairs=pairs,
         space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
         batch_sizes=parse_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
         allow_batch_callbacks=allow_batch_callbacks,
     )
-    if allow_batch_callbacks and script is not None:
+    if allow_batch_callbacks and workload.is_script:
         err.print("--allow-batch-callbacks: steps_per_execution is tried above 1 even where the script's callbacks "
                   "act per batch; an answer with it calls their batch hooks once per execution, not once per batch",
                   highlight=False)

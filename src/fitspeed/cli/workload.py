@@ -1,24 +1,185 @@
-"""From a command's words to what its trials run, and a trial's user error back to the command.
+"""The workload a command runs: its options declared once, resolved once to a `Workload`, and a trial's user error back.
 
-A command names a workload (a built-in model, module:function or a saved
-model.keras) or, after `--`, a training command; `training_script` tells the
-two apart, `data_ref` reads `--data`, and `trial_spec` makes the `TrialSpec`
-that `fitspeed.measure.runner` runs.
+Every command that runs a workload (measure, compare, doctor, scale, tune)
+takes the same options, the fields of `WorkloadOptions`: a WORKLOAD (a
+built-in model, module:function or a saved model.keras) or, after `--`, a
+training command, with --fit, --data, --augment, --set, --steps, --repeats,
+--seed, --timeout and --memory-limit. `@workload_command` gives a command
+those options and calls it with one `Workload`, resolved from them by
+`WorkloadOptions.resolve`: its kind (`WorkloadKind`), the model or the
+training command, the data, the base configuration (--set) and how to run a
+trial. `Workload.spec` makes the `TrialSpec` that `fitspeed.measure.runner`
+runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from fitspeed.cli.options import parse_memory
+from fitspeed.cli.options import (
+    AugmentOpt,
+    CommandArgs,
+    DataOpt,
+    FitOpt,
+    MemoryOpt,
+    RepeatsOpt,
+    SeedOpt,
+    SetOpt,
+    StepsOpt,
+    Target,
+    TimeoutOpt,
+    parse_memory,
+)
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
+
+
+class WorkloadKind(StrEnum):
+    """What a command's workload is, known once its options are resolved."""
+
+    BUILT_IN = "built-in"  # a model `fitspeed workloads` lists
+    BUILDER = "builder"  # the user's module:function
+    SAVED_MODEL = "saved model"  # a model.keras file, rebuilt with fresh weights for every trial
+    SCRIPT = "script"  # the user's training command after `--`, run unchanged and hooked
+
+    @classmethod
+    def of_model(cls, model: str) -> WorkloadKind:
+        """The kind of a model reference that `check_model` accepted.
+
+        >>> WorkloadKind.of_model("tiny"), WorkloadKind.of_model("mypkg.models:build"), WorkloadKind.of_model("m.keras")
+        (<WorkloadKind.BUILT_IN: 'built-in'>, <WorkloadKind.BUILDER: 'builder'>, <WorkloadKind.SAVED_MODEL: 'saved model'>)
+        """
+        if is_saved_model(model):
+            return cls.SAVED_MODEL
+        return cls.BUILT_IN if model in MODELS else cls.BUILDER
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A command's workload, resolved: what every trial of the command runs, less the knobs it varies."""
+
+    kind: WorkloadKind
+    model: str  # the model reference, or a training command's label (`script:train.py`)
+    data: str | None  # the canonical --data; None for the model's default; training_command.DATA for a script
+    base: TrialConfig  # --set
+    steps: int | None
+    repeats: int
+    seed: int
+    timeout_s: float
+    memory_limit_mb: int | None
+    script: dict[str, Any] | None = None  # the training command (`fitspeed.measure.training_command.describe`)
+
+    @property
+    def is_script(self) -> bool:
+        return self.kind == WorkloadKind.SCRIPT
+
+    def spec(self, assignments: Iterable[str] = ()) -> TrialSpec:
+        """A trial of this workload with the knobs `assignments` (name=value) on top of the base configuration."""
+        config = TrialConfig.from_assignments(assignments, base=self.base)
+        check_backend_installed(config.backend)
+        return TrialSpec(model=self.model, data=self.data, config=config, steps=self.steps, repeats=self.repeats,
+                         seed=self.seed, timeout_s=self.timeout_s, memory_limit_mb=self.memory_limit_mb,
+                         script=self.script)
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """The workload options as the user gave them: each field is one option, declared here for every command.
+
+    A command's --repeats default is its own (`workload_command(repeats=…)`);
+    `doctor` takes no --memory-limit.
+    """
+
+    workload: Target = None
+    command: CommandArgs = None
+    fit: FitOpt = 1
+    data: DataOpt = None
+    augment: AugmentOpt = False
+    set_: SetOpt = None
+    steps: StepsOpt = None
+    repeats: RepeatsOpt = 3
+    seed: SeedOpt = 0
+    timeout: TimeoutOpt = 900.0
+    memory_limit: MemoryOpt = None
+
+    def resolve(self) -> Workload:
+        """The `Workload` these options name; a UserError for the first that is wrong.
+
+        They are checked in this order: the workload or training command,
+        --data (with --augment), --set, its backend being installed, the
+        model, --memory-limit.
+        """
+        script = training_script(self.workload, self.command, self.fit, self.data)
+        data = data_ref(self.data, self.augment)
+        base = TrialConfig.from_assignments(self.set_ or [])
+        check_backend_installed(base.backend)
+        if script is not None:  # a training command names itself, and loads its own data
+            from fitspeed.measure import training_command
+
+            kind, model, data = WorkloadKind.SCRIPT, training_command.label(script), training_command.DATA
+        else:
+            model = check_model(self.workload or "")
+            kind = WorkloadKind.of_model(model)
+        return Workload(kind=kind, model=model, data=data, base=base, steps=self.steps, repeats=self.repeats,
+                        seed=self.seed, timeout_s=self.timeout, memory_limit_mb=parse_memory(self.memory_limit),
+                        script=script)
+
+
+def workload_command(*, repeats: int = 3, after: str | None = None, through: str | None = None,
+                     memory_limit: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the workload options, and call it with `workload=` the `Workload` they resolve to.
+
+    The command's first parameter is `workload: Workload`; the rest are its
+    own options. `--help` lists (and click reads) the workload options in
+    `WorkloadOptions`' order, with the command's own options up to `through`
+    right after the workload option `after`, and its others at the end; with
+    neither, all of its own come last. `repeats` is the command's --repeats
+    default; `memory_limit=False` leaves out --memory-limit.
+
+    >>> @workload_command(after="fit", through="pairs")
+    ... def compare(workload: Workload, pairs: int = 5, as_json: bool = False) -> None: ...
+    >>> list(inspect.signature(compare).parameters)  # doctest: +NORMALIZE_WHITESPACE
+    ['workload', 'command', 'fit', 'pairs', 'data', 'augment', 'set_', 'steps', 'repeats', 'seed', 'timeout',
+     'memory_limit', 'as_json']
+    """
+    hints = get_type_hints(WorkloadOptions, include_extras=True)
+    defaults = {field.name: field.default for field in dataclasses.fields(WorkloadOptions)} | {"repeats": repeats}
+    group = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[name])
+             for name, default in defaults.items() if memory_limit or name != "memory_limit"]
+    names = [parameter.name for parameter in group]
+    cut = len(group) if after is None else names.index(after) + 1
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        first, *own = inspect.signature(command, eval_str=True).parameters.values()
+        if first.name != "workload" or set(names) & {parameter.name for parameter in own}:
+            raise TypeError(f"Expected {command.__name__}'s first parameter to be `workload: Workload`, and none of "
+                            f"its own named as a workload option ({', '.join(names)}).")
+        split = len(own) if through is None else [parameter.name for parameter in own].index(through) + 1
+        listed = [*group[:cut], *own[:split], *group[cut:], *own[split:]]
+        signature = inspect.Signature([parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in listed])
+
+        @functools.wraps(command)
+        def run(**given: Any) -> None:
+            options = WorkloadOptions(**{name: given.pop(name) for name in names})
+            command(workload=options.resolve(), **given)
+
+        run.__signature__ = signature  # type: ignore[attr-defined]  # what typer reads the options from
+        run.__annotations__ = {parameter.name: parameter.annotation for parameter in listed}
+        return run
+
+    return decorate
 
 
 def data_ref(text: str | None, augment: bool) -> str | None:
@@ -28,33 +189,9 @@ def data_ref(text: str | None, augment: bool) -> str | None:
     return str(DataRef.parse(text, augment=augment))
 
 
-def trial_spec(
-    workload: str,
-    data: str | None,
-    assignments: list[str],
-    steps: int | None,
-    repeats: int,
-    seed: int,
-    timeout: float,
-    memory_limit: str | None,
-    base: TrialConfig | None = None,
-    script: dict[str, Any] | None = None,
-) -> TrialSpec:
-    config = TrialConfig.from_assignments(assignments, base=base)
-    check_backend_installed(config.backend)
-    if script is not None:  # a training command names itself, and loads its own data
-        from fitspeed.measure import training_command
-
-        model, data = training_command.label(script), training_command.DATA
-    else:
-        model = check_model(workload)
-    return TrialSpec(model=model, data=data, config=config, steps=steps, repeats=repeats, seed=seed,
-                     timeout_s=timeout, memory_limit_mb=parse_memory(memory_limit), script=script)
-
-
 def training_script(workload: str | None, command: list[str] | None, fit: int,
                     data: str | None = None) -> dict[str, Any] | None:
-    """The training command after `--` (`fitspeed.measure.training_command`), or None for a built-in or module:function workload.
+    """The training command after `--` (`fitspeed.measure.training_command`), or None for a model reference.
 
     Click hands the first word after `--` to WORKLOAD and the rest to COMMAND; a
     single word is a command when it names a file or a path (`-- ./train.sh`).

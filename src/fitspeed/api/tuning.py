@@ -21,6 +21,7 @@ were when the call returns.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ from fitspeed.core.knobs import check_backend_installed
 
 if TYPE_CHECKING:
     from fitspeed.api.result import TuneResult
+    from fitspeed.cli.workload import Workload
     from fitspeed.core.record import TrialRecord
     from fitspeed.measure.comparison import Comparison
 
@@ -60,10 +62,17 @@ def _config(config: Mapping[str, Any] | TrialConfig | None, batch_size: int | No
     return base
 
 
-def _data_ref(text: str | None) -> str | None:
-    from fitspeed.core.data_ref import DataRef
+def _workload(shipment: Shipment, base: TrialConfig, steps: int | None, repeats: int, seed: int, timeout: float,
+              memory_limit: str | int | None) -> Workload:
+    """What the shipment's trials run, resolved as the CLI resolves its workload options (`cli.workload.Workload`)."""
+    from fitspeed.cli.options import parse_memory
+    from fitspeed.cli.workload import Workload, WorkloadKind, data_ref
+    from fitspeed.core.workloads import check_model
 
-    return None if text is None else str(DataRef.parse(text, augment=False))
+    model = check_model(shipment.model)
+    return Workload(kind=WorkloadKind.of_model(model), model=model, data=data_ref(shipment.data, False), base=base,
+                    steps=steps, repeats=repeats, seed=seed, timeout_s=timeout,
+                    memory_limit_mb=memory_limit if isinstance(memory_limit, int) else parse_memory(memory_limit))
 
 
 @contextmanager
@@ -122,10 +131,9 @@ def tune(
     Returns a `TuneResult`; raises `fitspeed.UserError` for bad input.
     """
     from fitspeed.api.result import TuneResult
-    from fitspeed.cli.options import parse_duration, parse_memory
+    from fitspeed.cli.options import parse_duration
     from fitspeed.cli.tune import tune_events
     from fitspeed.core import best_json
-    from fitspeed.core.workloads import check_model
     from fitspeed.machine import host_lock
     from fitspeed.search.summary import study_data, study_summary
     from fitspeed.search.tuner import Tuner, TuneSettings
@@ -133,12 +141,13 @@ def tune(
     base = _config(config, batch_size)
     shipment = ship(model, x, y, validation_data, data)
     knob_names = tuple(knobs.split(",")) if isinstance(knobs, str) else tuple(knobs or ())
+    work = _workload(shipment, base, steps, repeats, seed, timeout, memory_limit)
     settings = TuneSettings(
-        model=check_model(shipment.model), data=_data_ref(shipment.data), base=base, trials=trials,
+        model=work.model, data=work.data, base=work.base, trials=trials,
         time_s=time if isinstance(time, (int, float)) else parse_duration(time),
-        study=study or shipment.name, storage=storage, steps=steps, repeats=repeats, seed=seed, timeout_s=timeout,
-        memory_limit_mb=memory_limit if isinstance(memory_limit, int) else parse_memory(memory_limit),
-        pairs=pairs, space=tuple(f"{k}={','.join(str(v) for v in values)}" for k, values in (space or {}).items()),
+        study=study or shipment.name, storage=storage, steps=work.steps, repeats=work.repeats, seed=work.seed,
+        timeout_s=work.timeout_s, memory_limit_mb=work.memory_limit_mb, pairs=pairs,
+        space=tuple(f"{k}={','.join(str(v) for v in values)}" for k, values in (space or {}).items()),
         knobs=knob_names, batch_sizes=tuple(batch_sizes or ()), monitor=monitor,
     )
     shown = progress_kinds.choose(progress)
@@ -158,18 +167,6 @@ def tune(
     if best is not None:
         best_json.write(best, summary)
     return result
-
-
-def _spec(shipment: Shipment, config: TrialConfig, steps: int | None, repeats: int, seed: int, timeout: float,
-          memory_limit: str | int | None, monitor: bool = False) -> Any:
-    from fitspeed.cli.options import parse_memory
-    from fitspeed.core.record import TrialSpec
-    from fitspeed.core.workloads import check_model
-
-    return TrialSpec(model=check_model(shipment.model), data=_data_ref(shipment.data), config=config, steps=steps,
-                     repeats=repeats, seed=seed, timeout_s=timeout,
-                     memory_limit_mb=memory_limit if isinstance(memory_limit, int) else parse_memory(memory_limit),
-                     monitor=monitor)
 
 
 @said
@@ -197,7 +194,8 @@ def measure(
     from fitspeed.measure.runner import run_trial
 
     shipment = ship(model, x, y, None, data)
-    spec = _spec(shipment, _config(config, batch_size), steps, repeats, seed, timeout, memory_limit, monitor)
+    work = _workload(shipment, _config(config, batch_size), steps, repeats, seed, timeout, memory_limit)
+    spec = dataclasses.replace(work.spec(), monitor=monitor)
     with _trials(shipment):
         record = run_trial(spec)
     if record.user_error:
@@ -238,8 +236,9 @@ def compare(
     config_a = TrialConfig.from_dict({**base.to_dict(), **dict(a or {})})
     config_b = TrialConfig.from_dict({**base.to_dict(), **dict(b or {})})
     shipment = ship(model, x, y, None, data)
-    spec_a = _spec(shipment, config_a, steps, repeats, seed, timeout, memory_limit)
-    spec_b = _spec(shipment, config_b, steps, repeats, seed, timeout, memory_limit)
+    work = _workload(shipment, base, steps, repeats, seed, timeout, memory_limit)
+    spec_a = dataclasses.replace(work, base=config_a).spec()
+    spec_b = dataclasses.replace(work, base=config_b).spec()
     shown = progress_kinds.choose(progress)
 
     def landed(arm: str, record: TrialRecord) -> None:

@@ -63,6 +63,12 @@ and a third, `--seeds report3`, fixed on 2026-11-27 before any run on it, for th
     drawn worlds         report3: 11_000_000..11_000_499 (500 worlds)
     noise-model studies  report3: 12_000_000..12_009_999
 
+and a fourth, `--seeds report4`, fixed on 2026-11-27 before any run on it, for a rerun of the null world on the
+eleventh round's lean change (report3's null studies ran on the tree before it):
+
+    drawn worlds         report4: 14_000_000..14_000_499 (500 worlds)
+    noise-model studies  report4: 15_000_000..15_009_999
+
 A world's seed is its study's seed; `--worlds N` takes the first N of the
 range. The report draw is for the final measurement only: develop on
 `--seeds dev`. `--jobs N` runs the studies in N forked worker processes;
@@ -428,11 +434,13 @@ def select(names: str | None, folder: Path = RECORDED) -> list[Scenario]:
 # Each disjoint, and apart from the named scenarios' study seeds (SEED_BASES: 0..9999 and 1_000_000..1_009_999).
 # The report ranges are fixed before any report was run; they are for the final measurement only.
 # report2 was fixed on 2026-11-27, before any run on it, for the tenth round (the ninth used report);
-# report3 the same day, before any run on it, for the eleventh.
+# report3 the same day, before any run on it, for the eleventh; report4 too, for its null world on the lean change.
 WORLD_SEEDS = {"dev": range(3_000_000, 3_100_000), "report": range(5_000_000, 5_000_500),
-               "report2": range(8_000_000, 8_000_500), "report3": range(11_000_000, 11_000_500)}
+               "report2": range(8_000_000, 8_000_500), "report3": range(11_000_000, 11_000_500),
+               "report4": range(14_000_000, 14_000_500)}
 NULL_SEEDS = {"dev": range(6_000_000, 6_010_000), "report": range(7_000_000, 7_010_000),
-              "report2": range(9_000_000, 9_010_000), "report3": range(12_000_000, 12_010_000)}
+              "report2": range(9_000_000, 9_010_000), "report3": range(12_000_000, 12_010_000),
+              "report4": range(15_000_000, 15_010_000)}
 
 MACHINES = (  # the kind of machine a world is, and how often it is drawn
     ("cpu", 0.45),  # no fast half precision: bfloat16 and float16 both slow
@@ -1010,8 +1018,8 @@ def main() -> None:
                         help=f"run the null world under these noise models (default: all, {', '.join(NOISE_MODELS)})")
     parser.add_argument("--seeds", choices=sorted({*SEED_BASES, *WORLD_SEEDS, *NULL_SEEDS}), default=None,
                         help="dev: for tuning the search; report: for figures (the named scenarios' default; "
-                             "--worlds and --noise-models ask for it by name); report2, report3: a second and a "
-                             "third report draw, drawn worlds and noise models only. The ranges are in the docstring")
+                             "--worlds and --noise-models ask for it by name); report2, report3, report4: "
+                             "further report draws, drawn worlds and noise models only. The ranges are in the docstring")
     parser.add_argument("--first-outlier", type=float, default=None,
                         help="share of studies whose first baseline trial comes in at x0.63 (default 0.25; "
                              "named scenarios only)")

@@ -29,10 +29,6 @@ from fitspeed.api.errors import said
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 
-PROCESS_KNOBS = ("backend", "onednn", "deterministic", "intra_op_threads", "inter_op_threads", "devices")
-INPUT_KNOBS = ("prefetch", "map_parallelism", "cache", "vectorize", "shuffle_buffer", "interleave",
-               "data_deterministic", "data_autotune", "workers", "use_multiprocessing", "max_queue_size")
-
 
 class TuneResult:
     """A tuning study's answer, from `fitspeed.tune` or `fitspeed.load`."""

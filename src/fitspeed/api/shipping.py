@@ -153,6 +153,19 @@ def _module(folder: Path, name: str, body: str) -> str:
     return name
 
 
+def _ship_function(function: Callable[..., Any], what: str, name: str, folder: Path) -> tuple[str, str]:
+    """`function` pickled into `folder`, and a generated module that loads it as `name`: its `module:name`, and its digest."""
+    pickled = _pickled(function, what)
+    digest = _digest(pickled)
+    module = f"fitspeed_{name}_{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{module}.pkl"
+    path.write_bytes(pickled)
+    _module(folder, module, f"import cloudpickle\n\nwith open({str(path.resolve())!r}, 'rb') as _file:\n"
+                            f"    {name} = cloudpickle.load(_file)\n")
+    return f"{module}:{name}", digest
+
+
 def _is_keras_model(value: Any) -> bool:
     return any(c.__name__ == "Model" and (c.__module__ or "").startswith("keras") for c in type(value).__mro__)
 
@@ -223,14 +236,8 @@ def ship_model(model: Any, folder: Path) -> tuple[str, str]:
             partial.replace(path)
         return str(path.resolve()), name
     if callable(model):
-        pickled = _pickled(model, "the model builder")
-        name = f"{re.sub(r'[^A-Za-z0-9_]+', '_', getattr(model, '__name__', 'builder'))}-{_digest(pickled)}"
-        module = "fitspeed_model_" + _digest(pickled)
-        (folder / f"{module}.pkl").parent.mkdir(parents=True, exist_ok=True)
-        (folder / f"{module}.pkl").write_bytes(pickled)
-        _module(folder, module, f"import cloudpickle\n\nwith open({str((folder / f'{module}.pkl').resolve())!r}, "
-                                "'rb') as _file:\n    model = cloudpickle.load(_file)\n")
-        return f"{module}:model", name
+        ref, digest = _ship_function(model, "the model builder", "model", folder)
+        return ref, f"{re.sub(r'[^A-Za-z0-9_]+', '_', getattr(model, '__name__', 'builder'))}-{digest}"
     raise WorkloadError(f"Expected a keras.Model, a function that builds one, or a path to a .keras file. "
                         f"Received: {type(model).__name__}.")
 
@@ -246,13 +253,8 @@ def ship_data(x: Any, y: Any, validation_data: Any, data: Any, folder: Path) -> 
         if not callable(data):
             raise DataError(f"Expected data= as a function that returns (x, y), a tf.data.Dataset or a PyDataset, "
                             f"or a reference such as 'npz:data.npz'. Received: {type(data).__name__}.")
-        pickled = _pickled(data, "the data function")
-        module = "fitspeed_data_" + _digest(pickled)
-        (folder / f"{module}.pkl").parent.mkdir(parents=True, exist_ok=True)
-        (folder / f"{module}.pkl").write_bytes(pickled)
-        _module(folder, module, f"import cloudpickle\n\nwith open({str((folder / f'{module}.pkl').resolve())!r}, "
-                                "'rb') as _file:\n    data = cloudpickle.load(_file)\n")
-        return f"{module}:data", getattr(data, "__name__", "data")
+        ref, _ = _ship_function(data, "the data function", "data", folder)
+        return ref, getattr(data, "__name__", "data")
     if x is None and y is None:
         if validation_data is not None:
             raise DataError("Expected x and y with validation_data. Received validation_data alone.")

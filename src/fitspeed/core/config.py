@@ -64,7 +64,8 @@ class TrialConfig(KnobValues):
         return self.from_dict({**self.to_dict(), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # every knob value is a scalar (str, int, bool): a shallow copy is asdict's answer, without its deep copies
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
     def changed(self) -> dict[str, Any]:
         """The knobs that differ from their defaults."""

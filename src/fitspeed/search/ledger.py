@@ -29,7 +29,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import optuna
@@ -39,6 +39,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Noise, pooled_noise, welch
 from fitspeed.search import studies
+from fitspeed.search.decision import Decision
 from fitspeed.search.guard import numeric_changes
 from fitspeed.search.phase import Phase
 
@@ -65,9 +66,10 @@ def guard_run_key(config: TrialConfig, seed: int) -> str:
     return f"{GUARD_RUN}{studies.config_key(config)}@seed{seed}"
 
 
-def decisions_of(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+def decisions_of(attrs: Mapping[str, Any]) -> list[Decision]:
     """Every stored decision in study user attrs `attrs`, in the order made."""
-    return sorted((dict(v) for k, v in attrs.items() if k.startswith(DECISION)), key=lambda d: d["order"])
+    stored = sorted((v for k, v in attrs.items() if k.startswith(DECISION)), key=lambda d: d["order"])
+    return [Decision.from_dict(d) for d in stored]
 
 
 def guards_of(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -164,19 +166,19 @@ class Ledger:
 
     # -- decisions -----------------------------------------------------------
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Decision]:
         return decisions_of(self.study.user_attrs)
 
-    def decision(self, ident: str) -> dict[str, Any] | None:
+    def decision(self, ident: str) -> Decision | None:
         found = self.study.user_attrs.get(DECISION + ident)
-        return dict(found) if found else None
+        return Decision.from_dict(found) if found else None
 
-    def put_decision(self, ident: str, decision: dict[str, Any]) -> bool:
-        """Store decision `ident` (its order kept if it was stored before); True if it changed."""
-        stored = self.study.user_attrs.get(DECISION + ident)
-        decision["order"] = stored["order"] if stored else len(self.decisions())
-        plain = studies.plain(decision)
-        self.study.set_user_attr(DECISION + ident, plain)
+    def put_decision(self, decision: Decision) -> bool:
+        """Store `decision` under its id (its order kept if it was stored before); True if it changed."""
+        stored = self.study.user_attrs.get(DECISION + decision.id)
+        order = stored["order"] if stored else sum(k.startswith(DECISION) for k in self.study.user_attrs)
+        plain = studies.plain({**decision.to_dict(), "order": order})
+        self.study.set_user_attr(DECISION + decision.id, plain)
         return not stored or stored != plain
 
     def put_refusal(self, changes: str, reason: str) -> None:
@@ -206,8 +208,8 @@ class Ledger:
         """
         speeds = self.screen_baselines()[1:]
         groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
-        pairs = [[math.log(b / a) for a, b in d["pairs"] if a and b]
-                 for d in self.decisions() if d["purpose"] != Phase.SCREEN]
+        pairs = [[math.log(b / a) for a, b in d.pairs if a and b]
+                 for d in self.decisions() if d.purpose != Phase.SCREEN]
         groups += pairs
         used = sum(len(p) for p in pairs if len(p) > 1)
         decisions = sum(len(p) > 1 for p in pairs)

@@ -16,8 +16,9 @@ import optuna
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Metrics, Status, TrialRecord
-from fitspeed.core.sequential import Verdict, level
+from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
+from fitspeed.search.decision import Decision
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
@@ -56,12 +57,11 @@ def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
     return [(knobs, text) for text, knobs in groups.items()]
 
 
-def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
+def decision_row(decision: Decision) -> dict[str, Any]:
     """One paired decision as a table row: what was compared, in how many pairs, the interval, the verdict.
 
-    >>> row = decision_row({"purpose": "combine", "a_label": "defaults", "b_label": "jit_compile=True",
-    ...                     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
-    ...                     "verdict": "faster", "why": None})
+    >>> row = decision_row(Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
+    ...     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8, "verdict": "faster"}))
     >>> row["change"], row["pairs"], row["interval"]
     ('jit_compile=True', 2, '1.20–1.80 (95%)')
 
@@ -69,25 +69,25 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     polish step) keeps the better estimate: none has an interval or a verdict
     of its own.
 
-    >>> decision_row({"purpose": "race", "a_label": "defaults", "b_label": "jit_compile=True",
-    ...               "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
-    ...               "verdict": "not confirmed", "why": None})["verdict"]
+    >>> decision_row(Decision.from_dict({"id": "r1", "purpose": "race", "a": {}, "b": {"jit_compile": True},
+    ...     "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
+    ...     "verdict": "not confirmed"}))["verdict"]
     'raced'
     """
-    a, b = decision["a_label"], decision["b_label"]
+    a, b = decision.a_label, decision.b_label
     change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
-    low, high = decision.get("low"), decision.get("high")
-    purpose = decision["purpose"]
-    verdict = decision["verdict"]
+    low, high = decision.low, decision.high
+    purpose = decision.purpose
+    shown = str(decision.verdict)
     if purpose in (Phase.RACE, Phase.CHOOSE, Phase.POLISH):
         low = high = None
-        verdict = "raced" if purpose == Phase.RACE else ("kept" if verdict == Verdict.FASTER else "not kept")
+        shown = "raced" if purpose == Phase.RACE else ("kept" if decision.verdict.is_faster() else "not kept")
     return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,
-            "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
-            "ratio": decision.get("ratio"), "low": low, "high": high,
-            "interval": (f"{low:.2f}–{high:.2f} ({level(decision.get('confidence', 0.95))})"
+            "pairs": len(decision.pairs), "figures": [list(p) for p in decision.pairs],
+            "ratio": decision.ratio, "low": low, "high": high,
+            "interval": (f"{low:.2f}–{high:.2f} ({level(decision.confidence)})"
                          if low is not None and high is not None else "–"),
-            "verdict": verdict, "why": decision.get("why")}
+            "verdict": shown, "why": decision.why}
 
 
 def held(check: dict[str, Any]) -> str:
@@ -164,13 +164,13 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     # configurations whose numerics passed the guard: a single change kept inside one of them was checked there
     passed = [TrialConfig.from_dict(json.loads(key)) for key, verdict in guards.items() if verdict.get("ok")]
 
-    decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
-    raced: dict[str, dict[str, Any]] = {}  # a race pair that no decision followed
+    decided: dict[str, Decision] = {}  # the newest search decision on each candidate
+    raced: dict[str, Decision] = {}  # a race pair that no decision followed
     for decision in data.get("decisions") or []:
-        key = config_key(TrialConfig.from_dict(decision["b"]))
-        if decision["purpose"] == Phase.RACE:
+        key = config_key(decision.b)
+        if decision.purpose == Phase.RACE:
             raced[key] = decision
-        elif decision["purpose"] != Phase.VERIFY:
+        elif decision.purpose != Phase.VERIFY:
             decided[key] = decision
     rows, effects, rejected, batch_sizes = [], [], [], []
     determinism: dict[str, Any] | None = None
@@ -194,13 +194,12 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             outcome = f"numerics changed: {verdict['reason']}"
         elif key in raced and key not in decided and trial["phase"] == Phase.RACE:
             race = raced[key]
-            outcome = (f"raced on top of {race['a_label']} ({race['ratio']:.2f}× in one pair), not decided"
-                       if race.get("ratio") else f"raced on top of {race['a_label']}, not decided")
+            outcome = (f"raced on top of {race.a_label} ({race.ratio:.2f}× in one pair), not decided"
+                       if race.ratio else f"raced on top of {race.a_label}, not decided")
         elif key in decided and trial["phase"] not in (Phase.SWEEP, Phase.BASELINE):
             decision = decided[key]
-            outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
-                       f"({len(decision.get('pairs') or [])} pair(s))")
-            if decision["verdict"] == Verdict.FASTER:
+            outcome = f"{decision.verdict} on top of {decision.a_label} ({len(decision.pairs)} pair(s))"
+            if decision.verdict.is_faster():
                 outcome = "faster"
         elif metrics.stopped_early:
             outcome = (f"slower: cut short after {metrics.stopped_early['after']}"

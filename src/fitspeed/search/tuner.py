@@ -70,6 +70,7 @@ from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
 from fitspeed.search.combination import Combination
 from fitspeed.search.lean import Lean
+from fitspeed.search.decision import Decision
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
     Decider,
@@ -155,7 +156,7 @@ class Tuner:
     def _spent(self, ahead: int = 0) -> bool:
         return self.ledger.spent(ahead)
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Decision]:
         """Every stored decision, in the order made."""
         return self.ledger.decisions()
 
@@ -457,7 +458,7 @@ class Tuner:
                   else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == Phase.SAMPLER else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
-        if decision["verdict"] != "faster":
+        if not decision.verdict.is_faster():
             return incumbent
         verdict = self.guarded(config)
         if verdict is not None and not verdict["ok"]:

@@ -14,6 +14,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison
+from fitspeed.search.decision import Decision
 
 
 def render(draw) -> str:  # noqa: ANN001
@@ -109,6 +110,7 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     data["decisions"].append({"purpose": "sampler", "a_label": configs[2].label(), "b_label": configs[3].label(),
                               "a": configs[2].to_dict(), "b": configs[3].to_dict(), "pairs": [], "ratio": None,
                               "low": None, "high": None, "verdict": "not confirmed", "why": "the budget ran out"})
+    data["decisions"] = [Decision.from_dict({"id": f"d{i}", **d}) for i, d in enumerate(data["decisions"])]
     summary = study_summary(data)
     summary["skipped_groups"] = [(["workers", "use_multiprocessing", "max_queue_size"],
                                   "applies to a keras.utils.PyDataset; the data here is numpy arrays")]

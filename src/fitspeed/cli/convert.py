@@ -19,6 +19,7 @@ from rich.table import Table
 from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt
 from fitspeed.core.errors import UserError
+from fitspeed.core.record import Status
 
 
 def convert(
@@ -44,7 +45,7 @@ def convert(
         print(json.dumps(record, indent=2))
     else:
         print_conversion(out, record)
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         if not as_json:
             err.print(f"{'Refused' if record['status'] == 'refused' else 'Failed'}: {record['reason']}",
                       highlight=False)
@@ -72,7 +73,7 @@ def print_conversion(console: Console, record: dict[str, Any]) -> None:
     """The changes table, the checks and the saved file; nothing but the header for a refusal."""
     knobs = " ".join(f"{k}={v}" for k, v in (record.get("knobs") or {}).items())
     console.print(f"{record['source']} → {record['output']} ({knobs})", highlight=False)
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         return
     changes = record.get("changes") or []
     if changes:
@@ -117,10 +118,10 @@ def backend_lines(entries: list[dict[str, Any]]) -> list[str]:
     here = next((e["backend"] for e in entries if e.get("converted")), "")
     same = [f"{e['backend']} (converted there)" if e.get("converted") else
             f"{e['backend']} (outputs within {e['max_abs_diff']:.2g} of {here}'s, allowed {e['tolerance']:.2g})"
-            for e in entries if e["status"] == "ok"]
+            for e in entries if e["status"] == Status.OK]
     lines = [f"loads and computes the same on {' and '.join([', '.join(same[:-1]), same[-1]] if len(same) > 1 else same)}"]
     lines += [f"{'not checked' if e['status'] == 'not installed' else 'NOT'} on {e['backend']}: {e['reason']}"
-              for e in entries if e["status"] != "ok"]
+              for e in entries if e["status"] != Status.OK]
     if len(same) == len(entries) and len(entries) > 1:
         lines[0] += ": the file is backend-neutral"
     return lines

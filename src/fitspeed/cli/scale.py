@@ -20,6 +20,7 @@ from rich.text import Text
 from fitspeed.cli import console
 from fitspeed.cli.tables import print_table
 from fitspeed.cli.options import JsonOpt, parse_int_list
+from fitspeed.core.record import Status
 from fitspeed.cli.workload import Workload, workload_command
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
@@ -96,7 +97,7 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
         print_scale(out, result)
     err.print(f"results in {result_path}" + (f", plot in {plot}" if plot else "; no plot: no count above 1 was measured"),
               highlight=False)
-    if result["status"] != "ok":
+    if result["status"] != Status.OK:
         raise typer.Exit(1)
 
 

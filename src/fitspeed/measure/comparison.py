@@ -82,7 +82,7 @@ class Comparison:
             "kind": "comparison",
             "id": self.id,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "status": "ok" if estimate and len(estimate.ratios) >= 2 else "failed",
+            "status": Status.OK if estimate and len(estimate.ratios) >= 2 else Status.FAILED,
             "model": self.spec_a.model,
             "data": self.spec_a.data,
             "a": self.spec_a.config.to_dict(),

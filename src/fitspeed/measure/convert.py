@@ -27,6 +27,7 @@ from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import check_backend_installed, parse_assignment
+from fitspeed.core.record import Status
 from fitspeed.core.record import SCHEMA_VERSION, decode
 
 KNOBS = ("data_format", "precision")  # what a conversion rewrites
@@ -76,11 +77,11 @@ def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
         probe = str(Path(tmp, "probe.npz"))
         record, code, stderr = _child({**request, "probe": probe}, python)
         if record is None:
-            return {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "source": request["source"],
+            return {"schema": SCHEMA_VERSION, "kind": "conversion", "status": Status.FAILED, "source": request["source"],
                     "output": request["output"], "knobs": request["knobs"],
                     "reason": f"the conversion process exited with status {code} before it sent a record",
                     "stderr_tail": stderr[-STDERR_TAIL:]}
-        if record.get("status") == "ok" and backends:
+        if record.get("status") == Status.OK and backends:
             record["backends"] = check_backends(record, request, probe, python=python, backends=backends)
     return record
 
@@ -94,7 +95,7 @@ def check_backends(record: dict[str, Any], request: dict[str, Any], probe: str, 
     """
     here = record["environment"]["backend"]
     saved: dict[str, Any] = next((c for c in record.get("checks") or [] if c["what"] == "the saved file"), {})
-    entries: list[dict[str, Any]] = [{"backend": here, "status": "ok", "converted": True,
+    entries: list[dict[str, Any]] = [{"backend": here, "status": Status.OK, "converted": True,
                                       "max_abs_diff": saved.get("max_abs_diff")}]
     for name in backends:
         if name == here:
@@ -109,7 +110,7 @@ def check_backends(record: dict[str, Any], request: dict[str, Any], probe: str, 
                                        python)
         if checked is None:
             last = (stderr.strip().splitlines() or [""])[-1]
-            checked = {"backend": name, "status": "failed",
+            checked = {"backend": name, "status": Status.FAILED,
                        "reason": f"its process exited with status {code} before it sent a record: {last}"}
         entries.append({k: v for k, v in checked.items() if k not in ("schema", "kind")})
     return entries

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.data_ref import DataKind
 from fitspeed.core.input_kinds import data_kind, why_not
 from fitspeed.core.record import Mode, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import Design, Verdict, pair_order, step
@@ -99,7 +100,7 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
     ['workers=2 use_multiprocessing=False', 'workers=2 use_multiprocessing=True']
     """
     fixes: list[Fix] = []
-    if kind == "images":
+    if kind == DataKind.IMAGES:
         singles: list[tuple[dict[str, Any], str]] = [
             ({"prefetch": "autotune"}, "overlap the next batch's preparation with this step (article 001, item 2)"),
             ({"map_parallelism": "autotune"}, "decode and augment examples on every core (article 001, item 3)"),
@@ -110,13 +111,13 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
             fixes.append(Fix(changes, why=why))
         fixes.append(Fix({k: v for c, _ in singles for k, v in c.items()},
                          why="all of the above together"))
-    elif kind == "pydataset":
+    elif kind == DataKind.PYDATASET:
         workers = max(2, cores)
         fixes.append(Fix({"workers": workers, "use_multiprocessing": False},
                          why="worker threads: help only where __getitem__ releases the GIL (numpy, I/O)"))
         fixes.append(Fix({"workers": workers, "use_multiprocessing": True},
                          why="worker processes: Python work runs on every core, past the GIL (article 002)"))
-    elif kind == "dataset":
+    elif kind == DataKind.DATASET:
         fixes.append(Fix({"prefetch": "autotune"}, why="overlap input with training (article 001, item 2)"))
     out = []
     for fix in fixes:
@@ -128,7 +129,7 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
 
 def stall_fix(kind: str | None, base: TrialConfig) -> Fix | None:
     """data_autotune=false, where it applies and is not set already."""
-    if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == "pydataset":
+    if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == DataKind.PYDATASET:
         return None
     return Fix({"data_autotune": False},
                why="tearing down an autotuned tf.data pipeline waits on its autotune thread at each epoch's end")

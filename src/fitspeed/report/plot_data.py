@@ -196,7 +196,7 @@ def notes(summary: dict[str, Any]) -> list[str]:
     if best["verdict"] == "not verified yet":
         out.append("No verified best yet: the study stopped before the best configuration was "
                    "verified against the baseline. Run the same `fitspeed tune` command again to finish it.")
-    failed = [r for r in summary["trials"] if r["status"] != "ok"]
+    failed = [r for r in summary["trials"] if r["status"] != Status.OK]
     if failed:
         out.append(f"{len(failed)} of {len(summary['trials'])} configuration(s) did not finish "
                    f"({', '.join(sorted({r['status'] for r in failed}))}); their reasons are in the table.")
@@ -305,7 +305,7 @@ def knob_panels(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     for knob, points in panels.items():
         value = base["config"].get(knob)
         points.setdefault(_hashable(value), {"value": value, "samples_per_s": base["samples_per_s"],
-                                             "status": "ok" if base["samples_per_s"] else "failed",
+                                             "status": Status.OK if base["samples_per_s"] else Status.FAILED,
                                              "baseline": True})
         order = _sort_values([p["value"] for p in points.values()])
         by_value = {_hashable(p["value"]): p for p in points.values()}

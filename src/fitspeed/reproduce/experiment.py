@@ -196,7 +196,7 @@ def summarize(results: Results) -> dict[str, Any]:
             "cells": row.cells,
             "group": row.group,
             "baseline": row.baseline,
-            "status": ("skipped" if row.skipped else failed.status if failed else "ok" if records else "not run"),
+            "status": ("skipped" if row.skipped else failed.status if failed else Status.OK if records else "not run"),
             "reason": row.skipped or (brief_reason(failed.reason) if failed else None),
             "trials": len(records),
             "samples_per_s": speed,

@@ -18,7 +18,7 @@ from typing import Any
 
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
-from fitspeed.core.record import to_json
+from fitspeed.core.record import Status, to_json
 from fitspeed.reproduce.experiment import (
     ONE_SEED_TOLERANCE,
     Results,
@@ -63,7 +63,7 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for row in summary["rows"]:
         cells = [str(row["cells"].get(key, "")) for key, _ in summary["columns"]]
-        status = row["status"] if row["status"] == "ok" else f"{row['status']}: {row['reason']}"
+        status = row["status"] if row["status"] == Status.OK else f"{row['status']}: {row['reason']}"
         cells += [status, _number(row["samples_per_s"]),
                   "100 (base)" if row["baseline"] and row["samples_per_s"] else
                   _number(row["percent_of_baseline_time"], 1)]
@@ -130,7 +130,7 @@ def chart_data(summary: dict[str, Any]) -> dict[str, Any]:
              "accuracy": row["accuracy"]["mean"] if row["accuracy"] else None,
              "baseline": row["baseline"], "marked": bool(row["accuracy_mark"]), "status": row["status"]}
             for row in summary["rows"] if row["status"] != "skipped" and (row["percent_of_baseline_time"]
-                                                                         or row["status"] != "ok")]
+                                                                         or row["status"] != Status.OK)]
     return {"title": f"{summary['name']} (article {summary['article']}) on {summary['ran_on']['device']}",
             "bars": bars, "article_unit": summary["article_unit"]}
 

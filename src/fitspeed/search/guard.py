@@ -50,7 +50,7 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import Metrics, Mode, TrialRecord, TrialSpec
+from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec
 from fitspeed.search.guard_stats import FIRST_SEEDS as FIRST_SEEDS
 from fitspeed.search.guard_stats import GAP_LEVEL as GAP_LEVEL
 from fitspeed.search.guard_stats import LEVEL as LEVEL
@@ -262,11 +262,11 @@ class GuardRun:
     def finite(self) -> bool:
         """Ran, and ended with a finite training loss (and held-out loss, where it has one)."""
         values = [self.final, *([self.val_loss] if self.val_loss is not None else [])]
-        return self.status == "ok" and all(v is not None and math.isfinite(v) for v in values)
+        return self.status == Status.OK and all(v is not None and math.isfinite(v) for v in values)
 
     def trouble(self) -> str:
         """Why this run cannot be read, in a few words."""
-        if self.status in ("ok", "nan"):
+        if self.status in (Status.OK, Status.NAN):
             return "the loss is not finite" + (f" ({self.reason})" if self.reason else "")
         return f"its guard run {self.status}" + (f": {self.reason}" if self.reason else "")
 

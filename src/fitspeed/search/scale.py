@@ -147,7 +147,7 @@ class Scaling:
             "schema": SCHEMA_VERSION,
             "kind": "scale",
             "created": self.created,
-            "status": "ok" if done else "partial" if self.trials else "failed",
+            "status": Status.OK if done else "partial" if self.trials else Status.FAILED,
             "model": self.spec.model,
             "data": self.spec.data,
             "backend": self.spec.config.backend,

@@ -112,8 +112,8 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
                               "low": None, "high": None, "verdict": "not confirmed", "why": "the budget ran out"})
     data["decisions"] = [Decision.from_dict({"id": f"d{i}", **d}) for i, d in enumerate(data["decisions"])]
     summary = study_summary(data)
-    summary["skipped_groups"] = [(["workers", "use_multiprocessing", "max_queue_size"],
-                                  "applies to a keras.utils.PyDataset; the data here is numpy arrays")]
+    summary = dataclasses.replace(summary, skipped_groups=((("workers", "use_multiprocessing", "max_queue_size"),
+                                                              "applies to a keras.utils.PyDataset; the data here is numpy arrays"),))
     console = Console(file=io.StringIO(), width=80, color_system=None)
     tables.print_tune(console, summary)
     tables.print_trials(console, [r["record"] for r in data["trials"]])

@@ -433,7 +433,7 @@ def test_runs_of_the_joint_estimate_are_never_evidence_in_a_decision() -> None:
         keys = [t for t in tuner.study.get_trials() if "#" + decision.id + ":" in t.user_attrs.get("config_key", "")]
         assert len(keys) >= 2 * len(decision.pairs) and not numbers & {t.number for t in keys}
     # the table names a joint estimate's run as such, never "faster" on its one trial
-    rows = [r for r in study_summary(study_data(tuner.study))["trials"] if r["phase"] == "factorial"]
+    rows = [r for r in study_summary(study_data(tuner.study)).trials if r["phase"] == "factorial"]
     decided = {d.b_label for d in tuner.decisions()}
     assert any(r["outcome"].startswith("measured with other changes") for r in rows)
     assert all(r["outcome"] != "faster" for r in rows if r["config"] not in decided)
@@ -513,7 +513,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
     assert "steps_per_execution=16" in notes[1]
     # the study keeps them: `fitspeed show` (and --json, and the page) lists what was not measured, and why
-    refused = study_summary(study_data(tuner.study))["refused"]
+    refused = study_summary(study_data(tuner.study)).refused
     assert [r["changes"] for r in refused] == ["backend=torch steps_per_execution=16",
                                                "backend=torch steps_per_execution=64"]
     assert all(f"not measured: {r['changes']}. {r['reason']}" in notes for r in refused), (refused, notes)
@@ -531,7 +531,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     assert all(r["reason"].endswith("--set backend=...") for r in refused) and "backend=..." not in shown, shown
     from fitspeed.report.html import write
 
-    page = write({**study_summary(study_data(tuner.study)), "read_notes": []}, tmp_path).index.read_text()
+    page = write(study_summary(study_data(tuner.study)), tmp_path).index.read_text()
     assert "<td>backend=torch steps_per_execution=64</td>" in page and "<td>not measured: The torch backend" in page
 
 

@@ -78,12 +78,12 @@ def tune(
         finally:
             bar.close()
         summary = study_summary(study_data(tuner.study))
-    kept = best_json.set_aside(best_path, summary["study"])
+    kept = best_json.set_aside(best_path, summary.study)
     best_json.write(best_path, summary)
     if kept is not None:
         err.print(f"{best_path} held another study's answer: it is kept as {kept}", highlight=False)
     if as_json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(summary.to_dict(), indent=2, default=str))
     else:
         tables.print_tune(out, summary)
         from fitspeed.search.storages import shown

@@ -25,6 +25,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.record import SCHEMA_VERSION, to_json
+from fitspeed.core.study_summary import StudySummary
 
 
 def exports(config: TrialConfig) -> dict[str, str]:
@@ -212,7 +213,7 @@ def input_lines(config: TrialConfig) -> list[str]:
     return lines
 
 
-def write(path: str | Path, summary: dict[str, Any]) -> Path:
+def write(path: str | Path, summary: StudySummary) -> Path:
     """Write best.json atomically; its knobs and snippet follow the verdict.
 
     A best configuration that verification did not confirm is shown in the
@@ -220,14 +221,12 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
     never comes with a snippet that changes anything.
     """
     target = Path(path)
-    best = summary["best"]
-    chosen = best["config"] if best.get("claimed") else summary["baseline"]["config"]
-    config = TrialConfig.from_dict(chosen)
-    rewrite = best.get("rewrite") if best.get("claimed") else None
+    config = summary.answer
+    rewrite = summary.best.rewrite if summary.best.claimed else None
     payload = {
         "schema": SCHEMA_VERSION,
         "kind": "best",
-        **summary,
+        **summary.to_dict(),
         "knobs": config.changed(),
         "environment_variables": exports(config),
         "snippet": snippet(config, rewrite),

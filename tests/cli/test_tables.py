@@ -9,7 +9,7 @@ from typing import Any
 from conftest import trial_record
 from rich.console import Console
 
-from fitspeed.cli import tables
+from fitspeed.cli import tables, tune_tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import DATA, MODELS
@@ -77,10 +77,10 @@ def test_show_states_the_resolution_from_the_studys_intervals() -> None:
             "verification": {"config": best.to_dict(), "claimed": True, "verdict": "B is 1.50× faster",
                              "estimate": {"median": 1.5, "ci_low": 1.44, "ci_high": 1.56, "confidence": 0.95,
                                           "ratios": [1.5] * 6}}}
-    text = " ".join(render(lambda c: tables.print_tune(c, study_summary(data))).split())
+    text = " ".join(render(lambda c: tune_tables.print_tune(c, study_summary(data))).split())
     assert "resolution" in text and "0.120 wide (95%, 6 pairs)" in text and "±6%" in text
     data["verification"] = None
-    assert "resolution" not in render(lambda c: tables.print_tune(c, study_summary(data)))
+    assert "resolution" not in render(lambda c: tune_tables.print_tune(c, study_summary(data)))
 
 
 def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
@@ -115,7 +115,7 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     summary = dataclasses.replace(summary, skipped_groups=((("workers", "use_multiprocessing", "max_queue_size"),
                                                               "applies to a keras.utils.PyDataset; the data here is numpy arrays"),))
     console = Console(file=io.StringIO(), width=80, color_system=None)
-    tables.print_tune(console, summary)
+    tune_tables.print_tune(console, summary)
     tables.print_trials(console, [r["record"] for r in data["trials"]])
     text = console.file.getvalue()  # type: ignore[attr-defined]
     import re

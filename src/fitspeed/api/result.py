@@ -67,9 +67,9 @@ class TuneResult:
 
     def table(self, width: int = 100) -> str:
         """The tables `fitspeed tune` prints, as plain text `width` columns wide."""
-        from fitspeed.cli import tables
+        from fitspeed.cli import tune_tables
 
-        return tables.tune_text(self.summary, width)
+        return tune_tables.tune_text(self.summary, width)
 
     def report(self, path: str | Path = "fitspeed-report") -> Path:
         """Write the HTML report into the folder `path`; the path of its index.html."""

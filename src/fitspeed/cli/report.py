@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fitspeed.cli import tables
+from fitspeed.cli import tune_tables
 from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt, StorageOpt
 
@@ -28,7 +28,7 @@ def show(
     if as_json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))
     else:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
 
 
 def report(
@@ -46,7 +46,7 @@ def report(
     for note in summary.read_notes:
         err.print(note, highlight=False)
     if show_tables:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
     else:  # the tables were tune's output already (run.sh printed each twice): the verdict, once
         best = summary.best
         out.print(f"verdict: {best.verdict}" + (f" — {best.why}" if best.why else ""), highlight=False)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional, Protocol
 
 import typer
 
-from fitspeed.cli import tables
+from fitspeed.cli import tables, tune_tables
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.cli.options import JsonOpt, MonitorOpt, parse_duration, parse_int_list
 from fitspeed.cli.workload import Workload, workload_command
@@ -85,7 +85,7 @@ def tune(
     if as_json:
         print(json.dumps(summary.to_dict(), indent=2, default=str))
     else:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
         from fitspeed.search.storages import shown
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",

@@ -29,7 +29,9 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
+from fitspeed.search import studies
 from fitspeed.search.decision import Decision
+from fitspeed.search.ledger import LEANED
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
@@ -98,6 +100,19 @@ class Lean:
 
     def __init__(self, tuner: Searcher) -> None:
         self.tuner = tuner
+
+    def once(self) -> None:
+        """Lean the final chain of incumbents once (`ledger.LEANED`): one worker leans it, the others wait for it."""
+        tuner = self.tuner
+
+        def leaned() -> bool | None:
+            return True if tuner.study.user_attrs.get(LEANED) == studies.config_key(tuner.ledger.incumbent()) else None
+
+        def lean() -> bool:
+            tuner.study.set_user_attr(LEANED, studies.config_key(self.run()))
+            return True
+
+        tuner._once(LEANED, leaned, lean)
 
     def run(self) -> TrialConfig:
         """Lean the final incumbent; the incumbent it leaves."""

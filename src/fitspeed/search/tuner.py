@@ -67,7 +67,7 @@ from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
-from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
+from fitspeed.search.budget import VERIFY_RESERVE, budget_plan, shortfall
 from fitspeed.search.combination import Combination
 from fitspeed.search.lean import Lean
 from fitspeed.search.decision import Decision
@@ -83,7 +83,6 @@ from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
     CLAIM,
-    LEANED,
     VERIFICATION,
     Ledger,
     guard_key,
@@ -369,16 +368,8 @@ class Tuner:
         Polish(self).run(promising)
         BatchSizes(self).run()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
-        self._once(LEANED, self._leaned, self._lean)
+        Lean(self).once()
         return self.finish()
-
-    def _leaned(self) -> bool | None:
-        return True if self.study.user_attrs.get(LEANED) == studies.config_key(self.ledger.incumbent()) else None
-
-    def _lean(self) -> bool:
-        """Take out of the final incumbent each knob with no evidence of its own (`fitspeed.search.lean`)."""
-        self.study.set_user_attr(LEANED, studies.config_key(Lean(self).run()))
-        return True
 
     def _baseline(self) -> TrialRecord | None:
         """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.
@@ -407,12 +398,9 @@ class Tuner:
         trials = self.ledger.trials
         plan = budget_plan(self.dims, trials, self.settings.pairs)
         self.study.set_user_attr(BUDGET, {**plan, "trials": trials})
-        if trials < plan["smallest"]:
-            self.emit(Note(
-                f"--trials {trials} does not pay for an answer on this space: the screen takes "
-                f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
-                f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
-                f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)"))
+        note = shortfall(plan, trials)
+        if note:
+            self.emit(Note(note))
 
     def _learn_data_kind(self, baseline: TrialRecord) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""

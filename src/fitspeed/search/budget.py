@@ -39,7 +39,7 @@ def shortfall(plan: dict[str, int], trials: int) -> str | None:
     """What `trials` lacks to pay for an answer on the space `plan` was made for (`budget_plan`); None where it pays.
 
     >>> plan = {"screen": 5, "decision": 4, "verify": 7, "smallest": 16, "suggested": 32}
-    >>> shortfall(plan, 12)[:71], shortfall(plan, 16)
+    >>> shortfall(plan, 12)[:72], shortfall(plan, 16)
     ('--trials 12 does not pay for an answer on this space: the screen takes 5', None)
     """
     if trials >= plan["smallest"]:

@@ -28,6 +28,7 @@ from typing import Any
 from fitspeed.api.errors import said
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.study_summary import StudySummary
 
 
@@ -61,7 +62,7 @@ class TuneResult:
         return best.verdict + (f" ({best.why})" if best.why else "")
 
     @property
-    def shares(self) -> list[dict[str, Any]]:
+    def shares(self) -> list[JSONObject]:
         """Each knob of the answer with its own share of the speed-up (`search.lean`)."""
         return list(self.summary.best.shares)
 

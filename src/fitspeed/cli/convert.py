@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -19,6 +19,7 @@ from rich.table import Table
 from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Status
 
 
@@ -52,7 +53,7 @@ def convert(
         raise typer.Exit(1)
 
 
-def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
+def rewrite_brief(rewrite: JSONObject | None) -> str | None:
     """One line on what a trial's knobs rewrote in the model (`record["rewrite"]`), or None.
 
     >>> rewrite_brief({"changes": [{"layer": "c", "class": "Conv2D", "change": "..."}], "checks": [
@@ -69,7 +70,7 @@ def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
             f"{rewrite['params']['after']:,} parameters as before" + (f"; {checks}" if checks else ""))
 
 
-def print_conversion(console: Console, record: dict[str, Any]) -> None:
+def print_conversion(console: Console, record: JSONObject) -> None:
     """The changes table, the checks and the saved file; nothing but the header for a refusal."""
     knobs = " ".join(f"{k}={v}" for k, v in (record.get("knobs") or {}).items())
     console.print(f"{record['source']} → {record['output']} ({knobs})", highlight=False)
@@ -99,7 +100,7 @@ def print_conversion(console: Console, record: dict[str, Any]) -> None:
         console.print(line, highlight=False)
 
 
-def backend_lines(entries: list[dict[str, Any]]) -> list[str]:
+def backend_lines(entries: list[JSONObject]) -> list[str]:
     r"""Which backends load the saved file and compute what the converting one does, and why others do not.
 
     >>> print(*backend_lines([{"backend": "tensorflow", "status": "ok", "converted": True},

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fitspeed.core.backends import BACKENDS
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.keras_options import NOT_KNOBS
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import Metrics, Status, TrialRecord, brief_reason
@@ -369,7 +370,7 @@ def print_workloads(console: Console) -> None:
     print_table(console, data)
 
 
-def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> None:
+def print_monitor(console: Console, summary: JSONObject, samples: int) -> None:
     """What `fitspeed monitor` saw, in a few figures (the CSV and the plot have the rest)."""
     table = Table(title=f"monitor · {samples} samples every {number(summary.get('interval_s'), 2)} s", show_header=False)
     table.add_column("", style="bold")
@@ -382,7 +383,7 @@ def print_monitor(console: Console, summary: dict[str, Any], samples: int) -> No
     print_table(console, table)
 
 
-def print_profile(console: Console, profile: dict[str, Any]) -> None:
+def print_profile(console: Console, profile: JSONObject) -> None:
     """The traced window: its ten most expensive ops, and how to open the trace."""
     if profile.get("error"):
         console.print(Text.assemble(("profile failed", "bold"), f": {profile['error']}"), highlight=False)

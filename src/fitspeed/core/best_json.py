@@ -18,12 +18,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, to_json
 from fitspeed.core.study_summary import StudySummary
 
@@ -37,7 +37,7 @@ def exports(config: TrialConfig) -> dict[str, str]:
     return backend_of(config.backend).exports(config.onednn)
 
 
-def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
+def _output_fixes(rewrite: JSONObject | None) -> list[str]:
     """The output layers a trial's rewrite moved to float32 (`record["rewrite"]["changes"]`).
 
     >>> _output_fixes({"changes": [{"layer": "dense_1", "class": "Dense",
@@ -48,7 +48,7 @@ def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
             if c["change"].startswith("dtype policy") and c["change"].endswith("→ float32")]
 
 
-def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
+def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
     """Python that applies `config` in a user's own Keras code.
 
     `rewrite` is the best trial's record of what it changed in the model
@@ -241,7 +241,7 @@ def write(path: str | Path, summary: StudySummary) -> Path:
     return target
 
 
-def read(path: str | Path) -> tuple[TrialConfig, dict[str, Any] | None]:
+def read(path: str | Path) -> tuple[TrialConfig, JSONObject | None]:
     """The configuration in a best.json, and the whole file when `fitspeed tune` wrote it.
 
     A best.json's configuration is `best.config` (the knobs its snippet

@@ -19,9 +19,9 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
@@ -75,7 +75,7 @@ class Comparison:
         note = f" ({failed} trial(s) did not finish ok)" if failed else ""
         return estimate.verdict + note
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JSONObject:
         estimate = self.estimate()
         return {
             "schema": SCHEMA_VERSION,

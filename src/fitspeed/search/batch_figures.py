@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Status
 
 
-def figures(rows: Sequence[Mapping[str, Any]], base: Mapping[str, Any]) -> dict[str, Any]:
+def figures(rows: Sequence[Mapping[str, Any]], base: Mapping[str, Any]) -> JSONObject:
     """Rows with their size and remat mode; the largest size that fit, with and without remat; the first OOM.
 
     `rows` are the summary's rows of the sweep (the baseline's among them), `base` the baseline's config.

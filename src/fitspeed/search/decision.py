@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Noise, Verdict
 from fitspeed.search.phase import Phase
 
@@ -86,7 +87,7 @@ class Decision:
             lost_pairs=tuple(LostPair(pair=int(p["pair"]), order=str(p["order"]), status=str(p["status"]),
                                       reason=str(p["reason"])) for p in values.get("lost_pairs") or ()))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The stored form (`Ledger.put_decision`): plain data, in the order the study has always stored it."""
         return {"verdict": self.verdict, "pairs": [list(p) for p in self.pairs], "ratio": self.ratio,
                 "low": self.low, "high": self.high, "confidence": self.confidence,

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec
 from fitspeed.search.guard_stats import FIRST_SEEDS as FIRST_SEEDS
@@ -130,7 +131,7 @@ class Comparison:
         return (f"{self.measure} {self._value(self.candidate)} is {self._gap(self.worse_by)} {side} the baseline's "
                 f"{self._value(self.baseline)}, {verdict} the band {self._gap(self.band)} ({where})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
                 "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs)}
 
@@ -250,7 +251,7 @@ class GuardRun:
     def from_dict(cls, values: Mapping[str, Any]) -> GuardRun:
         return cls(**{**values, "curve": tuple(values.get("curve") or ())})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"status": self.status, "reason": self.reason, "curve": list(self.curve), "val_loss": self.val_loss,
                 "val_accuracy": self.val_accuracy, "output_dtype": self.output_dtype, "seed": self.seed}
 

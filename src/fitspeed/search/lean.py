@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Design
 from fitspeed.search import studies
 from fitspeed.search.decision import Decision
@@ -59,7 +60,7 @@ class Share:
     decision: str
     how: str  # "added alone" or "taken out"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"knob": self.knob, "value": self.value, "ratio": self.ratio, "decision": self.decision,
                 "how": self.how}
 
@@ -139,7 +140,7 @@ class Lean:
         return incumbent
 
 
-def shares_of(decisions: list[Decision], config: TrialConfig, base: TrialConfig) -> list[dict[str, Any]]:
+def shares_of(decisions: list[Decision], config: TrialConfig, base: TrialConfig) -> list[JSONObject]:
     """Each knob of `config`'s own share, as best.json and the tables show it: the ratio its own evidence measured.
 
     An answer of one change has none here: the verification is its evidence.

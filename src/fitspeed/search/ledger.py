@@ -36,6 +36,7 @@ import optuna
 from optuna.trial import TrialState
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Noise, pooled_noise, welch
 from fitspeed.search import studies
@@ -72,17 +73,17 @@ def decisions_of(attrs: Mapping[str, Any]) -> list[Decision]:
     return [Decision.from_dict(d) for d in stored]
 
 
-def guards_of(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def guards_of(attrs: JSONObject) -> dict[str, JSONObject]:
     """The guard verdicts in `attrs`, by configuration key."""
     return {k[len(GUARD):]: v for k, v in attrs.items() if k.startswith(GUARD)}
 
 
-def refusals_of(attrs: dict[str, Any]) -> list[dict[str, str]]:
+def refusals_of(attrs: JSONObject) -> list[dict[str, str]]:
     """The combinations the search refused before any trial (`Ledger.put_refusal`), by their changes."""
     return sorted((dict(v) for k, v in attrs.items() if k.startswith(REFUSED)), key=lambda r: r["changes"])
 
 
-def meta_of(attrs: dict[str, Any]) -> dict[str, Any]:
+def meta_of(attrs: JSONObject) -> JSONObject:
     """The study's settings and environment: the user attrs that are not conclusions."""
     return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS, LEANED)}
 
@@ -187,15 +188,15 @@ class Ledger:
         if REFUSED + ident not in self.study.user_attrs:
             self.study.set_user_attr(REFUSED + ident, {"changes": changes, "reason": reason})
 
-    def factorial(self, ident: str) -> dict[str, Any] | None:
+    def factorial(self, ident: str) -> JSONObject | None:
         found = self.study.user_attrs.get(FACTORIAL + ident)
         return dict(found) if found else None
 
-    def factorials(self) -> list[dict[str, Any]]:
+    def factorials(self) -> list[JSONObject]:
         """Every stored joint estimate."""
         return [dict(v) for k, v in self.study.user_attrs.items() if k.startswith(FACTORIAL) and v]
 
-    def put_factorial(self, ident: str, factorial: dict[str, Any]) -> None:
+    def put_factorial(self, ident: str, factorial: JSONObject) -> None:
         self.study.set_user_attr(FACTORIAL + ident, studies.plain(factorial))
 
     def noise(self) -> Noise | None:
@@ -284,9 +285,9 @@ class Ledger:
         self.study.set_user_attr(INCUMBENTS, studies.plain(chain))
         return True
 
-    def verification(self) -> dict[str, Any] | None:
+    def verification(self) -> JSONObject | None:
         found = self.study.user_attrs.get(VERIFICATION)
         return dict(found) if found else None
 
-    def put_verification(self, verification: dict[str, Any]) -> None:
+    def put_verification(self, verification: JSONObject) -> None:
         self.study.set_user_attr(VERIFICATION, studies.plain(verification))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 import optuna
 
@@ -116,7 +116,7 @@ def decision_row(decision: Decision) -> DecisionRow:
                        verdict=shown, why=decision.why)
 
 
-def held(check: dict[str, Any]) -> str:
+def held(check: JSONObject) -> str:
     """Whether a determinism check held, in a few words.
 
     >>> held({"identical": True, "runs": 2}), held({"identical": False, "runs": 2})
@@ -125,7 +125,7 @@ def held(check: dict[str, Any]) -> str:
     return f"weights {'bit-identical' if check['identical'] else 'differed'} over {check['runs']} runs"
 
 
-def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> dict[str, Any]:
+def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> JSONObject:
     """The deterministic knob's cost (its speed against the baseline's) and its weight-hash check."""
     check = record.extra["determinism"]
     return {"config": label, "ratio": ratio, "cost": None if ratio is None else 1 - ratio,
@@ -158,7 +158,7 @@ def medians(trials: list[StudyTrial]) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in speeds.items()}
 
 
-def agreement(base_speed: float | None, best_speed: float | None, verification: dict[str, Any]) -> str | None:
+def agreement(base_speed: float | None, best_speed: float | None, verification: JSONObject) -> str | None:
     """One line on why the single figures and the verdict differ, where they do; None where they agree.
 
     >>> agreement(7266.0, 6164.0, {"claimed": True, "estimate": {"median": 1.59, "pairs": 4}})
@@ -202,7 +202,7 @@ def study_summary(data: StudyData) -> StudySummary:
     effects: list[TrialRow] = []
     rejected: list[TrialRow] = []
     batch_sizes: list[TrialRow] = []
-    determinism: dict[str, Any] | None = None
+    determinism: JSONObject | None = None
     baseline_row: TrialRow | None = None
     baseline_curve: list[float | None] = []
     environment = meta.get("environment")  # the baseline child's, when it ran, is richer

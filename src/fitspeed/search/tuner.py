@@ -62,6 +62,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.input_kinds import check as check_input_knobs
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
@@ -204,11 +205,11 @@ class Tuner:
             return TrialRecord.from_dict(claimed.user_attrs["record"])
         return self._run(claimed, config, phase, stop_below)
 
-    def _params(self, config: TrialConfig) -> dict[str, Any]:
+    def _params(self, config: TrialConfig) -> JSONObject:
         return {name: getattr(config, name) for name in self.choices}
 
     @staticmethod
-    def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> dict[str, Any]:
+    def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> JSONObject:
         return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
 
     def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
@@ -269,7 +270,7 @@ class Tuner:
                     self.workers.release(unit)
             time.sleep(POLL_S)
 
-    def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
+    def guarded(self, config: TrialConfig) -> JSONObject | None:
         """The guard verdict for `config` (stored), or None if it changes no numerics.
 
         A dict: `ok`, `reason`, the first seed's `baseline_curve` and `curve`, `runs` (trial processes,
@@ -279,13 +280,13 @@ class Tuner:
             return None
         key = guard_key(config)
 
-        def stored() -> dict[str, Any] | None:
+        def stored() -> JSONObject | None:
             found = self.study.user_attrs.get(key)
             return dict(found) if found else None
 
         return dict(self._once(key, stored, lambda: self._guard(config, key)))
 
-    def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
+    def _guard(self, config: TrialConfig, key: str) -> JSONObject:
         """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
 
         The first stage, guard.FIRST_SEEDS seeds of each, sets how many seeds the verdict takes
@@ -331,7 +332,7 @@ class Tuner:
 
     # -- the search ---------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JSONObject:
         """The whole search; a full disk under the study storage ends it with one sentence."""
         try:
             self.workers.start(host_lock.device(), self.study.user_attrs.get("fitspeed_version"))
@@ -346,7 +347,7 @@ class Tuner:
                 raise UserError(studies.storage_problem(error, self.settings.storage)) from None
             raise
 
-    def _search(self) -> dict[str, Any]:
+    def _search(self) -> JSONObject:
         interrupted = self.workers.recover()
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
@@ -475,17 +476,17 @@ class Tuner:
 
     # -- the answer ---------------------------------------------------------
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> JSONObject:
         """Verify the best incumbent against the defaults in fresh pairs; fall back to the one before it.
 
         Once per study and chain of incumbents: one worker verifies, the others read its answer.
         """
-        def stored() -> dict[str, Any] | None:
+        def stored() -> JSONObject | None:
             found = self.ledger.verification()
             chain = studies.plain([c.to_dict() for c in self.incumbents()])
             return found if found and found.get("chain") == chain else None
 
-        def compute() -> dict[str, Any]:
+        def compute() -> JSONObject:
             verification = verify(self.ledger, self.decider, self.emit, self.settings.pairs, self.settings.min_gain,
                                   has_baseline=self.ledger.figure(self.base) is not None)
             verification["by"] = self.workers.me.id

@@ -20,9 +20,8 @@ repeated confidence interval and the interval's level.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Design, Noise, level, median_unbiased
 from fitspeed.search.decider import Decider, verify_design
 from fitspeed.search.decision import Decision
@@ -35,7 +34,7 @@ MAX_FALLBACKS = 1  # verification tries at most this many incumbents, newest fir
 
 
 def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain: float,
-           has_baseline: bool) -> dict[str, Any]:
+           has_baseline: bool) -> JSONObject:
     """Verify the chain of incumbents against the defaults; the stored verification."""
     chain = ledger.incumbents()
     base = ledger.base
@@ -45,7 +44,7 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
     candidates = [] if leaned_away else list(reversed(chain))[:MAX_FALLBACKS]
     design = verify_design(pairs, min_gain, len(candidates))
     tried: list[Decision] = []
-    verification: dict[str, Any] | None = None
+    verification: JSONObject | None = None
     for index, config in enumerate(candidates):
         design = verify_design(pairs, min_gain, len(candidates), index)
         emit(VerificationStarted(config, design.max_pairs))
@@ -77,7 +76,7 @@ def short_budget(ledger: Ledger) -> str | None:
 
 
 def claim(config: TrialConfig, decision: Decision, tried: list[Decision],
-          shares: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+          shares: list[JSONObject] | None = None) -> JSONObject:
     """The verification's claim from its decision: the estimate and interval the user sees, and each knob's share
     (`fitspeed.search.lean.shares_of`)."""
     confidence = decision.confidence

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.knobs import KNOBS_BY_NAME
@@ -23,6 +23,70 @@ from fitspeed.search.studies import config_key
 from fitspeed.search.summary import StudyData, StudyTrial
 
 SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples
+
+
+class Bar(TypedDict):
+    """Plot 1: one configuration's seconds per SAMPLES_PER_BAR samples."""
+
+    label: str
+    seconds: float
+    percent: float | None  # of the baseline's time
+    baseline: bool
+    best: bool
+
+
+class Step(TypedDict):
+    """Plot 2: one bar of the waterfall (`kind`: start, step or end)."""
+
+    label: str
+    ratio: float
+    kind: str
+    measured: bool
+    ci: NotRequired[tuple[float, float] | None]  # the end bar's verified interval
+
+
+class PanelPoint(TypedDict):
+    """Plot 3: a knob's value tried alone, or the baseline's own value."""
+
+    value: Any
+    samples_per_s: float | None
+    status: str
+    baseline: bool
+
+
+class CompilePoint(TypedDict):
+    """Plot 4: the compile cost at one steps_per_execution and XLA setting."""
+
+    steps_per_execution: int
+    jit_compile: Any  # True, False, or "auto" where Keras's choice is unknown
+    label: str
+    compile_s: float
+
+
+class CheckedCurve(TypedDict):
+    label: str
+    curve: list[float | None]
+    ok: bool
+    reason: str
+
+
+class LossCurves(TypedDict):
+    """Plot 5: the guard's loss curves, the baseline's against each checked configuration."""
+
+    baseline: list[float | None]
+    checked: list[CheckedCurve]
+    numeric_tried: list[str]
+    title: str
+
+
+class Series(TypedDict):
+    """Everything the five plots draw (report.json's `plots`)."""
+
+    time_bars: list[Bar]
+    waterfall: list[Step]
+    knob_panels: dict[str, list[PanelPoint]]
+    compile: list[CompilePoint]
+    loss_curves: LossCurves
 
 
 # -- a results file as a study ----------------------------------------------
@@ -204,7 +268,7 @@ def notes(summary: StudySummary) -> list[str]:
 
 # -- the five plots ---------------------------------------------------------
 
-def time_bars(summary: StudySummary) -> list[dict[str, Any]]:
+def time_bars(summary: StudySummary) -> list[Bar]:
     """Plot 1: seconds per 10,000 samples for each configuration, and % of the baseline's time.
 
     The baseline comes first, then the others from fastest to slowest (article
@@ -212,7 +276,7 @@ def time_bars(summary: StudySummary) -> list[dict[str, Any]]:
     """
     base_speed = summary.baseline.samples_per_s
     best_label = summary.best.label if summary.best.claimed else None
-    bars = []
+    bars: list[Bar] = []
     for row in summary.trials:
         speed = row["samples_per_s"]
         baseline = row["outcome"] == "baseline"
@@ -221,13 +285,13 @@ def time_bars(summary: StudySummary) -> list[dict[str, Any]]:
         if not speed:
             continue
         seconds = SAMPLES_PER_BAR / speed
-        bars.append({
-            "label": f"baseline: {row['config']}" if baseline else row["config"],
-            "seconds": seconds,
-            "percent": 100.0 * base_speed / speed if base_speed else None,
-            "baseline": baseline,
-            "best": row["config"] == best_label,
-        })
+        bars.append(Bar(
+            label=f"baseline: {row['config']}" if baseline else row["config"],
+            seconds=seconds,
+            percent=100.0 * base_speed / speed if base_speed else None,
+            baseline=baseline,
+            best=row["config"] == best_label,
+        ))
     bars.sort(key=lambda bar: (not bar["baseline"], bar["seconds"]))
     return bars
 
@@ -236,7 +300,7 @@ def _key(changes: dict[str, Any]) -> str:
     return json.dumps(changes, sort_keys=True, default=str)
 
 
-def waterfall(summary: StudySummary) -> list[dict[str, Any]]:
+def waterfall(summary: StudySummary) -> list[Step]:
     """Plot 2: the baseline (1.0×), each accepted knob of the best in turn, then the best.
 
     Knobs are added in the order of their own effect, largest first. A step's
@@ -256,7 +320,7 @@ def waterfall(summary: StudySummary) -> list[dict[str, Any]]:
         return float(row["ratio"] or 0.0) if row else 0.0  # a row here has its ratio (`by_changes`)
 
     order = sorted(changes, key=lambda k: -own_effect(k))
-    steps: list[dict[str, Any]] = [{"label": "baseline", "ratio": 1.0, "kind": "start", "measured": True}]
+    steps: list[Step] = [Step(label="baseline", ratio=1.0, kind="start", measured=True)]
     prefix: dict[str, Any] = {}
     estimate = 1.0
     for knob in order:
@@ -264,9 +328,9 @@ def waterfall(summary: StudySummary) -> list[dict[str, Any]]:
         row = alone[knob]
         estimate *= (row["ratio"] or 0.0) if row else 1.0
         measured = by_changes.get(_key(prefix))
-        steps.append({"label": f"+ {knob}={changes[knob]}",
-                      "ratio": measured["ratio"] if measured else estimate,
-                      "kind": "step", "measured": measured is not None})
+        steps.append(Step(label=f"+ {knob}={changes[knob]}",
+                          ratio=(measured["ratio"] or 0.0) if measured else estimate,
+                          kind="step", measured=measured is not None))
         if measured:
             estimate = measured["ratio"] or 0.0
     final = summary.best.estimate
@@ -284,7 +348,7 @@ def _sort_values(values: list[Any]) -> list[Any]:
     return sorted(values, key=str)
 
 
-def knob_panels(summary: StudySummary) -> dict[str, list[dict[str, Any]]]:
+def knob_panels(summary: StudySummary) -> dict[str, list[PanelPoint]]:
     """Plot 3: for each knob, throughput at each value tried alone (the baseline at its own value).
 
     Only configurations that differ from the baseline in that one knob count, so
@@ -292,19 +356,19 @@ def knob_panels(summary: StudySummary) -> dict[str, list[dict[str, Any]]]:
     (out of memory, say) is kept with `samples_per_s: None` and its status.
     """
     base = summary.baseline
-    panels: dict[str, dict[Any, dict[str, Any]]] = {}
+    panels: dict[str, dict[Any, PanelPoint]] = {}
     for row in summary.trials:
         if len(row["changes"]) != 1:
             continue
         (knob, value), = row["changes"].items()
-        panels.setdefault(knob, {})[_hashable(value)] = {
-            "value": value, "samples_per_s": row["samples_per_s"], "status": row["status"], "baseline": False}
+        panels.setdefault(knob, {})[_hashable(value)] = PanelPoint(
+            value=value, samples_per_s=row["samples_per_s"], status=row["status"], baseline=False)
     out = {}
     for knob, points in panels.items():
         value = getattr(base.config, knob, None)
-        points.setdefault(_hashable(value), {"value": value, "samples_per_s": base.samples_per_s,
-                                             "status": Status.OK if base.samples_per_s else Status.FAILED,
-                                             "baseline": True})
+        points.setdefault(_hashable(value), PanelPoint(value=value, samples_per_s=base.samples_per_s,
+                                                       status=Status.OK if base.samples_per_s else Status.FAILED,
+                                                       baseline=True))
         order = _sort_values([p["value"] for p in points.values()])
         by_value = {_hashable(p["value"]): p for p in points.values()}
         out[knob] = [by_value[_hashable(v)] for v in order]
@@ -316,46 +380,48 @@ def _hashable(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
-def compile_points(summary: StudySummary) -> list[dict[str, Any]]:
+def compile_points(summary: StudySummary) -> list[CompilePoint]:
     """Plot 4: compile time (first execution less a steady one) by steps_per_execution and XLA.
 
     Only configurations that differ from the baseline in these two knobs at
     most, so nothing else moves the cost.
     """
     base = summary.baseline.config.to_dict()
-    points = []
+    points: list[CompilePoint] = []
     for row in summary.trials:
         if row["compile_s"] is None or not set(row["changes"]) <= {"steps_per_execution", "jit_compile"}:
             continue
         resolved = row.get("jit_compile_resolved")
-        asked = row["changes"].get("jit_compile", base["jit_compile"])
+        changes = row["changes"]
+        asked = changes.get("jit_compile", base["jit_compile"])
         label = f"jit_compile={asked}"
         if asked == "auto" and resolved is not None:  # Keras decides: say what it decided here
             label += f" (Keras chose {'XLA' if resolved else 'no XLA'} here)"
-        points.append({
-            "steps_per_execution": row["changes"].get("steps_per_execution", base["steps_per_execution"]),
-            "jit_compile": resolved if resolved is not None else asked,
-            "label": label,
-            "compile_s": row["compile_s"],
-        })
+        points.append(CompilePoint(
+            steps_per_execution=changes["steps_per_execution"] if "steps_per_execution" in changes
+            else base["steps_per_execution"],
+            jit_compile=resolved if resolved is not None else asked,
+            label=label,
+            compile_s=row["compile_s"],
+        ))
     return sorted(points, key=lambda p: (str(p["jit_compile"]), p["steps_per_execution"]))
 
 
-def loss_curves(summary: StudySummary) -> dict[str, Any]:
+def loss_curves(summary: StudySummary) -> LossCurves:
     """Plot 5: the guard's loss curves, the baseline against each checked configuration.
 
     With nothing checked (no knob tried changes numerics), the baseline's own
     loss over the timed epochs is shown, and `checked` is empty.
     """
-    checked = []
+    checked: list[CheckedCurve] = []
     baseline_curve: list[float | None] = []
     for row in summary.trials:
         verdict = row.get("guard")
         if not verdict:
             continue
         baseline_curve = list(verdict["baseline_curve"])
-        checked.append({"label": row["config"], "curve": list(verdict["curve"]),
-                        "ok": bool(verdict["ok"]), "reason": verdict["reason"]})
+        checked.append(CheckedCurve(label=row["config"], curve=list(verdict["curve"]),
+                                    ok=bool(verdict["ok"]), reason=verdict["reason"]))
     if not checked:
         baseline_curve = list(summary.baseline.loss_curve)
     numeric = {name for name, knob in KNOBS_BY_NAME.items() if knob.changes_numerics}
@@ -369,13 +435,13 @@ def loss_curves(summary: StudySummary) -> dict[str, Any]:
     return {"baseline": baseline_curve, "checked": checked, "numeric_tried": tried, "title": title}
 
 
-def all_series(summary: StudySummary) -> dict[str, Any]:
-    """Everything the five plots draw, in one plain dict."""
-    return {
-        "time_bars": time_bars(summary),
-        "waterfall": waterfall(summary),
-        "knob_panels": knob_panels(summary),
-        "compile": compile_points(summary),
-        "loss_curves": loss_curves(summary),
-    }
+def all_series(summary: StudySummary) -> Series:
+    """Everything the five plots draw."""
+    return Series(
+        time_bars=time_bars(summary),
+        waterfall=waterfall(summary),
+        knob_panels=knob_panels(summary),
+        compile=compile_points(summary),
+        loss_curves=loss_curves(summary),
+    )
 

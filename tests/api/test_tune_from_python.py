@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import textwrap
 import uuid
@@ -20,7 +19,6 @@ from waiting import wait_for
 import fitspeed
 from fitspeed.api.result import TuneResult
 from fitspeed.core.record import Status
-from fitspeed.core.study_summary import StudySummary
 from fitspeed.search.storages import open_storage
 
 FAST = {"steps": 32, "repeats": 2}
@@ -102,17 +100,16 @@ def test_tune_verifies_in_fresh_processes_and_leaves_the_caller_as_it_was(workdi
 
 def test_apply_rewrites_for_mixed_precision_and_keeps_the_weights() -> None:
     model = small_model()
-    summary = StudySummary.from_dict({
-        "study": "s", "baseline": {"config": {}},
-        "best": {"config": {"precision": "mixed_bfloat16", "steps_per_execution": 8}, "claimed": True,
-                 "verdict": "B is at least 1.40× faster"}})
+    summary = {"study": "s", "baseline": {"config": {}},
+               "best": {"config": {"precision": "mixed_bfloat16", "steps_per_execution": 8}, "claimed": True,
+                        "verdict": "B is at least 1.40× faster"}}
     fast = TuneResult(summary).apply(model)
     assert fast.layers[1].dtype_policy.name == "mixed_bfloat16"  # the convolution computes in bfloat16
     assert fast.layers[-1].dtype_policy.compute_dtype == "float32"  # the output layer stays float32
     assert fast.steps_per_execution == 8 and model.steps_per_execution == 1
     assert all(np.array_equal(a, b) for a, b in zip(fast.get_weights(), model.get_weights()))
     assert keras.config.dtype_policy().name == "float32"
-    unclaimed = TuneResult(dataclasses.replace(summary, best=dataclasses.replace(summary.best, claimed=False)))
+    unclaimed = TuneResult({**summary, "best": {**summary["best"], "claimed": False}})
     assert unclaimed.best.label() == "defaults"  # an answer the verification did not confirm changes nothing
     with pytest.raises(fitspeed.UserError, match="Expected a compiled model"):
         TuneResult(summary).apply(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from fitspeed.core.study_summary import StudySummary
 class TuneResult:
     """A tuning study's answer, from `fitspeed.tune` or `fitspeed.load`."""
 
-    def __init__(self, summary: StudySummary, storage: str | None = None) -> None:
-        self.summary = summary
+    def __init__(self, summary: StudySummary | Mapping[str, Any], storage: str | None = None) -> None:
+        """`summary`: the study's `StudySummary`, or its JSON form (best.json's, `show --json`'s)."""
+        self.summary = summary if isinstance(summary, StudySummary) else StudySummary.from_dict(summary)
         self.storage = storage
 
     def __repr__(self) -> str:

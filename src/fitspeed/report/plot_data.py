@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import Status, TrialRecord
 from fitspeed.core.sequential import level
@@ -91,7 +92,7 @@ class Series(TypedDict):
 
 # -- a results file as a study ----------------------------------------------
 
-def workloads_in(records: Sequence[dict[str, Any]]) -> list[str]:
+def workloads_in(records: Sequence[JSONObject]) -> list[str]:
     """The workloads ('model · data') of a results file, oldest first."""
     seen: dict[str, None] = {}
     for record in records:
@@ -104,7 +105,7 @@ def _workload(model: str, data: str | None) -> str:
     return f"{model} · {data or 'synthetic'}"
 
 
-def from_results(records: Sequence[dict[str, Any]], workload: str | None = None) -> StudyData:
+def from_results(records: Sequence[JSONObject], workload: str | None = None) -> StudyData:
     """Study-shaped data from the records of one workload (by default, that of the newest trial record).
 
     Repeats of one configuration (compare's pairs) become one row: the record
@@ -124,7 +125,7 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
               and _workload(r["spec"]["model"], r["spec"]["data"]) == name]
     comparisons = [r for r in records if r.get("kind") == "comparison"
                    and _workload(r["model"], r["data"]) == name]
-    groups: dict[str, list[tuple[dict[str, Any], TrialRecord]]] = {}
+    groups: dict[str, list[tuple[JSONObject, TrialRecord]]] = {}  # each record with its stored knobs
     for knobs, record in trials:
         groups.setdefault(config_key(record.spec.config), []).append((knobs, record))
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
@@ -213,20 +215,22 @@ def input_lines(config: TrialConfig) -> list[str]:
     return lines
 
 
-def write(path: str | Path, summary: StudySummary) -> Path:
+def write(path: str | Path, summary: StudySummary | Mapping[str, Any]) -> Path:
     """Write best.json atomically; its knobs and snippet follow the verdict.
 
     A best configuration that verification did not confirm is shown in the
     summary, but best.json then recommends the baseline: "keep the defaults"
-    never comes with a snippet that changes anything.
+    never comes with a snippet that changes anything. `summary` is the study's,
+    or its JSON form (a hand-made one is written as it is).
     """
     target = Path(path)
-    config = summary.answer
-    rewrite = summary.best.rewrite if summary.best.claimed else None
+    typed = summary if isinstance(summary, StudySummary) else StudySummary.from_dict(summary)
+    config = typed.answer
+    rewrite = typed.best.rewrite if typed.best.claimed else None
     payload = {
         "schema": SCHEMA_VERSION,
         "kind": "best",
-        **summary.to_dict(),
+        **(summary.to_dict() if isinstance(summary, StudySummary) else summary),
         "knobs": config.changed(),
         "environment_variables": exports(config),
         "snippet": snippet(config, rewrite),

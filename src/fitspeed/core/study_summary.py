@@ -3,8 +3,8 @@
 `fitspeed.search.summary.study_summary` builds it, from a study or from a
 results file; nothing downstream reads it by key. `to_dict` is its JSON
 (`show --json`, best.json, report.json), key for key in the order those files
-have always had; `from_dict` reads one back (`fitspeed.load` of a best.json),
-with the defaults of a study that has not got that far. Its rows are table
+have always had; `from_dict` reads one back (`fitspeed.load` of a best.json,
+or a hand-made one), with the defaults of a study that has not got that far. Its rows are table
 rows, typed (`TrialRow`, `DecisionRow`); the verification's estimate, a
 knob's share, the batch-size figures and the environment stay the JSON they
 are written as (`JSONObject`).
@@ -166,8 +166,8 @@ class StudySummary:
     def from_dict(cls, values: Mapping[str, Any]) -> StudySummary:
         failures = values.get("failures")
         return cls(
-            study=str(values["study"]), baseline=Baseline.from_dict(values["baseline"]),
-            best=Best.from_dict(values["best"]), model=values.get("model"), data=values.get("data"),
+            study=str(values.get("study") or ""), baseline=Baseline.from_dict(values.get("baseline") or {}),
+            best=Best.from_dict(values.get("best") or {}), model=values.get("model"), data=values.get("data"),
             script=values.get("script"), environment=values.get("environment"),
             skipped=dict(values.get("skipped") or {}),
             skipped_groups=tuple((tuple(knobs), str(reason)) for knobs, reason in values.get("skipped_groups") or ()),

@@ -9,11 +9,12 @@ from typing import Any
 from conftest import trial_record
 from rich.console import Console
 
-from fitspeed.cli import tables
+from fitspeed.cli import tables, tune_tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison
+from fitspeed.search.decision import Decision
 
 
 def render(draw) -> str:  # noqa: ANN001
@@ -76,10 +77,10 @@ def test_show_states_the_resolution_from_the_studys_intervals() -> None:
             "verification": {"config": best.to_dict(), "claimed": True, "verdict": "B is 1.50× faster",
                              "estimate": {"median": 1.5, "ci_low": 1.44, "ci_high": 1.56, "confidence": 0.95,
                                           "ratios": [1.5] * 6}}}
-    text = " ".join(render(lambda c: tables.print_tune(c, study_summary(data))).split())
+    text = " ".join(render(lambda c: tune_tables.print_tune(c, study_summary(data))).split())
     assert "resolution" in text and "0.120 wide (95%, 6 pairs)" in text and "±6%" in text
     data["verification"] = None
-    assert "resolution" not in render(lambda c: tables.print_tune(c, study_summary(data)))
+    assert "resolution" not in render(lambda c: tune_tables.print_tune(c, study_summary(data)))
 
 
 def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
@@ -109,11 +110,12 @@ def test_tune_tables_at_80_columns_keep_every_knob_whole() -> None:
     data["decisions"].append({"purpose": "sampler", "a_label": configs[2].label(), "b_label": configs[3].label(),
                               "a": configs[2].to_dict(), "b": configs[3].to_dict(), "pairs": [], "ratio": None,
                               "low": None, "high": None, "verdict": "not confirmed", "why": "the budget ran out"})
+    data["decisions"] = [Decision.from_dict({"id": f"d{i}", **d}) for i, d in enumerate(data["decisions"])]
     summary = study_summary(data)
-    summary["skipped_groups"] = [(["workers", "use_multiprocessing", "max_queue_size"],
-                                  "applies to a keras.utils.PyDataset; the data here is numpy arrays")]
+    summary = dataclasses.replace(summary, skipped_groups=((("workers", "use_multiprocessing", "max_queue_size"),
+                                                              "applies to a keras.utils.PyDataset; the data here is numpy arrays"),))
     console = Console(file=io.StringIO(), width=80, color_system=None)
-    tables.print_tune(console, summary)
+    tune_tables.print_tune(console, summary)
     tables.print_trials(console, [r["record"] for r in data["trials"]])
     text = console.file.getvalue()  # type: ignore[attr-defined]
     import re

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from conftest import child_env, missing
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.study_summary import Baseline, Best, StudySummary
 from fitspeed.core.errors import UserError
 from fitspeed.core import best_json
 
@@ -82,8 +84,8 @@ def test_defaults_say_keep_them() -> None:
 
 def test_write_is_atomic_and_apply_reads_it(tmp_path: Path) -> None:
     config = TrialConfig(precision="mixed_bfloat16", data_format="channels_first")
-    path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict(), "claimed": True},
-                                                    "baseline": {"config": TrialConfig().to_dict()}})
+    path = best_json.write(tmp_path / "best.json", StudySummary.from_dict({
+        "study": "s", "best": {"config": config.to_dict(), "claimed": True}, "baseline": {"config": TrialConfig().to_dict()}}))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.json"]  # no temporary file left
     assert json.loads(path.read_text())["knobs"] == {"precision": "mixed_bfloat16",
                                                      "data_format": "channels_first"}
@@ -108,12 +110,12 @@ def test_one_reader_gives_the_verdicts_knobs_to_run_and_apply(tmp_path: Path) ->
 
     fast = TrialConfig(steps_per_execution=16, precision="mixed_bfloat16")
     baseline = TrialConfig(intra_op_threads=1)
-    summary = {"best": {"config": fast.to_dict(), "claimed": False}, "baseline": {"config": baseline.to_dict()}}
+    summary = StudySummary(study="s", best=Best(fast, fast.label()), baseline=Baseline(baseline))
     path = best_json.write(tmp_path / "best.json", summary)
     config, whole = best_json.read(path)
     assert config == baseline and _as_config(path) == baseline
     assert whole is not None and whole["best"]["config"]["precision"] == "mixed_bfloat16"
-    claimed = best_json.write(tmp_path / "claimed.json", {**summary, "best": {**summary["best"], "claimed": True}})
+    claimed = best_json.write(tmp_path / "claimed.json", dataclasses.replace(summary, best=Best(fast, fast.label(), claimed=True)))
     assert best_json.read(claimed)[0] == fast == _as_config(claimed)
     bare = tmp_path / "knobs.json"
     bare.write_text(json.dumps({"config": {"steps_per_execution": 4}}))
@@ -127,8 +129,8 @@ def test_onednn_is_exported_as_an_environment_variable(tmp_path: Path) -> None:
     """best.json names the variable to export; the snippet sets it before keras, and TensorFlow obeys."""
     for value, wanted in ((False, "0"), (True, "1")):
         config = TrialConfig(onednn=value)
-        path = best_json.write(tmp_path / "best.json", {"best": {"config": config.to_dict(), "claimed": True},
-                                                        "baseline": {"config": TrialConfig().to_dict()}})
+        path = best_json.write(tmp_path / "best.json", StudySummary(
+            study="s", best=Best(config, config.label(), claimed=True), baseline=Baseline(TrialConfig())))
         saved = json.loads(path.read_text())
         assert saved["environment_variables"] == {"TF_ENABLE_ONEDNN_OPTS": wanted}
         assert saved["knobs"] == {"onednn": value}

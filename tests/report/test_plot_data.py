@@ -9,6 +9,7 @@ from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.study_summary import StudySummary
 from fitspeed.report import plot_data
 from fitspeed.search.studies import config_key
 from fitspeed.search.summary import study_summary
@@ -145,13 +146,13 @@ def test_a_results_file_reads_as_a_study() -> None:
     ]
     assert plot_data.workloads_in(records) == ["mlp · synthetic", "tiny · synthetic"]
     summary = study_summary(plot_data.from_results(records))
-    assert summary["model"] == "tiny"
-    assert summary["baseline"]["samples_per_s"] == 95.0  # the median of the three repeats
-    assert [r["samples_per_s"] for r in summary["trials"]] == [95.0, 200.0]
-    assert summary["best"]["label"] == "steps_per_execution=8" and summary["best"]["claimed"]
-    assert [r["config"] for r in summary["effects"]] == ["steps_per_execution=8"]
+    assert summary.model == "tiny"
+    assert summary.baseline.samples_per_s == 95.0  # the median of the three repeats
+    assert [r["samples_per_s"] for r in summary.trials] == [95.0, 200.0]
+    assert summary.best.label == "steps_per_execution=8" and summary.best.claimed
+    assert [r["config"] for r in summary.effects] == ["steps_per_execution=8"]
     mlp = study_summary(plot_data.from_results(records, "mlp · synthetic"))
-    assert mlp["baseline"]["samples_per_s"] == 50.0 and mlp["best"]["verdict"] == "not verified yet"
+    assert mlp.baseline.samples_per_s == 50.0 and mlp.best.verdict == "not verified yet"
     with pytest.raises(ValueError, match="no records for workload"):
         plot_data.from_results(records, "cnn10 · synthetic")
 
@@ -170,10 +171,6 @@ def test_resolution_is_read_from_the_studys_own_intervals() -> None:
     assert plot_data.resolution(summary) == (
         "intervals here are 0.400 wide (95%, 2 pairs): differences under about ±20% are not told from noise")
     assert plot_data.resolution(study_summary(study(None))) is None  # nothing paired yet: no claim
-    decisions = [{"estimate": {"ci_low": 0.99, "ci_high": 1.03, "ratios": [1.0] * 9, "confidence": 0.95}},
-                 {"estimate": {"ci_low": 0.9, "ci_high": 1.0, "ratios": [1.0] * 4, "confidence": 0.95}}]
-    assert plot_data.resolution({**summary, "decisions": decisions}).startswith(
-        "the median of 3 intervals here are 0.100 wide (95%, 4 pairs)")
 
 
 def test_cpu_rows_name_the_features_and_onednn() -> None:
@@ -181,7 +178,8 @@ def test_cpu_rows_name_the_features_and_onednn() -> None:
     assert plot_data.cpu_rows(env) == [("CPU features", "avx2 avx512_bf16 amx_bf16"), ("oneDNN (TensorFlow)", "on")]
     assert plot_data.cpu_rows({"cpu_features": [], "onednn": None}) == [
         ("CPU features", "none of those fitspeed names")]
-    assert ("CPU features", "avx2 avx512_bf16 amx_bf16") in plot_data.environment_rows({"environment": env})
+    assert ("CPU features", "avx2 avx512_bf16 amx_bf16") in plot_data.environment_rows(
+        StudySummary.from_dict({"study": "s", "baseline": {}, "best": {}, "environment": env}))
 
 
 def test_the_page_states_the_resolution() -> None:
@@ -197,15 +195,15 @@ def test_a_screen_winner_kept_inside_a_guarded_bundle_says_so_and_is_not_listed_
     data = study(VERIFIED, trial(bundle, "bundle", 190.0))
     data["guards"] = {config_key(bundle): {"ok": True, "reason": "within the band"}}
     summary = study_summary(data)
-    bf16 = next(r for r in summary["effects"] if r["config"] == "precision=mixed_bfloat16")
+    bf16 = next(r for r in summary.effects if r["config"] == "precision=mixed_bfloat16")
     assert bf16["outcome"] == "faster; its numerics passed the guard inside " + bundle.label()
-    assert "precision=mixed_bfloat16" not in [r["config"] for r in summary["rejected"]]
+    assert "precision=mixed_bfloat16" not in [r["config"] for r in summary.rejected]
     data["guards"] = {}  # no guard anywhere: the screen winner's numerics were not checked, and it was not kept
     summary = study_summary(data)
-    bf16 = next(r for r in summary["effects"] if r["config"] == "precision=mixed_bfloat16")
+    bf16 = next(r for r in summary.effects if r["config"] == "precision=mixed_bfloat16")
     assert bf16["outcome"].startswith("screened faster (") and bf16["outcome"].endswith(
         "×) but never kept, so its numerics were not checked")
-    assert "precision=mixed_bfloat16" in [r["config"] for r in summary["rejected"]]
+    assert "precision=mixed_bfloat16" in [r["config"] for r in summary.rejected]
 
 
 def test_the_waterfall_labels_clear_their_error_bars() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -186,8 +187,8 @@ def test_every_table_row_has_a_cell_per_heading(tmp_path: Path) -> None:
     from fitspeed.search.summary import study_summary
 
     summary = study_summary(study(VERIFIED))
-    assert summary["rejected"] and summary["trials"]
-    page = write({**summary, "read_notes": []}, tmp_path).index.read_text()
+    assert summary.rejected and summary.trials
+    page = write(dataclasses.replace(summary, read_notes=()), tmp_path).index.read_text()
 
     class Tables(HTMLParser):
         def __init__(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 from pathlib import Path
@@ -94,7 +95,7 @@ def test_remat_that_saves_too_little_stops_the_sweep_at_the_first_out_of_memory(
 def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_path: Path) -> None:
     from test_summary import trial
 
-    from fitspeed.cli.tables import print_tune
+    from fitspeed.cli.tune_tables import print_tune
     from fitspeed.report.html import write
     from fitspeed.search.summary import study_summary
 
@@ -110,7 +111,7 @@ def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_p
     }
     summary = study_summary(data)
     # `show --json` is the summary: its figures count remat too (512 ran out of memory without it, and fit with it)
-    batch = summary["batch_sizes"]
+    batch = summary.batch_sizes
     assert (batch["largest_fitting"], batch["first_oom"], batch["recommended_max"]) == (512, 1024, 456)
     assert batch["needed_remat"] == [512] and batch["largest_without_remat"] == 256
     console = Console(file=io.StringIO(), width=120, color_system=None)
@@ -120,6 +121,6 @@ def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_p
     assert re.search(r"256 +│ +off +│ +ok", text), text
     assert ("largest batch that fit: 512, with remat (keras.RematScope mode full: 256 without); out of memory at "
             "1024 even with it. With a margin, use at most 456.") in " ".join(text.split())
-    page = write({**summary, "read_notes": []}, tmp_path).index.read_text()
+    page = write(dataclasses.replace(summary, read_notes=()), tmp_path).index.read_text()
     assert "<th>remat</th>" in page and '<td class="num">512</td><td>full</td><td>ok</td>' in page
     assert "Largest batch that fit: 512, with remat" in page

@@ -40,9 +40,9 @@ def test_a_change_judged_alone_that_screened_a_gain_joins_the_bundle_when_two_bi
         Combination(tuner).combine(promising)
     finally:
         tuner.workers.stop()
-    tried = [TrialConfig.from_dict(d["b"]) for d in tuner.decisions() if d["purpose"] in ("bundle", "combine")
-             and TrialConfig.from_dict(d["a"]).onednn is not False]
-    assert any(c.onednn is False for c in tried), [(d["purpose"], d["b_label"]) for d in tuner.decisions()]
+    tried = [d.b for d in tuner.decisions() if d.purpose in ("bundle", "combine")
+             and d.a.onednn is not False]
+    assert any(c.onednn is False for c in tried), [(d.purpose, d.b_label) for d in tuner.decisions()]
     assert tuner.ledger.incumbent().onednn is False
 
 
@@ -61,4 +61,4 @@ def test_a_change_judged_alone_that_screened_no_gain_stays_out_of_the_bundle(mon
         Combination(tuner).combine(promising)
     finally:
         tuner.workers.stop()
-    assert not any(TrialConfig.from_dict(d["b"]).onednn is False for d in tuner.decisions())
+    assert not any(d.b.onednn is False for d in tuner.decisions())

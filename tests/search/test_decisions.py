@@ -85,8 +85,8 @@ def test_a_low_first_baseline_makes_no_winners() -> None:
     # the first baseline trial is left out of the screen's reference (the median of the others), and every
     # decision runs fresh pairs, which see about 1.0x (a search step is a choice: it may keep a neutral change,
     # never on the screen's figure); the verification finds no gain
-    searched = [d for d in tuner.decisions() if d["purpose"] not in ("screen", "verify")]
-    assert searched and all(d["ratio"] is None or d["ratio"] < 1.1 for d in searched)
+    searched = [d for d in tuner.decisions() if d.purpose not in ("screen", "verify")]
+    assert searched and all(d.ratio is None or d.ratio < 1.1 for d in searched)
     assert tuner.ledger.screen_reference() > 0.9 * 1000
 
 
@@ -98,8 +98,8 @@ def test_clashing_winners_never_both_become_the_answer() -> None:
     best = TrialConfig.from_dict(verdict["config"])
     assert verdict["claimed"] is True
     assert best.precision == "mixed_bfloat16" and best.jit_compile != True  # noqa: E712
-    clash = [d for d in tuner.decisions() if d["b"]["jit_compile"] is True and d["a"]["precision"] != "float32"]
-    assert clash and clash[0]["verdict"] == "slower" and len(clash[0]["pairs"]) == 1  # one pair was enough
+    clash = [d for d in tuner.decisions() if d.b.jit_compile is True and d.a.precision != "float32"]
+    assert clash and clash[0].verdict == "slower" and len(clash[0].pairs) == 1  # one pair was enough
     assert verdict["estimate"]["ci_low"] > 1.0
 
 
@@ -120,8 +120,8 @@ def test_the_verification_tries_only_the_newest_incumbent_at_the_whole_level() -
 
     tuner, verdict = tune(Fake(truth), "steps_per_execution,jit_compile", trials=30, on_event=on_event)
     assert [c.label() for c in verifying] == ["steps_per_execution=64 jit_compile=True"]
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
-    assert [d["design"]["alpha"] for d in verified] == [pytest.approx(0.025)]
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
+    assert [d.design["alpha"] for d in verified] == [pytest.approx(0.025)]
     assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
 
 
@@ -148,15 +148,15 @@ def test_verification_falls_back_to_the_incumbent_before(monkeypatch: pytest.Mon
     fake = Fake(truth)
     tuner, verdict = tune(fake, "steps_per_execution,jit_compile", trials=30, on_event=on_event)
     # every decision is announced once, typed, as the study stores it
-    assert {d.id: d for d in announced} == {d["id"]: Decision.from_dict(d) for d in tuner.decisions()}
+    assert {d.id: d for d in announced} == {d.id: d for d in tuner.decisions()}
     assert [d.verdict for d in announced if d.purpose == "verify"][-1] is Verdict.FASTER
     chain = [c.label() for c in tuner.incumbents()]
     assert chain[-1] == "steps_per_execution=64 jit_compile=True", chain
     assert verdict["claimed"] is True and verdict["fell_back"] is True
     assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
     assert [c.label() for c in verifying] == chain[::-1][:2]
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
-    assert [d["verdict"] for d in verified][-1] == "faster" and verified[0]["verdict"] != "faster"
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
+    assert [d.verdict for d in verified][-1] == "faster" and verified[0].verdict != "faster"
 
 
 def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incumbent(
@@ -178,20 +178,20 @@ def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incum
             verifying.append(event.config)
 
     tuner, verdict = tune(Fake(truth), "steps_per_execution,jit_compile", trials=30, on_event=on_event)
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
-    alphas = [d["design"]["alpha"] for d in verified]
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
+    alphas = [d.design["alpha"] for d in verified]
     assert len(alphas) == 2 and verdict["claimed"] is True
     assert alphas == pytest.approx([0.025 * 2 / 3, 0.025 / 3]) and sum(alphas) == pytest.approx(0.025)
     assert verdict["design"]["alpha"] == pytest.approx(0.025 / 3)  # the claim states its own level
     # the newest may take 10 pairs (2 x --pairs), a fallback at most 5 (--pairs)
-    assert [d["design"]["max_pairs"] for d in verified] == [10, 5]
+    assert [d.design["max_pairs"] for d in verified] == [10, 5]
 
 
 def test_a_failing_knob_is_recorded_and_skipped() -> None:
     fake = Fake(effects({("data_format", "channels_first"): 0.0, ("steps_per_execution", 64): 2.0}))
     tuner, verdict = tune(fake, "steps_per_execution,data_format")
     assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64"
-    assert all(d["b"]["data_format"] == "channels_last" for d in tuner.decisions())
+    assert all(d.b.data_format == "channels_last" for d in tuner.decisions())
 
 
 @pytest.mark.parametrize("trials", [9, 12, 15])
@@ -261,12 +261,12 @@ def test_a_pair_whose_incumbent_trial_failed_is_kept_with_its_reason_not_dropped
             state["verifying"] = True
 
     tuner, verdict = tune(Fake(truth), "steps_per_execution", on_event=on_event)
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
     assert state["failed"] and verified
-    lost = verified[0]["lost_pairs"]
+    lost = verified[0].lost_pairs
     assert [(p["status"], p["reason"]) for p in lost] == [("failed", "RuntimeError: the knob fails")], lost
-    assert len(verified[0]["pairs"]) + len(lost) <= verified[0]["design"]["max_pairs"]
-    assert Decision.from_dict(verified[0]).lost_pairs == tuple(lost)
+    assert len(verified[0].pairs) + len(lost) <= verified[0].design["max_pairs"]
+    assert Decision.from_dict(verified[0].to_dict()).lost_pairs == lost
     assert verdict["claimed"] is True  # the other pairs still decide
 
 
@@ -280,8 +280,8 @@ def test_a_starved_baseline_trial_in_the_verification_makes_no_claim() -> None:
     tuner, verdict = tune(Fake(starved_truth), "jit_compile,intra_op_threads", on_event=on_event)
     # (a neutral intra_op_threads=1 on top may be kept: a combination step is a choice, not a claim)
     assert [c.label() for c in tuner.incumbents()][:1] == ["jit_compile=True"]
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
-    assert verified and max(b / a for a, b in verified[0]["pairs"]) > 2.0  # the starved pair is in, not dropped
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
+    assert verified and max(b / a for a, b in verified[0].pairs) > 2.0  # the starved pair is in, not dropped
     assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
 
 
@@ -294,8 +294,8 @@ def test_a_starved_candidate_trial_does_not_hide_a_real_win(phase: int) -> None:
 
     starved_truth, on_event = starving(truth, "candidate")
     tuner, verdict = tune(Fake(starved_truth, phase=phase), "steps_per_execution,intra_op_threads", on_event=on_event)
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
-    assert verified and min(b / a for a, b in verified[0]["pairs"]) < 0.7  # the starved pair counts
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
+    assert verified and min(b / a for a, b in verified[0].pairs) < 0.7  # the starved pair counts
     # (a neutral intra_op_threads=1 on top may be kept: a combination step is a choice, not a claim)
     assert verdict["claimed"] is True
     assert TrialConfig.from_dict(verdict["config"]).label() in ("steps_per_execution=64",
@@ -304,7 +304,7 @@ def test_a_starved_candidate_trial_does_not_hide_a_real_win(phase: int) -> None:
     # the upper end may fall a hair short here, where the fake's own noise is a fixed 3% cycle, so the interval
     # is tight (coverage over random noise is the simulator's to show)
     assert verdict["estimate"]["ci_low"] < 1.5 and verdict["estimate"]["median"] > 1.3
-    assert len(verdict["estimate"]["orders"]) == len(verified[0]["pairs"]) >= 3
+    assert len(verdict["estimate"]["orders"]) == len(verified[0].pairs) >= 3
 
 
 def test_every_decision_runs_on_fresh_trials_in_alternating_order() -> None:
@@ -314,13 +314,13 @@ def test_every_decision_runs_on_fresh_trials_in_alternating_order() -> None:
     trials = [t for t in tuner.study.get_trials() if "record" in t.user_attrs]
     used: dict[str, str] = {}
     for decision in tuner.decisions():
-        if decision["purpose"] == "screen":
+        if decision.purpose == "screen":
             continue
-        keys = [t.user_attrs["config_key"] for t in trials if "#" + decision["id"] + ":" in t.user_attrs["config_key"]]
-        assert len(keys) >= 2 * len(decision["pairs"])
+        keys = [t.user_attrs["config_key"] for t in trials if "#" + decision.id + ":" in t.user_attrs["config_key"]]
+        assert len(keys) >= 2 * len(decision.pairs)
         for key in keys:
-            assert used.setdefault(key, decision["id"]) == decision["id"]
-        orders = decision["orders"]
+            assert used.setdefault(key, decision.id) == decision.id
+        orders = decision.orders
         assert all(orders[i] != orders[i + 1] for i in range(len(orders) - 1)), orders
     assert verdict["claimed"] is True
 
@@ -348,8 +348,8 @@ def test_small_wins_that_stack_are_kept_together_as_a_bundle() -> None:
     tuner, verdict = tune(Fake(effects(small)),
                           "steps_per_execution,jit_compile,inter_op_threads,data_autotune,intra_op_threads",
                           trials=40)
-    bundles = [d for d in tuner.decisions() if d["purpose"] == "bundle"]
-    assert bundles and bundles[0]["verdict"] == "faster", [(d["purpose"], d["b_label"], d["verdict"])
+    bundles = [d for d in tuner.decisions() if d.purpose == "bundle"]
+    assert bundles and bundles[0].verdict == "faster", [(d.purpose, d.b_label, d.verdict)
                                                           for d in tuner.decisions()]
     assert verdict["claimed"] is True
     answer = TrialConfig.from_dict(verdict["config"])
@@ -375,7 +375,7 @@ def test_a_neutral_knob_that_rode_in_on_a_bundle_is_left_out_of_the_answer() -> 
     tuner, verdict = tune(Fake(truth), "steps_per_execution,inter_op_threads,data_autotune", trials=40)
     assert verdict["claimed"] is True
     assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64", \
-        [(d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+        [(d.purpose, d.b_label, d.verdict) for d in tuner.decisions()]
     assert "at least" in verdict["verdict"].split("(")[0]  # the lower bound leads
 
 
@@ -389,7 +389,7 @@ def test_a_knob_that_helps_only_beside_another_keeps_its_place_by_its_own_share(
     tuner, verdict = tune(Fake(truth), "steps_per_execution,inter_op_threads,data_autotune", trials=40)
     answer = TrialConfig.from_dict(verdict["config"])
     assert verdict["claimed"] is True and answer.steps_per_execution == 64 and answer.inter_op_threads == 1, \
-        [(d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+        [(d.purpose, d.b_label, d.verdict) for d in tuner.decisions()]
     assert answer.data_autotune is True  # neutral: never in the answer
     assert_every_knob_has_its_own_share(verdict)
 
@@ -404,7 +404,7 @@ def test_small_wins_beside_a_clashing_one_are_all_found_on_top_of_a_big_win() ->
                      clash=(("precision", "mixed_bfloat16"), ("jit_compile", True)), clash_factor=0.35)
     tuner, verdict = tune(Fake(truth), "precision,jit_compile,steps_per_execution,inter_op_threads,"
                                        "data_autotune,data_format", trials=40)
-    decided = [(d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    decided = [(d.purpose, d.b_label, d.verdict) for d in tuner.decisions()]
     assert verdict["claimed"] is True, decided
     answer = TrialConfig.from_dict(verdict["config"])
     assert answer.precision == "mixed_bfloat16" and answer.jit_compile is not True, answer.label()
@@ -427,14 +427,14 @@ def test_runs_of_the_joint_estimate_are_never_evidence_in_a_decision() -> None:
     joint = [t for t in tuner.study.get_trials() if t.user_attrs.get("phase") == "factorial"]
     assert len(joint) in (4, 8)
     numbers = {t.number for t in joint}
-    decided = [d for d in tuner.decisions() if d["purpose"] != "screen"]
-    assert any(d["purpose"] in ("bundle", "combine") and d["order"] > 0 for d in decided)
+    decided = [d for d in tuner.decisions() if d.purpose != "screen"]
+    assert any(d.purpose in ("bundle", "combine") and order > 0 for order, d in enumerate(tuner.decisions()))
     for decision in decided:
-        keys = [t for t in tuner.study.get_trials() if "#" + decision["id"] + ":" in t.user_attrs.get("config_key", "")]
-        assert len(keys) >= 2 * len(decision["pairs"]) and not numbers & {t.number for t in keys}
+        keys = [t for t in tuner.study.get_trials() if "#" + decision.id + ":" in t.user_attrs.get("config_key", "")]
+        assert len(keys) >= 2 * len(decision.pairs) and not numbers & {t.number for t in keys}
     # the table names a joint estimate's run as such, never "faster" on its one trial
-    rows = [r for r in study_summary(study_data(tuner.study))["trials"] if r["phase"] == "factorial"]
-    decided = {d["b_label"] for d in tuner.decisions()}
+    rows = [r for r in study_summary(study_data(tuner.study)).trials if r["phase"] == "factorial"]
+    decided = {d.b_label for d in tuner.decisions()}
     assert any(r["outcome"].startswith("measured with other changes") for r in rows)
     assert all(r["outcome"] != "faster" for r in rows if r["config"] not in decided)
 
@@ -444,8 +444,8 @@ def test_a_head_to_head_choice_takes_five_pairs_where_the_budget_has_room(trials
     # two precisions 7% apart, both big: chosen head to head, in 5 pairs where the budget has room, else 3
     truth = effects({("precision", "mixed_bfloat16"): 1.8, ("precision", "mixed_float16"): 1.8 * 1.07})
     tuner, _ = tune(Fake(truth), "precision,jit_compile", trials=trials)
-    chosen = [d for d in tuner.decisions() if d["purpose"] == "choose"]
-    assert chosen and len(chosen[0]["pairs"]) == pairs, [(d["purpose"], len(d["pairs"])) for d in tuner.decisions()]
+    chosen = [d for d in tuner.decisions() if d.purpose == "choose"]
+    assert chosen and len(chosen[0].pairs) == pairs, [(d.purpose, len(d.pairs)) for d in tuner.decisions()]
 
 
 class HeldOut(Fake):
@@ -513,7 +513,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
     assert "steps_per_execution=16" in notes[1]
     # the study keeps them: `fitspeed show` (and --json, and the page) lists what was not measured, and why
-    refused = study_summary(study_data(tuner.study))["refused"]
+    refused = study_summary(study_data(tuner.study)).refused
     assert [r["changes"] for r in refused] == ["backend=torch steps_per_execution=16",
                                                "backend=torch steps_per_execution=64"]
     assert all(f"not measured: {r['changes']}. {r['reason']}" in notes for r in refused), (refused, notes)
@@ -521,7 +521,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
 
     from rich.console import Console
 
-    from fitspeed.cli.tables import print_tune
+    from fitspeed.cli.tune_tables import print_tune
 
     console = Console(file=io.StringIO(), width=200, color_system=None)
     print_tune(console, study_summary(study_data(tuner.study)))
@@ -531,7 +531,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     assert all(r["reason"].endswith("--set backend=...") for r in refused) and "backend=..." not in shown, shown
     from fitspeed.report.html import write
 
-    page = write({**study_summary(study_data(tuner.study)), "read_notes": []}, tmp_path).index.read_text()
+    page = write(study_summary(study_data(tuner.study)), tmp_path).index.read_text()
     assert "<td>backend=torch steps_per_execution=64</td>" in page and "<td>not measured: The torch backend" in page
 
 
@@ -565,14 +565,14 @@ def test_the_polish_puts_the_left_out_small_changes_on_top_of_the_final_incumben
     promising = [(TrialConfig(inter_op_threads=1), 0.97), (TrialConfig(data_autotune=False), 1.02),
                  (TrialConfig(steps_per_execution=16), 1.5), (TrialConfig(jit_compile=True), 0.85)]
     tuner = polished(truth, incumbent, promising, "steps_per_execution,jit_compile,inter_op_threads,data_autotune")
-    steps = [d for d in tuner.decisions() if d["purpose"] == "polish"]
-    assert [d["b_label"] for d in steps] == ["steps_per_execution=64 inter_op_threads=1 data_autotune=False",
+    steps = [d for d in tuner.decisions() if d.purpose == "polish"]
+    assert [d.b_label for d in steps] == ["steps_per_execution=64 inter_op_threads=1 data_autotune=False",
                                              "steps_per_execution=64 jit_compile=True inter_op_threads=1 "
                                              "data_autotune=False"]
-    assert steps[0]["verdict"] == "faster" and len(steps[0]["pairs"]) == 3 and steps[1]["verdict"] != "faster"
+    assert steps[0].verdict == "faster" and len(steps[0].pairs) == 3 and steps[1].verdict != "faster"
     assert tuner.ledger.incumbent() == incumbent.replace(inter_op_threads=1, data_autotune=False)
     # its pairs are its own: trials of the polish phase, none measured before it
-    own = [t for t in tuner.study.get_trials() if f"#{steps[0]['id']}:" in t.user_attrs.get("config_key", "")]
+    own = [t for t in tuner.study.get_trials() if f"#{steps[0].id}:" in t.user_attrs.get("config_key", "")]
     assert len(own) == 6 and {t.user_attrs["phase"] for t in own} == {"polish"}
 
 
@@ -582,7 +582,7 @@ def test_a_polish_step_that_loses_is_tried_again_without_its_worst_screened_chan
     incumbent = TrialConfig(steps_per_execution=64)
     promising = [(TrialConfig(inter_op_threads=1), 1.02), (TrialConfig(data_autotune=False), 0.95)]
     tuner = polished(truth, incumbent, promising, "steps_per_execution,inter_op_threads,data_autotune")
-    steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
+    steps = [(d.b_label, d.verdict) for d in tuner.decisions() if d.purpose == "polish"]
     assert steps == [("steps_per_execution=64 inter_op_threads=1 data_autotune=False", "slower"),
                      ("steps_per_execution=64 inter_op_threads=1", "faster")], steps
     assert tuner.ledger.incumbent() == incumbent.replace(inter_op_threads=1)
@@ -600,11 +600,11 @@ def test_the_polish_leaves_out_a_big_change_that_lost_on_top_of_the_incumbent() 
     def lost(tuner: Tuner) -> None:
         decision = tuner.decider.decide("combine", incumbent, incumbent.replace(data_format="channels_first"),
                                         combine_design(5, 0.05))
-        assert decision["verdict"] == "slower"
+        assert decision.verdict == "slower"
 
     tuner = polished(truth, incumbent, promising, "steps_per_execution,jit_compile,data_format,inter_op_threads",
                      before=lost)
-    steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
+    steps = [(d.b_label, d.verdict) for d in tuner.decisions() if d.purpose == "polish"]
     assert steps == [("steps_per_execution=64 jit_compile=True inter_op_threads=1", "faster")], steps
 
 
@@ -618,7 +618,7 @@ def test_a_backends_own_knob_is_measured_on_top_of_it_and_kept_with_it() -> None
                     clash_factor=1.6)
     fake = Fake(truth)
     tuner, verdict = tune(fake, "backend,jit_compile", trials=40)
-    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    decided = [(d.purpose, d.a_label, d.b_label, d.verdict) for d in tuner.decisions()]
     # the screen measured it with its backend (never as jit_compile=True on TensorFlow alone, a no-op here)
     sweep = [TrialConfig.from_dict(t.user_attrs["config"]) for t in tuner.study.trials
              if t.user_attrs.get("phase") == "sweep"]
@@ -639,7 +639,7 @@ def test_auto_scale_loss_is_measured_and_kept_on_top_of_mixed_float16() -> None:
     assert TrialConfig(auto_scale_loss=False) not in sweep  # never measured as a no-op on float32
     answer = TrialConfig.from_dict(verdict["config"])
     assert (answer.precision, answer.auto_scale_loss) == ("mixed_float16", False), [
-        (d["purpose"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+        (d.purpose, d.b_label, d.verdict) for d in tuner.decisions()]
 
 
 def test_search_steps_pool_the_prior_noise_and_the_verification_does_not() -> None:
@@ -651,11 +651,11 @@ def test_search_steps_pool_the_prior_noise_and_the_verification_does_not() -> No
     assert step([1.09], design, search_noise(close)).verdict is None
     fake = Fake(effects({("steps_per_execution", 64): 1.5, ("jit_compile", True): 1.3}))
     tuner, verdict = tune(fake, "steps_per_execution,jit_compile,intra_op_threads")
-    searched = [d for d in tuner.decisions() if d["purpose"] not in ("screen", "verify") and d["noise"]]
-    verified = [d for d in tuner.decisions() if d["purpose"] == "verify"]
+    searched = [d for d in tuner.decisions() if d.purpose not in ("screen", "verify") and d.noise]
+    verified = [d for d in tuner.decisions() if d.purpose == "verify"]
     assert searched and verified and verdict["claimed"] is True
-    assert all(SEARCH_PRIOR.source in d["noise"]["source"] and d["noise"]["df"] >= SEARCH_PRIOR.df for d in searched)
-    assert all(SEARCH_PRIOR.source not in d["noise"]["source"] for d in verified)
+    assert all(SEARCH_PRIOR.source in d.noise.source and d.noise.df >= SEARCH_PRIOR.df for d in searched)
+    assert all(SEARCH_PRIOR.source not in d.noise.source for d in verified)
 
 
 def test_another_backend_replaces_an_incumbent_that_holds_a_knob_it_cannot_run() -> None:
@@ -678,7 +678,7 @@ def test_another_backend_replaces_an_incumbent_that_holds_a_knob_it_cannot_run()
         return 1.0
 
     tuner, verdict = tune(Fake(truth), "backend,intra_op_threads", trials=40)
-    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    decided = [(d.purpose, d.a_label, d.b_label, d.verdict) for d in tuner.decisions()]
     assert ("choose", "intra_op_threads=1", "backend=jax", "faster") in decided, decided
     assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]).backend == "jax", decided
 
@@ -724,7 +724,7 @@ def test_a_knob_another_backend_cannot_run_is_compared_on_its_own_backend_in_the
         return 1.6 if config.intra_op_threads == 1 else 1.0
 
     tuner, verdict = tune(Fake(truth), "backend,intra_op_threads", trials=40)
-    decided = [(d["purpose"], d["a_label"], d["b_label"], d["verdict"]) for d in tuner.decisions()]
+    decided = [(d.purpose, d.a_label, d.b_label, d.verdict) for d in tuner.decisions()]
     assert ("choose", "backend=jax", "intra_op_threads=1", "faster") in decided, decided
     assert verdict["claimed"] is True, decided
     assert TrialConfig.from_dict(verdict["config"]) == TrialConfig(intra_op_threads=1), decided

@@ -35,7 +35,7 @@ def test_the_polish_tries_a_change_that_screened_under_the_floor_and_was_never_t
     incumbent = TrialConfig(steps_per_execution=64)
     promising = [(TrialConfig(inter_op_threads=1), 0.85), (TrialConfig(intra_op_threads=1), 0.8)]  # best first
     tuner = polished(truth, incumbent, promising, "steps_per_execution,intra_op_threads,inter_op_threads")
-    steps = [(d["b_label"], d["verdict"]) for d in tuner.decisions() if d["purpose"] == "polish"]
+    steps = [(d.b_label, d.verdict) for d in tuner.decisions() if d.purpose == "polish"]
     # the best-screened of them, and only that one
     assert steps == [("steps_per_execution=64 inter_op_threads=1", "faster")], steps
     assert tuner.ledger.incumbent() == incumbent.replace(inter_op_threads=1)
@@ -50,7 +50,7 @@ def test_the_polish_does_not_try_again_a_change_under_the_floor_that_a_phase_alr
         tuner._challenge(tuner.base, TrialConfig(inter_op_threads=1), "combine")
 
     tuner = polished(truth, incumbent, promising, "steps_per_execution,inter_op_threads", before=raced)
-    assert [d for d in tuner.decisions() if d["purpose"] == "polish"] == []
+    assert [d for d in tuner.decisions() if d.purpose == "polish"] == []
 
 
 class Diverging(HeldOut):
@@ -94,7 +94,7 @@ def test_a_bundle_that_fails_the_guard_is_decided_again_without_its_numerics_cha
         assert sampled and all(c["precision"] != "mixed_float16" for c in sampled)
     finally:
         tuner.workers.stop()
-    bundles = [d["b_label"] for d in tuner.decisions() if d["purpose"] in ("bundle", "combine")]
+    bundles = [d.b_label for d in tuner.decisions() if d.purpose in ("bundle", "combine")]
     assert bundles == ["precision=mixed_float16 data_format=channels_first inter_op_threads=1",
                        "data_format=channels_first inter_op_threads=1"], bundles
     assert incumbent == TrialConfig(data_format="channels_first", inter_op_threads=1)
@@ -116,6 +116,6 @@ def test_a_challenger_the_budget_cut_short_while_it_led_is_decided_first_by_the_
                             design, why="the budget ran out")
 
     tuner = polished(truth, incumbent, [], "steps_per_execution,inter_op_threads", before=cut_short)
-    steps = [(d["b_label"], d["verdict"], len(d["pairs"])) for d in tuner.decisions() if d["purpose"] == "polish"]
+    steps = [(d.b_label, d.verdict, len(d.pairs)) for d in tuner.decisions() if d.purpose == "polish"]
     assert steps and steps[0][:2] == (challenger.label(), "faster") and steps[0][2] >= 2, steps
     assert tuner.ledger.incumbent() == challenger

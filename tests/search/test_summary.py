@@ -43,22 +43,22 @@ def test_outcomes_effects_and_rejections() -> None:
                                       "ratios": [1.7, 1.6]}},
     }
     summary = study_summary(data)
-    assert summary["baseline"]["samples_per_s"] == 105.0 and summary["baseline"]["trials"] == 2
-    assert summary["best"]["label"] == "steps_per_execution=16" and summary["best"]["claimed"]
-    assert summary["best"]["samples_per_s"] == 190.0 and summary["best"]["trials"] == 2
-    assert summary["best"]["agreement"] is None  # 1.81x by the medians, 1.7x verified: they agree
-    outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
+    assert summary.baseline.samples_per_s == 105.0 and summary.baseline.trials == 2
+    assert summary.best.label == "steps_per_execution=16" and summary.best.claimed
+    assert summary.best.samples_per_s == 190.0 and summary.best.trials == 2
+    assert summary.best.agreement is None  # 1.81x by the medians, 1.7x verified: they agree
+    outcomes = {row["config"]: row["outcome"] for row in summary.trials}
     assert outcomes["steps_per_execution=16"] == "faster"
     assert outcomes["precision=mixed_bfloat16"] == "numerics changed: final loss 2.1 is 40% away"
     assert outcomes["data_format=channels_first"] == "numerics: the loss became nan at step 3 of epoch 0"
     assert outcomes["intra_op_threads=1"] == "slower (0.86×)"
-    assert {r["config"] for r in summary["rejected"]} == {
+    assert {r["config"] for r in summary.rejected} == {
         "precision=mixed_bfloat16", "data_format=channels_first", "intra_op_threads=1"}
-    assert [r["config"] for r in summary["effects"]] == [
+    assert [r["config"] for r in summary.effects] == [
         "steps_per_execution=16", "precision=mixed_bfloat16", "data_format=channels_first", "intra_op_threads=1"]
-    batch = summary["batch_sizes"]
+    batch = summary.batch_sizes
     assert (batch["largest_fitting"], batch["first_oom"], batch["recommended_max"]) == (256, 4096, 224)
-    assert summary["skipped"] == {"precision": "no GPU"}
+    assert summary.skipped == {"precision": "no GPU"}
 
 
 def test_partial_study_without_verification() -> None:
@@ -66,8 +66,8 @@ def test_partial_study_without_verification() -> None:
     data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict()},
             "trials": [trial(base, "baseline")], "guards": {}, "verification": None}
     summary = study_summary(data)
-    assert summary["best"]["verdict"] == "not verified yet"
-    assert summary["best"]["config"] == base.to_dict()
+    assert summary.best.verdict == "not verified yet"
+    assert summary.best.config == base
 
 
 def test_determinism_is_a_cost_never_a_rejected_speed_candidate() -> None:
@@ -78,10 +78,10 @@ def test_determinism_is_a_cost_never_a_rejected_speed_candidate() -> None:
             "trials": [trial(base, "baseline", speed=100.0), trial(det, "sweep", speed=108.0)],
             "guards": {}, "verification": None}
     summary = study_summary(data)
-    outcomes = {row["config"]: row["outcome"] for row in summary["trials"]}
+    outcomes = {row["config"]: row["outcome"] for row in summary.trials}
     assert outcomes["deterministic=True"] == "cost only (1.08×)"
-    assert summary["rejected"] == []
-    assert summary["skipped_groups"] == [(["cache", "vectorize"], "applies to images")]
+    assert summary.rejected == ()
+    assert summary.skipped_groups == ((("cache", "vectorize"), "applies to images"),)
 
 
 def test_figures_that_disagree_with_the_verdict_say_why() -> None:
@@ -93,6 +93,6 @@ def test_figures_that_disagree_with_the_verdict_say_why() -> None:
             "verification": {"config": best.to_dict(), "claimed": True, "verdict": "B is 1.59× faster (1.21–2.08)",
                              "estimate": {"median": 1.59, "ci_low": 1.21, "ci_high": 2.08, "confidence": 0.95,
                                           "ratios": [1.5, 1.6, 1.7], "pairs": 3}}}
-    line = study_summary(data)["best"]["agreement"]
+    line = study_summary(data).best.agreement
     assert line.startswith("the medians above put the best at 0.85× the baseline, the verdict at 1.59×")
     assert "3 pairs measured back to back, in a random order" in line

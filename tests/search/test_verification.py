@@ -35,7 +35,7 @@ def test_an_answer_the_lean_step_took_back_to_the_defaults_is_not_verified() -> 
         tuner.workers.stop()
     assert verdict["claimed"] is False and verdict["verdict"] == "keep the defaults"
     assert verdict["why"] == "no change showed a share of its own when taken out of the answer"
-    assert [d for d in tuner.decisions() if d["purpose"] == "verify"] == []
+    assert [d for d in tuner.decisions() if d.purpose == "verify"] == []
     assert len(fake.calls) == 1  # the baseline alone: no verification pairs
 
 

@@ -1,6 +1,6 @@
 """What `fitspeed.tune` returns: the verified answer, its tables, and the answer applied to a model in memory.
 
-`TuneResult` wraps the study's summary, the same plain data the CLI's
+`TuneResult` wraps the study's `StudySummary`, the same one the CLI's
 tables, best.json and the HTML report draw from (`fitspeed.search.summary`):
 
 | member                 | what                                                            |
@@ -22,19 +22,23 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from fitspeed.api.errors import said
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.study_summary import StudySummary
 
 
 class TuneResult:
     """A tuning study's answer, from `fitspeed.tune` or `fitspeed.load`."""
 
-    def __init__(self, summary: dict[str, Any], storage: str | None = None) -> None:
-        self.summary = summary
+    def __init__(self, summary: StudySummary | Mapping[str, Any], storage: str | None = None) -> None:
+        """`summary`: the study's `StudySummary`, or its JSON form (best.json's, `show --json`'s)."""
+        self.summary = summary if isinstance(summary, StudySummary) else StudySummary.from_dict(summary)
         self.storage = storage
 
     def __repr__(self) -> str:
@@ -42,34 +46,33 @@ class TuneResult:
 
     @property
     def study(self) -> str:
-        return str(self.summary.get("study"))
+        return self.summary.study
 
     @property
     def claimed(self) -> bool:
         """True when the verification confirmed the best as faster than the defaults."""
-        return bool(self.summary["best"].get("claimed"))
+        return self.summary.best.claimed
 
     @property
     def best(self) -> TrialConfig:
         """The answer: the verified best configuration, or the baseline's when the verification did not claim."""
-        chosen = self.summary["best"]["config"] if self.claimed else self.summary["baseline"]["config"]
-        return TrialConfig.from_dict(chosen)
+        return self.summary.answer
 
     @property
     def verdict(self) -> str:
-        best = self.summary["best"]
-        return str(best["verdict"]) + (f" ({best['why']})" if best.get("why") else "")
+        best = self.summary.best
+        return best.verdict + (f" ({best.why})" if best.why else "")
 
     @property
-    def shares(self) -> list[dict[str, Any]]:
+    def shares(self) -> list[JSONObject]:
         """Each knob of the answer with its own share of the speed-up (`search.lean`)."""
-        return list(self.summary["best"].get("shares") or [])
+        return list(self.summary.best.shares)
 
     def table(self, width: int = 100) -> str:
         """The tables `fitspeed tune` prints, as plain text `width` columns wide."""
-        from fitspeed.cli import tables
+        from fitspeed.cli import tune_tables
 
-        return tables.tune_text(self.summary, width)
+        return tune_tables.tune_text(self.summary, width)
 
     def report(self, path: str | Path = "fitspeed-report") -> Path:
         """Write the HTML report into the folder `path`; the path of its index.html."""
@@ -154,7 +157,7 @@ class TuneResult:
         rows = "".join(
             "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
                 row["purpose"], row["change"], row["incumbent"], row["pairs"], row["interval"], row["verdict"]))
-            + "</tr>" for row in self.summary.get("decisions") or [])
+            + "</tr>" for row in self.summary.decisions)
         shares = ", ".join(f"{s['knob']}={s['value']} {s['ratio']:.2f}×" for s in self.shares)
         plot = _waterfall_png(self.summary)
         return (
@@ -172,7 +175,7 @@ def _is_dataset(value: Any) -> bool:
     return (type(value).__module__ or "").startswith("tensorflow") and hasattr(value, "element_spec")
 
 
-def _waterfall_png(summary: dict[str, Any]) -> str | None:
+def _waterfall_png(summary: StudySummary) -> str | None:
     """The speed-up plot (the report's waterfall), as base64 PNG; None where there is nothing to draw."""
     from fitspeed.report import plot_data
 
@@ -203,6 +206,4 @@ def load(path: str | Path | None = "best.json", *, study: str | None = None,
     if whole is None:
         raise UserError(f"Expected a best.json written by `fitspeed tune` or result.save(). Received: {str(path)!r}, "
                         "a bare configuration. Pass it to fitspeed.apply() instead.")
-    summary = {k: v for k, v in whole.items() if k not in ("schema", "kind", "knobs", "environment_variables",
-                                                             "snippet")}
-    return TuneResult(summary)
+    return TuneResult(StudySummary.from_dict(whole))  # best.json's own keys (schema, kind, knobs, ...) left out

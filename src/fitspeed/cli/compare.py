@@ -11,7 +11,7 @@ from fitspeed.cli import tables
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
 from fitspeed.cli.workload import Workload, check_user_error, workload_command
-from fitspeed.core.record import TrialRecord
+from fitspeed.core.record import Status, TrialRecord
 from fitspeed.measure import results
 
 
@@ -57,5 +57,5 @@ def compare(
     else:
         tables.print_comparison(out, comparison)
         err.print(f"records appended to {results_path}", highlight=False)
-    if summary["status"] != "ok":
+    if summary["status"] != Status.OK:
         raise typer.Exit(1)

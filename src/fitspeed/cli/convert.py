@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -19,6 +19,8 @@ from rich.table import Table
 from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.record import Status
 
 
 def convert(
@@ -44,14 +46,14 @@ def convert(
         print(json.dumps(record, indent=2))
     else:
         print_conversion(out, record)
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         if not as_json:
             err.print(f"{'Refused' if record['status'] == 'refused' else 'Failed'}: {record['reason']}",
                       highlight=False)
         raise typer.Exit(1)
 
 
-def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
+def rewrite_brief(rewrite: JSONObject | None) -> str | None:
     """One line on what a trial's knobs rewrote in the model (`record["rewrite"]`), or None.
 
     >>> rewrite_brief({"changes": [{"layer": "c", "class": "Conv2D", "change": "..."}], "checks": [
@@ -68,11 +70,11 @@ def rewrite_brief(rewrite: dict[str, Any] | None) -> str | None:
             f"{rewrite['params']['after']:,} parameters as before" + (f"; {checks}" if checks else ""))
 
 
-def print_conversion(console: Console, record: dict[str, Any]) -> None:
+def print_conversion(console: Console, record: JSONObject) -> None:
     """The changes table, the checks and the saved file; nothing but the header for a refusal."""
     knobs = " ".join(f"{k}={v}" for k, v in (record.get("knobs") or {}).items())
     console.print(f"{record['source']} → {record['output']} ({knobs})", highlight=False)
-    if record["status"] != "ok":
+    if record["status"] != Status.OK:
         return
     changes = record.get("changes") or []
     if changes:
@@ -98,7 +100,7 @@ def print_conversion(console: Console, record: dict[str, Any]) -> None:
         console.print(line, highlight=False)
 
 
-def backend_lines(entries: list[dict[str, Any]]) -> list[str]:
+def backend_lines(entries: list[JSONObject]) -> list[str]:
     r"""Which backends load the saved file and compute what the converting one does, and why others do not.
 
     >>> print(*backend_lines([{"backend": "tensorflow", "status": "ok", "converted": True},
@@ -117,10 +119,10 @@ def backend_lines(entries: list[dict[str, Any]]) -> list[str]:
     here = next((e["backend"] for e in entries if e.get("converted")), "")
     same = [f"{e['backend']} (converted there)" if e.get("converted") else
             f"{e['backend']} (outputs within {e['max_abs_diff']:.2g} of {here}'s, allowed {e['tolerance']:.2g})"
-            for e in entries if e["status"] == "ok"]
+            for e in entries if e["status"] == Status.OK]
     lines = [f"loads and computes the same on {' and '.join([', '.join(same[:-1]), same[-1]] if len(same) > 1 else same)}"]
     lines += [f"{'not checked' if e['status'] == 'not installed' else 'NOT'} on {e['backend']}: {e['reason']}"
-              for e in entries if e["status"] != "ok"]
+              for e in entries if e["status"] != Status.OK]
     if len(same) == len(entries) and len(entries) > 1:
         lines[0] += ": the file is backend-neutral"
     return lines

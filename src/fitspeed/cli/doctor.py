@@ -17,6 +17,7 @@ from rich.table import Table
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
 from fitspeed.cli.workload import Workload, check_user_error, profile_dir, workload_command
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Mode, Status, TrialRecord
 from fitspeed.core.sequential import Verdict
 from fitspeed.measure import results
@@ -70,7 +71,7 @@ def doctor(
         print_diagnosis(out, summary)
 
 
-def print_diagnosis(console: Console, summary: dict[str, Any]) -> None:
+def print_diagnosis(console: Console, summary: JSONObject) -> None:
     """Print a `Diagnosis.summary()` as tables."""
     ms = summary["ms_per_step"]
     table = Table(title=f"{summary['model']} · {summary['data'] or 'synthetic'} · {summary.get('kind')}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Status, TrialRecord
 from fitspeed.report.numbers import number, si
 
@@ -35,7 +34,7 @@ def print_model_check(console: Console, record: TrialRecord) -> None:
         console.print(f"trace: {path}", highlight=False, soft_wrap=True)
 
 
-def _print_roofline(console: Console, check: dict[str, Any]) -> None:
+def _print_roofline(console: Console, check: JSONObject) -> None:
     flops, matmul, roof = check["flops"], check["matmul"], check.get("roofline")
     if flops.get("error"):
         console.print(f"FLOPs per sample: not counted ({flops['error']})", highlight=False)
@@ -51,7 +50,7 @@ def _print_roofline(console: Console, check: dict[str, Any]) -> None:
             (f"{100 * roof['share_of_matmul']:.2g}% of the measured matmul rate", "bold")), highlight=False)
 
 
-def _print_findings(console: Console, findings: list[dict[str, Any]]) -> None:
+def _print_findings(console: Console, findings: list[JSONObject]) -> None:
     main = [f for f in findings if f["severity"] != "tpu"]
     tpu = [f for f in findings if f["severity"] == "tpu"]
     console.print(Text(f"findings: {len(main) or 'none'}" + (" (and TPU-only sizes below)" if tpu else ""),
@@ -66,7 +65,7 @@ def _print_findings(console: Console, findings: list[dict[str, Any]]) -> None:
         console.print(f"on a TPU only (multiples of 8, not of 128; padded to 128 there): {sizes}", highlight=False)
 
 
-def _print_layers(console: Console, slowest: dict[str, Any]) -> None:
+def _print_layers(console: Console, slowest: JSONObject) -> None:
     if slowest.get("error"):
         console.print(f"slowest layers: not found ({slowest['error']})", highlight=False)
         return

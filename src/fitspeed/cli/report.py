@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fitspeed.cli import tables
+from fitspeed.cli import tune_tables
 from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt, StorageOpt
 
@@ -26,9 +26,9 @@ def show(
 
     summary = load_summary(None, study, storage)  # the page's summary: with each crash's stderr tail
     if as_json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(summary.to_dict(), indent=2, default=str))
     else:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
 
 
 def report(
@@ -43,13 +43,13 @@ def report(
     from fitspeed.report.html import load_summary, write
 
     summary = load_summary(source, study, storage, workload)
-    for note in summary["read_notes"]:
+    for note in summary.read_notes:
         err.print(note, highlight=False)
     if show_tables:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
     else:  # the tables were tune's output already (run.sh printed each twice): the verdict, once
-        best = summary["best"]
-        out.print(f"verdict: {best['verdict']}" + (f" — {best['why']}" if best.get("why") else ""), highlight=False)
+        best = summary.best
+        out.print(f"verdict: {best.verdict}" + (f" — {best.why}" if best.why else ""), highlight=False)
     written = write(summary, out_dir)
     drawn = sum(path is not None for path in written.plots.values())
     err.print(f"report written to {written.index} ({drawn} of {len(written.plots)} plots)", highlight=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from rich.table import Table
 
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord
 
 
@@ -32,7 +33,7 @@ def reproduce(
                     console=out)
 
 
-def print_table(console: Console, summary: dict[str, Any]) -> None:
+def print_table(console: Console, summary: JSONObject) -> None:
     from fitspeed.reproduce import output
 
     shown = output.table(summary)

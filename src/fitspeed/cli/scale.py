@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich import box
@@ -20,6 +20,8 @@ from rich.text import Text
 from fitspeed.cli import console
 from fitspeed.cli.tables import print_table
 from fitspeed.cli.options import JsonOpt, parse_int_list
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.record import Status
 from fitspeed.cli.workload import Workload, workload_command
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
@@ -96,11 +98,11 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
         print_scale(out, result)
     err.print(f"results in {result_path}" + (f", plot in {plot}" if plot else "; no plot: no count above 1 was measured"),
               highlight=False)
-    if result["status"] != "ok":
+    if result["status"] != Status.OK:
         raise typer.Exit(1)
 
 
-def _write(path: Path, result: dict[str, Any]) -> None:
+def _write(path: Path, result: JSONObject) -> None:
     from fitspeed.core.files import write_atomically
 
     write_atomically(path, json.dumps(json.loads(to_json(result)), indent=2) + "\n")
@@ -110,7 +112,7 @@ def _interval(low: float | None, high: float | None, scale: float = 1.0, digits:
     return "–" if low is None or high is None else f"{scale * low:.{digits}f}–{scale * high:.{digits}f}"
 
 
-def scale_table(result: dict[str, Any]) -> Table:
+def scale_table(result: JSONObject) -> Table:
     """One row per device count: samples/s, speed-up with its interval, efficiency, loss and guard."""
     table = Table(title=f"{result['model']} · {result['data'] or 'synthetic'} · {result['backend']}, data parallel",
                   header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -134,7 +136,7 @@ def scale_table(result: dict[str, Any]) -> Table:
     return table
 
 
-def pairs_phrase(rows: list[dict[str, Any]]) -> str:
+def pairs_phrase(rows: list[JSONObject]) -> str:
     """What each count's speed-up is the median of: the pairs that ran whole, out of those that ran.
 
     >>> whole = {"devices": 2, "pairs_ok": 5, "pairs_run": 5, "pairs_lost": {}}
@@ -146,7 +148,7 @@ def pairs_phrase(rows: list[dict[str, Any]]) -> str:
     ...                                        "pairs_lost": {"crashed": 4, "timeout": 1}}])
     'at 2 devices the median of 5 interleaved pairs; at 4 devices none of 5 pairs ran whole: 4 crashed, 1 timeout'
     """
-    def phrase(row: dict[str, Any]) -> str:
+    def phrase(row: JSONObject) -> str:
         lost = ", ".join(f"{n} {status}" for status, n in row["pairs_lost"].items())
         if not row["pairs_ok"]:
             return f"none of {row['pairs_run']} pairs ran whole" + (f": {lost}" if lost else "")
@@ -161,7 +163,7 @@ def pairs_phrase(rows: list[dict[str, Any]]) -> str:
     return "; ".join(f"at {row['devices']} devices {text}" for row, text in zip(counts, phrases, strict=True))
 
 
-def print_scale(console: Console, result: dict[str, Any]) -> None:
+def print_scale(console: Console, result: JSONObject) -> None:
     print_table(console, scale_table(result))
     console.print(f"speed-up: samples/s on N devices over 1 device, {pairs_phrase(result['rows'])}. "
                   "efficiency = speed-up ÷ N (100% is linear).", highlight=False)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional, Protocol
 
 import typer
 
-from fitspeed.cli import tables
+from fitspeed.cli import tables, tune_tables
 from fitspeed.cli.console import err, interruptible, out
 from fitspeed.cli.options import JsonOpt, MonitorOpt, parse_duration, parse_int_list
 from fitspeed.cli.workload import Workload, workload_command
@@ -78,14 +78,14 @@ def tune(
         finally:
             bar.close()
         summary = study_summary(study_data(tuner.study))
-    kept = best_json.set_aside(best_path, summary["study"])
+    kept = best_json.set_aside(best_path, summary.study)
     best_json.write(best_path, summary)
     if kept is not None:
         err.print(f"{best_path} held another study's answer: it is kept as {kept}", highlight=False)
     if as_json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(summary.to_dict(), indent=2, default=str))
     else:
-        tables.print_tune(out, summary)
+        tune_tables.print_tune(out, summary)
         from fitspeed.search.storages import shown
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",

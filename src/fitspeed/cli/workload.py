@@ -41,6 +41,7 @@ from fitspeed.cli.options import (
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.data_ref import DataRef, is_callable_ref
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import check_backend_installed
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
@@ -79,7 +80,7 @@ class Workload:
     seed: int
     timeout_s: float
     memory_limit_mb: int | None
-    script: dict[str, Any] | None = None  # the training command (`fitspeed.measure.training_command.describe`)
+    script: JSONObject | None = None  # the training command (`fitspeed.measure.training_command.describe`)
 
     @property
     def is_script(self) -> bool:
@@ -190,7 +191,7 @@ def data_ref(text: str | None, augment: bool) -> str | None:
 
 
 def training_script(workload: str | None, command: list[str] | None, fit: int,
-                    data: str | None = None) -> dict[str, Any] | None:
+                    data: str | None = None) -> JSONObject | None:
     """The training command after `--` (`fitspeed.measure.training_command`), or None for a model reference.
 
     Click hands the first word after `--` to WORKLOAD and the rest to COMMAND; a

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, to_json
+from fitspeed.core.study_summary import StudySummary
 
 
 def exports(config: TrialConfig) -> dict[str, str]:
@@ -36,7 +39,7 @@ def exports(config: TrialConfig) -> dict[str, str]:
     return backend_of(config.backend).exports(config.onednn)
 
 
-def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
+def _output_fixes(rewrite: JSONObject | None) -> list[str]:
     """The output layers a trial's rewrite moved to float32 (`record["rewrite"]["changes"]`).
 
     >>> _output_fixes({"changes": [{"layer": "dense_1", "class": "Dense",
@@ -47,7 +50,7 @@ def _output_fixes(rewrite: dict[str, Any] | None) -> list[str]:
             if c["change"].startswith("dtype policy") and c["change"].endswith("→ float32")]
 
 
-def snippet(config: TrialConfig, rewrite: dict[str, Any] | None = None) -> str:
+def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
     """Python that applies `config` in a user's own Keras code.
 
     `rewrite` is the best trial's record of what it changed in the model
@@ -212,22 +215,22 @@ def input_lines(config: TrialConfig) -> list[str]:
     return lines
 
 
-def write(path: str | Path, summary: dict[str, Any]) -> Path:
+def write(path: str | Path, summary: StudySummary | Mapping[str, Any]) -> Path:
     """Write best.json atomically; its knobs and snippet follow the verdict.
 
     A best configuration that verification did not confirm is shown in the
     summary, but best.json then recommends the baseline: "keep the defaults"
-    never comes with a snippet that changes anything.
+    never comes with a snippet that changes anything. `summary` is the study's,
+    or its JSON form (a hand-made one is written as it is).
     """
     target = Path(path)
-    best = summary["best"]
-    chosen = best["config"] if best.get("claimed") else summary["baseline"]["config"]
-    config = TrialConfig.from_dict(chosen)
-    rewrite = best.get("rewrite") if best.get("claimed") else None
+    typed = summary if isinstance(summary, StudySummary) else StudySummary.from_dict(summary)
+    config = typed.answer
+    rewrite = typed.best.rewrite if typed.best.claimed else None
     payload = {
         "schema": SCHEMA_VERSION,
         "kind": "best",
-        **summary,
+        **(summary.to_dict() if isinstance(summary, StudySummary) else summary),
         "knobs": config.changed(),
         "environment_variables": exports(config),
         "snippet": snippet(config, rewrite),
@@ -242,7 +245,7 @@ def write(path: str | Path, summary: dict[str, Any]) -> Path:
     return target
 
 
-def read(path: str | Path) -> tuple[TrialConfig, dict[str, Any] | None]:
+def read(path: str | Path) -> tuple[TrialConfig, JSONObject | None]:
     """The configuration in a best.json, and the whole file when `fitspeed tune` wrote it.
 
     A best.json's configuration is `best.config` (the knobs its snippet

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.errors import KnobError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS_BY_NAME, KnobValues, get_knob, parse_assignment
 
 
@@ -63,7 +64,7 @@ class TrialConfig(KnobValues):
     def replace(self, **changes: Any) -> TrialConfig:
         return self.from_dict({**self.to_dict(), **changes})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         # every knob value is a scalar (str, int, bool): a shallow copy is asdict's answer, without its deep copies
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 

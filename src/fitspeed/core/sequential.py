@@ -265,6 +265,22 @@ class Verdict(StrEnum):
     NO_GAIN = "no gain"  # an 80% interval's upper end lies below 1 + min_gain
     NOT_CONFIRMED = "not confirmed"  # the last look came first
 
+    def is_faster(self) -> bool:
+        """B was shown faster than A: the one verdict a change is kept on, and the verification's claim.
+
+        >>> Verdict.FASTER.is_faster(), Verdict("not confirmed").is_faster()
+        (True, False)
+        """
+        return self is Verdict.FASTER
+
+    def is_open(self) -> bool:
+        """Neither shown faster nor shown slower ("no gain", "not confirmed"): worth trying again on a new incumbent.
+
+        >>> [v.is_open() for v in Verdict]
+        [False, False, True, True]
+        """
+        return self in (Verdict.NO_GAIN, Verdict.NOT_CONFIRMED)
+
 
 @dataclass(frozen=True)
 class Step:

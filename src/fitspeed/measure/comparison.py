@@ -19,9 +19,9 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
@@ -75,14 +75,14 @@ class Comparison:
         note = f" ({failed} trial(s) did not finish ok)" if failed else ""
         return estimate.verdict + note
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JSONObject:
         estimate = self.estimate()
         return {
             "schema": SCHEMA_VERSION,
             "kind": "comparison",
             "id": self.id,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "status": "ok" if estimate and len(estimate.ratios) >= 2 else "failed",
+            "status": Status.OK if estimate and len(estimate.ratios) >= 2 else Status.FAILED,
             "model": self.spec_a.model,
             "data": self.spec_a.data,
             "a": self.spec_a.config.to_dict(),

@@ -21,12 +21,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import check_backend_installed, parse_assignment
+from fitspeed.core.record import Status
 from fitspeed.core.record import SCHEMA_VERSION, decode
 
 KNOBS = ("data_format", "precision")  # what a conversion rewrites
@@ -35,9 +36,9 @@ STDERR_TAIL = 2000
 
 
 def order(source: Path, output: Path, assignments: list[str], force: bool, seed: int = 0,
-          unsafe: bool = False) -> dict[str, Any]:
+          unsafe: bool = False) -> JSONObject:
     """The child's order, checked: a UserError for a bad path or knob."""
-    given: dict[str, Any] = {}
+    given: JSONObject = {}
     for text in assignments:
         name, value = parse_assignment(text)
         if name not in KNOBS + WHERE:
@@ -64,8 +65,8 @@ def order(source: Path, output: Path, assignments: list[str], force: bool, seed:
     return {"source": str(source), "output": str(output), "knobs": given, "seed": seed, "unsafe": unsafe}
 
 
-def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
-                   backends: tuple[str, ...] = NAMES) -> dict[str, Any]:
+def run_conversion(request: JSONObject, *, python: str = sys.executable,
+                   backends: tuple[str, ...] = NAMES) -> JSONObject:
     """Run the conversion child on `request` (from `order`) and return its record, whatever happened.
 
     A conversion that succeeds is then loaded on each of `backends` other than
@@ -76,25 +77,25 @@ def run_conversion(request: dict[str, Any], *, python: str = sys.executable,
         probe = str(Path(tmp, "probe.npz"))
         record, code, stderr = _child({**request, "probe": probe}, python)
         if record is None:
-            return {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "source": request["source"],
+            return {"schema": SCHEMA_VERSION, "kind": "conversion", "status": Status.FAILED, "source": request["source"],
                     "output": request["output"], "knobs": request["knobs"],
                     "reason": f"the conversion process exited with status {code} before it sent a record",
                     "stderr_tail": stderr[-STDERR_TAIL:]}
-        if record.get("status") == "ok" and backends:
+        if record.get("status") == Status.OK and backends:
             record["backends"] = check_backends(record, request, probe, python=python, backends=backends)
     return record
 
 
-def check_backends(record: dict[str, Any], request: dict[str, Any], probe: str, *, python: str = sys.executable,
-                   backends: tuple[str, ...] = NAMES) -> list[dict[str, Any]]:
+def check_backends(record: JSONObject, request: JSONObject, probe: str, *, python: str = sys.executable,
+                   backends: tuple[str, ...] = NAMES) -> list[JSONObject]:
     """Whether the converted file loads and computes the same on each backend: one entry per backend.
 
     The converting backend's entry is its own reload check; another installed
     backend's is a `load check` child's record; a missing one says how to install it.
     """
     here = record["environment"]["backend"]
-    saved: dict[str, Any] = next((c for c in record.get("checks") or [] if c["what"] == "the saved file"), {})
-    entries: list[dict[str, Any]] = [{"backend": here, "status": "ok", "converted": True,
+    saved: JSONObject = next((c for c in record.get("checks") or [] if c["what"] == "the saved file"), {})
+    entries: list[JSONObject] = [{"backend": here, "status": Status.OK, "converted": True,
                                       "max_abs_diff": saved.get("max_abs_diff")}]
     for name in backends:
         if name == here:
@@ -109,13 +110,13 @@ def check_backends(record: dict[str, Any], request: dict[str, Any], probe: str, 
                                        python)
         if checked is None:
             last = (stderr.strip().splitlines() or [""])[-1]
-            checked = {"backend": name, "status": "failed",
+            checked = {"backend": name, "status": Status.FAILED,
                        "reason": f"its process exited with status {code} before it sent a record: {last}"}
         entries.append({k: v for k, v in checked.items() if k not in ("schema", "kind")})
     return entries
 
 
-def _child(order: dict[str, Any], python: str) -> tuple[dict[str, Any] | None, int, str]:
+def _child(order: JSONObject, python: str) -> tuple[JSONObject | None, int, str]:
     """Run `python -P -m fitspeed.trial.convert` on `order`: its record (None if it sent none), status, stderr."""
     with tempfile.TemporaryDirectory(prefix="fitspeed-convert-order-") as tmp:
         path = Path(tmp, "order.json")

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.data_ref import DataKind
 from fitspeed.core.input_kinds import data_kind, why_not
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Mode, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import Design, Verdict, pair_order, step
 
@@ -99,7 +101,7 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
     ['workers=2 use_multiprocessing=False', 'workers=2 use_multiprocessing=True']
     """
     fixes: list[Fix] = []
-    if kind == "images":
+    if kind == DataKind.IMAGES:
         singles: list[tuple[dict[str, Any], str]] = [
             ({"prefetch": "autotune"}, "overlap the next batch's preparation with this step (article 001, item 2)"),
             ({"map_parallelism": "autotune"}, "decode and augment examples on every core (article 001, item 3)"),
@@ -110,13 +112,13 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
             fixes.append(Fix(changes, why=why))
         fixes.append(Fix({k: v for c, _ in singles for k, v in c.items()},
                          why="all of the above together"))
-    elif kind == "pydataset":
+    elif kind == DataKind.PYDATASET:
         workers = max(2, cores)
         fixes.append(Fix({"workers": workers, "use_multiprocessing": False},
                          why="worker threads: help only where __getitem__ releases the GIL (numpy, I/O)"))
         fixes.append(Fix({"workers": workers, "use_multiprocessing": True},
                          why="worker processes: Python work runs on every core, past the GIL (article 002)"))
-    elif kind == "dataset":
+    elif kind == DataKind.DATASET:
         fixes.append(Fix({"prefetch": "autotune"}, why="overlap input with training (article 001, item 2)"))
     out = []
     for fix in fixes:
@@ -128,7 +130,7 @@ def candidate_fixes(kind: str | None, base: TrialConfig, cores: int) -> list[Fix
 
 def stall_fix(kind: str | None, base: TrialConfig) -> Fix | None:
     """data_autotune=false, where it applies and is not set already."""
-    if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == "pydataset":
+    if not base.data_autotune or why_not("data_autotune", kind, base.backend) or kind == DataKind.PYDATASET:
         return None
     return Fix({"data_autotune": False},
                why="tearing down an autotuned tf.data pipeline waits on its autotune thread at each epoch's end")
@@ -140,18 +142,18 @@ class Diagnosis:
     data: str | None
     base: TrialConfig
     records: dict[str, TrialRecord] = field(default_factory=dict)
-    fixes: list[dict[str, Any]] = field(default_factory=list)
+    fixes: list[JSONObject] = field(default_factory=list)
 
-    def ok(self, name: str) -> dict[str, Any] | None:
+    def ok(self, name: str) -> JSONObject | None:
         record = self.records.get(name)
         if record and record.status == Status.OK and record.metrics is not None:
             return record.metrics.to_dict()
         return None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """Plain data: the figures, the share and the ranked recommendations."""
         together, compute, inputs, epochs = (self.ok(n) for n in ("together", "compute", "input", "epochs"))
-        out: dict[str, Any] = {"model": self.model, "data": self.data, "config": self.base.changed(),
+        out: JSONObject = {"model": self.model, "data": self.data, "config": self.base.changed(),
                                "kind": (together or inputs or {}).get("data_kind") or data_kind(self.data)}
         if together and compute:
             share = wait_share(compute["ms_per_step"], together["ms_per_step"],
@@ -200,7 +202,7 @@ def confirm_design(pairs: int) -> Design:
     return Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
 
 
-def _confirm(fix: dict[str, Any], base: TrialConfig, pairs: int,
+def _confirm(fix: JSONObject, base: TrialConfig, pairs: int,
              figure: Callable[[str, TrialConfig], float | None]) -> None:
     """`fix` against the unchanged configuration in fresh interleaved pairs; `figure` is higher for faster."""
     config = base.replace(**fix["change"])
@@ -240,7 +242,7 @@ def diagnose(
     pairs: int = 5,
     run: TrialRunner | None = None,
     on_trial: OnTrial | None = None,
-    script: dict[str, Any] | None = None,
+    script: JSONObject | None = None,
 ) -> Diagnosis:
     """Run the measurements, then the fixes; every record is kept in the diagnosis.
 
@@ -287,7 +289,7 @@ def diagnose(
         record = trial(stall.label(), Mode.EPOCHS, base.replace(**stall.changes), epochs, fixed=same)
         after = record.metrics.other if record.status == Status.OK and record.metrics is not None else None
         gain = lost["fit_s"] / after["fit_s"] if after else None
-        found: dict[str, Any] = {
+        found: JSONObject = {
             "change": stall.changes, "why": stall.why, "status": record.status, "reason": record.reason,
             "gain": gain,
             "measured": (f"time lost at epoch edges and fit() end {lost['lost_s']:.2f} s → {after['lost_s']:.2f} s; "

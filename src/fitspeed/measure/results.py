@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import to_json
 
 
-def append(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
+def append(path: str | Path, records: Iterable[JSONObject]) -> None:
     """Append records to `path`, one JSON line each, durably."""
     target = Path(path)
     lines = "".join(to_json(record) + "\n" for record in records)
@@ -99,9 +100,9 @@ def foreign(record: Any) -> str | None:
     return f"not a trial or comparison record (kind {record.get('kind')!r})"
 
 
-def read(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read(path: str | Path) -> tuple[list[JSONObject], list[str]]:
     """All whole fitspeed records in `path`, and a sentence for each line skipped ("line 3: ...")."""
-    records: list[dict[str, Any]] = []
+    records: list[JSONObject] = []
     skipped: list[str] = []
     with Path(path).open(encoding="utf-8", errors="replace") as stream:
         for number, line in enumerate(stream, start=1):

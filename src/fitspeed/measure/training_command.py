@@ -22,10 +22,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialSpec
 
 DATA = "script"  # TrialSpec.data of a script trial: its data kind is learned from the first trial
@@ -40,7 +40,7 @@ class ScriptError(UserError):
     """A training command that cannot be run as given."""
 
 
-def describe(command: list[str], fit: int = 1, cwd: str | Path | None = None) -> dict[str, Any]:
+def describe(command: list[str], fit: int = 1, cwd: str | Path | None = None) -> JSONObject:
     """Check `command` and describe it for `TrialSpec.script`: command, cwd, file, its hash, fit."""
     if not command:
         raise ScriptError("Expected a training command after `--`, such as `-- python train.py`. Received nothing.")
@@ -53,7 +53,7 @@ def describe(command: list[str], fit: int = 1, cwd: str | Path | None = None) ->
             "sha256": digest, "fit": fit}
 
 
-def label(script: dict[str, Any]) -> str:
+def label(script: JSONObject) -> str:
     """The model name a script trial shows: `script:train.py` (or the module it runs)."""
     file = script.get("file")
     if file:
@@ -142,7 +142,7 @@ def prepare(spec: TrialSpec, folder: Path, base_env: dict[str, str], action: str
     return list(spec.script["command"]), child_env(base_env, order), record
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
+def read_record(path: Path) -> JSONObject | None:
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -150,7 +150,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def provenance(best: dict[str, Any], script: dict[str, Any]) -> str | None:
+def provenance(best: JSONObject, script: JSONObject) -> str | None:
     """Why a best.json may not fit this command: tuned on another workload, another script, or another version of it.
 
     >>> mine = {"file": "/work/train.py", "sha256": "ab" * 32}
@@ -177,7 +177,7 @@ def provenance(best: dict[str, Any], script: dict[str, Any]) -> str | None:
     return None
 
 
-def run(config: TrialConfig, command: list[str], seed: int = 0, best: dict[str, Any] | None = None,
+def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject | None = None,
         force: bool = False) -> int:
     """`fitspeed run`: the command to its end with `config` applied; its exit status."""
     import tempfile

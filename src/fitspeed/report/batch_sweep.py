@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from fitspeed.core.json_data import JSONObject
 
 
-def sentence(figures: dict[str, Any]) -> str | None:
+def sentence(figures: JSONObject) -> str | None:
     """What the sweep found, in one sentence; None when nothing ran out of memory.
 
     >>> sentence({"needed_remat": [128], "largest_fitting": 128, "largest_without_remat": 64, "first_oom": 256,

@@ -1,6 +1,6 @@
 """`fitspeed report`: one offline HTML page and its PNG plots, from a study or a results file.
 
-The page and the terminal table are drawn from one `search.summary.study_summary` dict;
+The page and the terminal table are drawn from one `StudySummary` (`search.summary.study_summary`);
 `plot_data` turns it into the plots' series, `plots` draws them, and a
 Jinja2 template with autoescaping renders the page, so every string that came
 from a user or a workload (study names, module paths, error messages) is
@@ -10,21 +10,25 @@ script are inline, and the plots are files beside `index.html`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 
-from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.record import to_json
+from fitspeed.core.study_summary import StudySummary
 from fitspeed.report import batch_sweep, plot_data
 from fitspeed.report.numbers import number, ratio
 from fitspeed.core import best_json
+
+if TYPE_CHECKING:
+    from fitspeed.search.summary import StudyData
 
 CAPTIONS = {
     "time_bars": ("Time per configuration",
@@ -55,11 +59,11 @@ class Report:
     folder: Path
     index: Path
     plots: dict[str, Path | None]
-    summary: dict[str, Any]
+    summary: StudySummary
 
 
 def load_summary(source: str | None, study: str | None, storage: str,
-                 workload: str | None = None) -> dict[str, Any]:
+                 workload: str | None = None) -> StudySummary:
     """The summary of a study (newest by default) or of a results file."""
     from fitspeed.search.summary import study_summary
 
@@ -72,12 +76,11 @@ def load_summary(source: str | None, study: str | None, storage: str,
         from fitspeed.search.summary import study_data
 
         data = study_data(load_study(study, storage))
-    summary = study_summary(data)
-    summary["failures"] = plot_data.study_failures(data)  # each crash with the end of its stderr
-    return summary
+    # each crash with the end of its stderr
+    return dataclasses.replace(study_summary(data), failures=tuple(plot_data.study_failures(data)))
 
 
-def _results_data(path: Path, workload: str | None) -> dict[str, Any]:
+def _results_data(path: Path, workload: str | None) -> StudyData:
     from fitspeed.measure import results
 
     if not path.is_file():
@@ -106,7 +109,7 @@ def _results_data(path: Path, workload: str | None) -> dict[str, Any]:
     return data
 
 
-def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
+def render(summary: StudySummary, plots: dict[str, Path | None]) -> str:
     """The page's HTML (autoescaped), with plot files named relative to the page."""
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("fitspeed.report", "templates"),
@@ -120,8 +123,8 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
         notes=plot_data.notes(summary),
         environment=plot_data.environment_rows(summary),
         resolution=plot_data.resolution(summary),
-        baseline_label=TrialConfig.from_dict(summary["baseline"]["config"]).label(),
-        snippet=best_json.snippet(TrialConfig.from_dict(summary["best"]["config"])),
+        baseline_label=summary.baseline.config.label(),
+        snippet=best_json.snippet(summary.best.config),
         plots=figures,
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         num=number,
@@ -130,7 +133,7 @@ def render(summary: dict[str, Any], plots: dict[str, Path | None]) -> str:
     )
 
 
-def write(summary: dict[str, Any], folder: Path) -> Report:
+def write(summary: StudySummary, folder: Path) -> Report:
     """Write the plots, `index.html` and `report.json` (the plain data) into `folder`."""
     from fitspeed.report.plots import draw_all  # matplotlib: imported only when drawing
 
@@ -140,7 +143,7 @@ def write(summary: dict[str, Any], folder: Path) -> Report:
         drawn = draw_all(data, folder)
         index = folder / "index.html"
         write_atomically(folder / "report.json", json.dumps(
-            json.loads(to_json({"summary": summary, "plots": data})), indent=2) + "\n")
+            json.loads(to_json({"summary": summary.to_dict(), "plots": data})), indent=2) + "\n")
         write_atomically(index, render(summary, drawn))
     except OSError as error:
         raise UserError(f"Could not write the report into {str(folder)!r}: {error.strerror}. "

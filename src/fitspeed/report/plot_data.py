@@ -1,6 +1,6 @@
 """Plain data for `fitspeed report`: what the page and the five plots show.
 
-Pure functions over `search.summary.study_summary` output (compute first, draw second):
+Pure functions over a `StudySummary` (`search.summary.study_summary`; compute first, draw second):
 `plots.py` draws these series and `html.py` renders the page, and the tests
 check the data, not the pixels. `from_results` turns a `measure`/`compare`
 results file into the same study-shaped data `study_summary` reads, so a report
@@ -11,21 +11,88 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS_BY_NAME
 from fitspeed.core.record import Status, TrialRecord
 from fitspeed.core.sequential import level
+from fitspeed.core.study_summary import StudySummary
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
+from fitspeed.search.summary import StudyData, StudyTrial
 
 SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples
 
 
+class Bar(TypedDict):
+    """Plot 1: one configuration's seconds per SAMPLES_PER_BAR samples."""
+
+    label: str
+    seconds: float
+    percent: float | None  # of the baseline's time
+    baseline: bool
+    best: bool
+
+
+class Step(TypedDict):
+    """Plot 2: one bar of the waterfall (`kind`: start, step or end)."""
+
+    label: str
+    ratio: float
+    kind: str
+    measured: bool
+    ci: NotRequired[tuple[float, float] | None]  # the end bar's verified interval
+
+
+class PanelPoint(TypedDict):
+    """Plot 3: a knob's value tried alone, or the baseline's own value."""
+
+    value: Any
+    samples_per_s: float | None
+    status: str
+    baseline: bool
+
+
+class CompilePoint(TypedDict):
+    """Plot 4: the compile cost at one steps_per_execution and XLA setting."""
+
+    steps_per_execution: int
+    jit_compile: Any  # True, False, or "auto" where Keras's choice is unknown
+    label: str
+    compile_s: float
+
+
+class CheckedCurve(TypedDict):
+    label: str
+    curve: list[float | None]
+    ok: bool
+    reason: str
+
+
+class LossCurves(TypedDict):
+    """Plot 5: the guard's loss curves, the baseline's against each checked configuration."""
+
+    baseline: list[float | None]
+    checked: list[CheckedCurve]
+    numeric_tried: list[str]
+    title: str
+
+
+class Series(TypedDict):
+    """Everything the five plots draw (report.json's `plots`)."""
+
+    time_bars: list[Bar]
+    waterfall: list[Step]
+    knob_panels: dict[str, list[PanelPoint]]
+    compile: list[CompilePoint]
+    loss_curves: LossCurves
+
+
 # -- a results file as a study ----------------------------------------------
 
-def workloads_in(records: Sequence[dict[str, Any]]) -> list[str]:
+def workloads_in(records: Sequence[JSONObject]) -> list[str]:
     """The workloads ('model · data') of a results file, oldest first."""
     seen: dict[str, None] = {}
     for record in records:
@@ -38,7 +105,7 @@ def _workload(model: str, data: str | None) -> str:
     return f"{model} · {data or 'synthetic'}"
 
 
-def from_results(records: Sequence[dict[str, Any]], workload: str | None = None) -> dict[str, Any]:
+def from_results(records: Sequence[JSONObject], workload: str | None = None) -> StudyData:
     """Study-shaped data from the records of one workload (by default, that of the newest trial record).
 
     Repeats of one configuration (compare's pairs) become one row: the record
@@ -58,16 +125,16 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
               and _workload(r["spec"]["model"], r["spec"]["data"]) == name]
     comparisons = [r for r in records if r.get("kind") == "comparison"
                    and _workload(r["model"], r["data"]) == name]
-    groups: dict[str, list[tuple[dict[str, Any], TrialRecord]]] = {}
+    groups: dict[str, list[tuple[JSONObject, TrialRecord]]] = {}  # each record with its stored knobs
     for knobs, record in trials:
         groups.setdefault(config_key(record.spec.config), []).append((knobs, record))
 
-    rows: list[dict[str, Any]] = []
+    rows: list[StudyTrial] = []
     for number, group in enumerate(groups.values()):
         ok = sorted((g for g in group if g[1].throughput is not None), key=lambda g: g[1].throughput or 0.0)
         knobs, chosen = ok[len(ok) // 2] if ok else group[-1]
         phase = Phase.COMPARE if chosen.extra.get("compare_id") else Phase.MEASURE
-        rows.append({"number": number, "phase": phase, "config": knobs, "record": chosen})
+        rows.append(StudyTrial(number=number, phase=phase, config=knobs, record=chosen))
 
     first = trials[0][1]
     defaults = TrialConfig(backend=first.spec.config.backend)
@@ -87,14 +154,14 @@ def from_results(records: Sequence[dict[str, Any]], workload: str | None = None)
         estimate = last["estimate"]
         verification = {"config": last["b"], "claimed": estimate["ci_low"] > 1.0,
                         "verdict": last.get("verdict"), "estimate": estimate, "why": None}
-    return {
-        "study": name,
-        "meta": {"model": first.spec.model, "data": first.spec.data, "base": base, "workload": name,
-                 "environment": first.environment},
-        "trials": rows,
-        "guards": {},
-        "verification": verification,
-    }
+    return StudyData(
+        study=name,
+        meta={"model": first.spec.model, "data": first.spec.data, "base": base, "workload": name,
+              "environment": first.environment},
+        trials=rows,
+        guards={},
+        verification=verification,
+    )
 
 
 # -- the page ---------------------------------------------------------------
@@ -122,15 +189,15 @@ def failures(trials: Iterable[tuple[str, TrialRecord]]) -> list[dict[str, str]]:
             for what, record in trials if record.status in TAIL_STATUSES and record.stderr_tail]
 
 
-def study_failures(data: Mapping[str, Any]) -> list[dict[str, str]]:
+def study_failures(data: StudyData) -> list[dict[str, str]]:
     """`failures` of a study's trials (`search.summary.study_data`, or `from_results`), each named by its configuration."""
     return failures((TrialConfig.from_dict(trial["config"]).label() + (f" ({trial['phase']})" if trial.get("phase") else ""),
                      trial["record"]) for trial in data["trials"])
 
 
-def environment_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def environment_rows(summary: StudySummary) -> list[tuple[str, str]]:
     """Hardware and versions as (name, value) rows, from the richest record we have."""
-    env = summary.get("environment") or {}
+    env = summary.environment or {}
     rows: list[tuple[str, str]] = []
     for key, label in (("cpu", "CPU"), ("cpu_count", "CPU cores"), ("platform", "platform"),
                        ("python", "Python"), ("backend", "backend"), ("hostname", "host")):
@@ -166,16 +233,14 @@ def cpu_rows(env: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def resolution(summary: dict[str, Any]) -> str | None:
-    """The tool's resolution on this machine, read from the study's own intervals (the verification's,
-    and any paired decision's); None before one has two pairs.
+def resolution(summary: StudySummary) -> str | None:
+    """The tool's resolution on this machine, read from the verification's interval; None before it has two pairs.
 
-    >>> resolution({"best": {"estimate": {"ci_low": 0.97, "ci_high": 1.05, "ratios": [1.0] * 8,
-    ...                                   "confidence": 0.95}}})
+    >>> resolution(StudySummary.from_dict({"study": "s", "baseline": {}, "best": {"estimate": {
+    ...     "ci_low": 0.97, "ci_high": 1.05, "ratios": [1.0] * 8, "confidence": 0.95}}}))
     'intervals here are 0.080 wide (95%, 8 pairs): differences under about ±4% are not told from noise'
     """
-    found = [(summary.get("best") or {}).get("estimate")]
-    found += [d.get("estimate") for d in summary.get("decisions") or [] if isinstance(d, dict)]
+    found = [summary.best.estimate]
     widths = sorted((e["ci_high"] - e["ci_low"], len(e["ratios"]), e.get("confidence", 0.95))
                     for e in found if e and len(e.get("ratios") or []) >= 2)
     if not widths:
@@ -186,35 +251,34 @@ def resolution(summary: dict[str, Any]) -> str | None:
             f"differences under about ±{50 * width:.0f}% are not told from noise")
 
 
-def notes(summary: dict[str, Any]) -> list[str]:
+def notes(summary: StudySummary) -> list[str]:
     """What a reader must know before trusting the page: partial or failed studies."""
-    out = list(summary.get("read_notes") or [])  # lines of a results file that were skipped, and why
-    if summary["baseline"]["samples_per_s"] is None:
+    out = list(summary.read_notes)  # lines of a results file that were skipped, and why
+    if summary.baseline.samples_per_s is None:
         out.append("The baseline has no successful measurement, so no speed-up can be given. "
                    "See the failed trials below for the reason.")
-    best = summary["best"]
-    if best["verdict"] == "not verified yet":
+    if not summary.best.verified:
         out.append("No verified best yet: the study stopped before the best configuration was "
                    "verified against the baseline. Run the same `fitspeed tune` command again to finish it.")
-    failed = [r for r in summary["trials"] if r["status"] != "ok"]
+    failed = [r for r in summary.trials if r["status"] != Status.OK]
     if failed:
-        out.append(f"{len(failed)} of {len(summary['trials'])} configuration(s) did not finish "
+        out.append(f"{len(failed)} of {len(summary.trials)} configuration(s) did not finish "
                    f"({', '.join(sorted({r['status'] for r in failed}))}); their reasons are in the table.")
     return out
 
 
 # -- the five plots ---------------------------------------------------------
 
-def time_bars(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def time_bars(summary: StudySummary) -> list[Bar]:
     """Plot 1: seconds per 10,000 samples for each configuration, and % of the baseline's time.
 
     The baseline comes first, then the others from fastest to slowest (article
     000's chart: duration and % for each setting).
     """
-    base_speed = summary["baseline"]["samples_per_s"]
-    best_label = summary["best"]["label"] if summary["best"]["claimed"] else None
-    bars = []
-    for row in summary["trials"]:
+    base_speed = summary.baseline.samples_per_s
+    best_label = summary.best.label if summary.best.claimed else None
+    bars: list[Bar] = []
+    for row in summary.trials:
         speed = row["samples_per_s"]
         baseline = row["outcome"] == "baseline"
         if baseline:  # the reference: the median of the baseline's trials, as in every ratio
@@ -222,13 +286,13 @@ def time_bars(summary: dict[str, Any]) -> list[dict[str, Any]]:
         if not speed:
             continue
         seconds = SAMPLES_PER_BAR / speed
-        bars.append({
-            "label": f"baseline: {row['config']}" if baseline else row["config"],
-            "seconds": seconds,
-            "percent": 100.0 * base_speed / speed if base_speed else None,
-            "baseline": baseline,
-            "best": row["config"] == best_label,
-        })
+        bars.append(Bar(
+            label=f"baseline: {row['config']}" if baseline else row["config"],
+            seconds=seconds,
+            percent=100.0 * base_speed / speed if base_speed else None,
+            baseline=baseline,
+            best=row["config"] == best_label,
+        ))
     bars.sort(key=lambda bar: (not bar["baseline"], bar["seconds"]))
     return bars
 
@@ -237,7 +301,7 @@ def _key(changes: dict[str, Any]) -> str:
     return json.dumps(changes, sort_keys=True, default=str)
 
 
-def waterfall(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def waterfall(summary: StudySummary) -> list[Step]:
     """Plot 2: the baseline (1.0×), each accepted knob of the best in turn, then the best.
 
     Knobs are added in the order of their own effect, largest first. A step's
@@ -245,33 +309,32 @@ def waterfall(summary: dict[str, Any]) -> list[dict[str, Any]]:
     otherwise the product of the knobs' own effects, marked `measured: False`.
     The last bar is the verified median when there is one.
     """
-    if summary["baseline"]["samples_per_s"] is None:
+    if summary.baseline.samples_per_s is None:
         return []
-    base = summary["baseline"]["config"]
-    best = summary["best"]
-    changes = {k: v for k, v in best["config"].items() if v != base.get(k)}
-    by_changes = {_key(r["changes"]): r for r in summary["trials"] if r["ratio"] is not None}
+    base = summary.baseline.config.to_dict()
+    changes = {k: v for k, v in summary.best.config.to_dict().items() if v != base.get(k)}
+    by_changes = {_key(r["changes"]): r for r in summary.trials if r["ratio"] is not None}
     alone = {k: by_changes.get(_key({k: v})) for k, v in changes.items()}
 
     def own_effect(knob: str) -> float:
         row = alone[knob]
-        return float(row["ratio"]) if row else 0.0
+        return float(row["ratio"] or 0.0) if row else 0.0  # a row here has its ratio (`by_changes`)
 
     order = sorted(changes, key=lambda k: -own_effect(k))
-    steps: list[dict[str, Any]] = [{"label": "baseline", "ratio": 1.0, "kind": "start", "measured": True}]
+    steps: list[Step] = [Step(label="baseline", ratio=1.0, kind="start", measured=True)]
     prefix: dict[str, Any] = {}
     estimate = 1.0
     for knob in order:
         prefix[knob] = changes[knob]
         row = alone[knob]
-        estimate *= row["ratio"] if row else 1.0
+        estimate *= (row["ratio"] or 0.0) if row else 1.0
         measured = by_changes.get(_key(prefix))
-        steps.append({"label": f"+ {knob}={changes[knob]}",
-                      "ratio": measured["ratio"] if measured else estimate,
-                      "kind": "step", "measured": measured is not None})
+        steps.append(Step(label=f"+ {knob}={changes[knob]}",
+                          ratio=(measured["ratio"] or 0.0) if measured else estimate,
+                          kind="step", measured=measured is not None))
         if measured:
-            estimate = measured["ratio"]
-    final = best.get("estimate")
+            estimate = measured["ratio"] or 0.0
+    final = summary.best.estimate
     if changes:
         steps.append({"label": "best (verified)" if final else "best",
                       "ratio": final["median"] if final else steps[-1]["ratio"],
@@ -286,27 +349,27 @@ def _sort_values(values: list[Any]) -> list[Any]:
     return sorted(values, key=str)
 
 
-def knob_panels(summary: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def knob_panels(summary: StudySummary) -> dict[str, list[PanelPoint]]:
     """Plot 3: for each knob, throughput at each value tried alone (the baseline at its own value).
 
     Only configurations that differ from the baseline in that one knob count, so
     each panel shows that knob's effect and nothing else. A value that failed
     (out of memory, say) is kept with `samples_per_s: None` and its status.
     """
-    base = summary["baseline"]
-    panels: dict[str, dict[Any, dict[str, Any]]] = {}
-    for row in summary["trials"]:
+    base = summary.baseline
+    panels: dict[str, dict[Any, PanelPoint]] = {}
+    for row in summary.trials:
         if len(row["changes"]) != 1:
             continue
         (knob, value), = row["changes"].items()
-        panels.setdefault(knob, {})[_hashable(value)] = {
-            "value": value, "samples_per_s": row["samples_per_s"], "status": row["status"], "baseline": False}
+        panels.setdefault(knob, {})[_hashable(value)] = PanelPoint(
+            value=value, samples_per_s=row["samples_per_s"], status=row["status"], baseline=False)
     out = {}
     for knob, points in panels.items():
-        value = base["config"].get(knob)
-        points.setdefault(_hashable(value), {"value": value, "samples_per_s": base["samples_per_s"],
-                                             "status": "ok" if base["samples_per_s"] else "failed",
-                                             "baseline": True})
+        value = getattr(base.config, knob, None)
+        points.setdefault(_hashable(value), PanelPoint(value=value, samples_per_s=base.samples_per_s,
+                                                       status=Status.OK if base.samples_per_s else Status.FAILED,
+                                                       baseline=True))
         order = _sort_values([p["value"] for p in points.values()])
         by_value = {_hashable(p["value"]): p for p in points.values()}
         out[knob] = [by_value[_hashable(v)] for v in order]
@@ -318,50 +381,52 @@ def _hashable(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
-def compile_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def compile_points(summary: StudySummary) -> list[CompilePoint]:
     """Plot 4: compile time (first execution less a steady one) by steps_per_execution and XLA.
 
     Only configurations that differ from the baseline in these two knobs at
     most, so nothing else moves the cost.
     """
-    base = summary["baseline"]["config"]
-    points = []
-    for row in summary["trials"]:
+    base = summary.baseline.config.to_dict()
+    points: list[CompilePoint] = []
+    for row in summary.trials:
         if row["compile_s"] is None or not set(row["changes"]) <= {"steps_per_execution", "jit_compile"}:
             continue
         resolved = row.get("jit_compile_resolved")
-        asked = row["changes"].get("jit_compile", base["jit_compile"])
+        changes = row["changes"]
+        asked = changes.get("jit_compile", base["jit_compile"])
         label = f"jit_compile={asked}"
         if asked == "auto" and resolved is not None:  # Keras decides: say what it decided here
             label += f" (Keras chose {'XLA' if resolved else 'no XLA'} here)"
-        points.append({
-            "steps_per_execution": row["changes"].get("steps_per_execution", base["steps_per_execution"]),
-            "jit_compile": resolved if resolved is not None else asked,
-            "label": label,
-            "compile_s": row["compile_s"],
-        })
+        points.append(CompilePoint(
+            steps_per_execution=changes["steps_per_execution"] if "steps_per_execution" in changes
+            else base["steps_per_execution"],
+            jit_compile=resolved if resolved is not None else asked,
+            label=label,
+            compile_s=row["compile_s"],
+        ))
     return sorted(points, key=lambda p: (str(p["jit_compile"]), p["steps_per_execution"]))
 
 
-def loss_curves(summary: dict[str, Any]) -> dict[str, Any]:
+def loss_curves(summary: StudySummary) -> LossCurves:
     """Plot 5: the guard's loss curves, the baseline against each checked configuration.
 
     With nothing checked (no knob tried changes numerics), the baseline's own
     loss over the timed epochs is shown, and `checked` is empty.
     """
-    checked = []
+    checked: list[CheckedCurve] = []
     baseline_curve: list[float | None] = []
-    for row in summary["trials"]:
+    for row in summary.trials:
         verdict = row.get("guard")
         if not verdict:
             continue
         baseline_curve = list(verdict["baseline_curve"])
-        checked.append({"label": row["config"], "curve": list(verdict["curve"]),
-                        "ok": bool(verdict["ok"]), "reason": verdict["reason"]})
+        checked.append(CheckedCurve(label=row["config"], curve=list(verdict["curve"]),
+                                    ok=bool(verdict["ok"]), reason=verdict["reason"]))
     if not checked:
-        baseline_curve = list(summary["baseline"].get("loss_curve") or [])
+        baseline_curve = list(summary.baseline.loss_curve)
     numeric = {name for name, knob in KNOBS_BY_NAME.items() if knob.changes_numerics}
-    tried = [row["config"] for row in summary["trials"] if set(row["changes"]) & numeric]
+    tried = [row["config"] for row in summary.trials if set(row["changes"]) & numeric]
     if checked:
         title = "Numerics guard: loss curves"
     elif tried:  # tried, but none was kept far enough to be checked
@@ -371,13 +436,13 @@ def loss_curves(summary: dict[str, Any]) -> dict[str, Any]:
     return {"baseline": baseline_curve, "checked": checked, "numeric_tried": tried, "title": title}
 
 
-def all_series(summary: dict[str, Any]) -> dict[str, Any]:
-    """Everything the five plots draw, in one plain dict."""
-    return {
-        "time_bars": time_bars(summary),
-        "waterfall": waterfall(summary),
-        "knob_panels": knob_panels(summary),
-        "compile": compile_points(summary),
-        "loss_curves": loss_curves(summary),
-    }
+def all_series(summary: StudySummary) -> Series:
+    """Everything the five plots draw."""
+    return Series(
+        time_bars=time_bars(summary),
+        waterfall=waterfall(summary),
+        knob_panels=knob_panels(summary),
+        compile=compile_points(summary),
+        loss_curves=loss_curves(summary),
+    )
 

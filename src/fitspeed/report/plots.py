@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from fitspeed.core.files import write_atomically
+
+if TYPE_CHECKING:
+    from fitspeed.report.plot_data import Bar, CompilePoint, LossCurves, PanelPoint, Series, Step
 
 BASE_COLOR, BEST_COLOR, OTHER_COLOR, BAD_COLOR = "#7f7f7f", "#2ca02c", "#1f77b4", "#d62728"
 
@@ -54,7 +57,7 @@ def wrapped(label: str, width: int = 26) -> str:
     return textwrap.fill(label, width=width, break_long_words=False, break_on_hyphens=False)
 
 
-def time_bars(bars: list[dict[str, Any]], path: Path) -> Path | None:
+def time_bars(bars: list[Bar], path: Path) -> Path | None:
     """Plot 1: seconds per 10,000 samples per configuration, labelled with % of the baseline."""
     if not bars:
         return None
@@ -76,14 +79,14 @@ def time_bars(bars: list[dict[str, Any]], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def waterfall(steps: list[dict[str, Any]], path: Path) -> Path | None:
+def waterfall(steps: list[Step], path: Path) -> Path | None:
     """Plot 2: from the baseline (1.0×) through each accepted knob to the best."""
     if len(steps) < 2:
         return None
     return _save(waterfall_figure(steps), path)
 
 
-def waterfall_figure(steps: list[dict[str, Any]]) -> Figure:
+def waterfall_figure(steps: list[Step]) -> Figure:
     """The waterfall, drawn: each step's label sits above its bar and its error bar's cap."""
     fig, ax = subplots(figsize=(max(6.5, 1.6 * len(steps)), 4.2))
     previous, highest = 0.0, 1.0
@@ -96,13 +99,14 @@ def waterfall_figure(steps: list[dict[str, Any]]) -> Figure:
             bottom, height, color = 0.0, ratio, BASE_COLOR if step["kind"] == "start" else BEST_COLOR
         ax.bar(index, height, bottom=bottom, color=color, hatch=None if step["measured"] else "//",
                edgecolor="black", linewidth=0.5)
-        top = max(previous, ratio, step["ci"][1] if step.get("ci") else 0.0)
+        ci = step.get("ci")
+        top = max(previous, ratio, ci[1] if ci else 0.0)
         # above the bar and its error bar's cap, a fixed distance in points whatever the axis's scale
         ax.annotate(f"{ratio:.2f}×", (index, top), xytext=(0, 6), textcoords="offset points", ha="center",
                     va="bottom", fontsize=9)
         highest = max(highest, top)
-        if step.get("ci"):
-            low, high = step["ci"]
+        if ci:
+            low, high = ci
             ax.errorbar(index, ratio, yerr=[[ratio - low], [high - ratio]], color="black", capsize=4)
         previous = ratio
     ax.set_ylim(0, highest * 1.2)
@@ -114,7 +118,7 @@ def waterfall_figure(steps: list[dict[str, Any]]) -> Figure:
     return fig
 
 
-def knob_panels(panels: dict[str, list[dict[str, Any]]], path: Path) -> Path | None:
+def knob_panels(panels: dict[str, list[PanelPoint]], path: Path) -> Path | None:
     """Plot 3: throughput against each knob's values, one small panel per knob."""
     if not panels:
         return None
@@ -140,7 +144,7 @@ def knob_panels(panels: dict[str, list[dict[str, Any]]], path: Path) -> Path | N
     return _save(fig, path)
 
 
-def compile_cost(points: list[dict[str, Any]], path: Path) -> Path | None:
+def compile_cost(points: list[CompilePoint], path: Path) -> Path | None:
     """Plot 4: compile time against steps_per_execution, one line per XLA setting."""
     if not points:
         return None
@@ -161,7 +165,7 @@ def compile_cost(points: list[dict[str, Any]], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def loss_curves(curves: dict[str, Any], path: Path) -> Path | None:
+def loss_curves(curves: LossCurves, path: Path) -> Path | None:
     """Plot 5: the numerics guard's loss curves, the baseline against each checked configuration."""
     baseline = curves["baseline"]
     if not baseline and not curves["checked"]:
@@ -191,6 +195,7 @@ PLOTS: dict[str, tuple[str, Callable[[Any, Path], Path | None]]] = {
 }
 
 
-def draw_all(data: dict[str, Any], folder: Path) -> dict[str, Path | None]:
+def draw_all(data: Series, folder: Path) -> dict[str, Path | None]:
     """Draw every plot into `folder`; None for a plot with nothing to draw."""
-    return {key: draw(data[key], folder / name) for key, (name, draw) in PLOTS.items()}
+    series: Mapping[str, object] = data
+    return {key: draw(series[key], folder / name) for key, (name, draw) in PLOTS.items()}

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 from fitspeed.core.files import write_atomically
+from fitspeed.core.json_data import JSONObject
 
 
-def chart(data: dict[str, Any], path: Path) -> Path:
+def chart(data: JSONObject, path: Path) -> Path:
     """Draw the chart into `path` (a figure saying so where no configuration finished)."""
     import matplotlib
 
@@ -63,7 +63,7 @@ def chart(data: dict[str, Any], path: Path) -> Path:
     return write_atomically(path, png_bytes(fig, 110))
 
 
-def page(sections: list[dict[str, Any]], path: Path) -> Path:
+def page(sections: list[JSONObject], path: Path) -> Path:
     """The HTML page: a section per reproduction (its table, context lines and chart)."""
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("fitspeed.report", "templates"),

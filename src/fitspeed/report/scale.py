@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.files import write_atomically
+from fitspeed.core.json_data import JSONObject
 
 LINEAR_COLOR, MEASURED_COLOR = "#7f7f7f", "#2ca02c"  # the report's baseline grey and best green
 
 
-def _error(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
+def _error(rows: list[JSONObject], key: str) -> list[list[float]]:
     """Asymmetric error bars from each row's interval (zero where there is none)."""
     lows = [r[key] - r[f"{key}_low"] if r[f"{key}_low"] is not None else 0.0 for r in rows]
     highs = [r[f"{key}_high"] - r[key] if r[f"{key}_high"] is not None else 0.0 for r in rows]
     return [lows, highs]
 
 
-def draw(rows: list[dict[str, Any]], path: Path, title: str) -> Path | None:
+def draw(rows: list[JSONObject], path: Path, title: str) -> Path | None:
     """The two panels as a PNG at `path`; None when no count above 1 was measured."""
     from fitspeed.report.plots import png_bytes, subplots  # matplotlib's Agg canvas, no pyplot
 

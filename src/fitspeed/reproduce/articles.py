@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Mode, Status, TrialRecord, TrialSpec
 from fitspeed.measure.doctor import verdict, wait_share
 from fitspeed.reproduce.experiment import Plan, Row, speed_of
@@ -110,7 +111,7 @@ def _ms_per_step(record: TrialRecord) -> float | None:
     return record.metrics.ms_per_step if record.metrics is not None else None
 
 
-def _input_bound(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+def _input_bound(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> JSONObject:
     compute = [ms for r in every.get(COMPUTE_ROW, []) if r.status == Status.OK and (ms := _ms_per_step(r)) is not None]
     mine = [ms for r in records if r.status == Status.OK and (ms := _ms_per_step(r)) is not None]
     if not compute or not mine or row.label == COMPUTE_ROW:
@@ -161,7 +162,7 @@ def input_pipeline(size: str, images: str) -> Plan:
 
 # -- 002 -----------------------------------------------------------------------------------------
 
-def _predict_cells(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+def _predict_cells(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> JSONObject:
     ok = [r for r in records if r.status == Status.OK]
     if not ok or ok[0].spec.mode != Mode.PREDICT or ok[0].metrics is None:
         return {}
@@ -218,7 +219,7 @@ def batch_and_workers(size: str, data: str) -> Plan:
 
 QUICK_PRECISION_TIMEOUT_S = 75.0
 
-def _identical(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+def _identical(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> JSONObject:
     digests = [r.measured("weights_sha256") for r in records if r.status == Status.OK]
     if len(digests) < 2:
         return {"bit_identical": None}
@@ -260,7 +261,7 @@ def precision_and_determinism(size: str, data: str) -> Plan:
 
 # -- 004 -----------------------------------------------------------------------------------------
 
-def _monitor(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> dict[str, Any]:
+def _monitor(row: Row, records: list[TrialRecord], every: dict[str, list[TrialRecord]]) -> JSONObject:
     """Total fit() time and the monitor's figures (the median over the row's trials, one per seed), and
     for a 2-device row its time as % of the 1-device row's with the same model and data_format."""
     ok = [r for r in records if r.status == Status.OK]

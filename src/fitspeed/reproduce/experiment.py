@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec, brief_reason
 from fitspeed.machine import environment
 from fitspeed.search import guard
 
 ONE_SEED_TOLERANCE = guard.ACCURACY_FLOOR  # accuracy a row may always fall below its baseline, unmarked
 
-Extra = Callable[["Row", list[TrialRecord], dict[str, list[TrialRecord]]], dict[str, Any]]
+Extra = Callable[["Row", list[TrialRecord], dict[str, list[TrialRecord]]], JSONObject]
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _seed(record: TrialRecord) -> Any:
     return (record.extra.get("reproduce") or {}).get("seed", record.spec.seed)
 
 
-def accuracy_of(records: list[TrialRecord]) -> dict[str, Any] | None:
+def accuracy_of(records: list[TrialRecord]) -> JSONObject | None:
     """Held-out accuracy over a row's ok trials: mean, min, max, how many, and the mean of each seed's runs.
 
     >>> from fitspeed.core.record import new_record
@@ -152,7 +153,7 @@ def accuracy_of(records: list[TrialRecord]) -> dict[str, Any] | None:
             "per_seed": [round(statistics.fmean(runs), 6) for runs in by_seed.values()]}
 
 
-def accuracy_mark(row: dict[str, Any] | None, base: dict[str, Any] | None) -> str | None:
+def accuracy_mark(row: JSONObject | None, base: JSONObject | None) -> str | None:
     """Why a row's accuracy counts as below its baseline's, or None: the guard's one-sided check.
 
     Below by more than SPREAD_MULTIPLE of the baseline's sds over seeds, and by more than
@@ -177,7 +178,7 @@ def _failure(records: list[TrialRecord]) -> TrialRecord | None:
     return bad[0] if bad else None
 
 
-def summarize(results: Results) -> dict[str, Any]:
+def summarize(results: Results) -> JSONObject:
     """Plain data for the table, the chart and the page."""
     plan = results.plan
     bases = {row.group: row for row in plan.rows if row.baseline}
@@ -196,7 +197,7 @@ def summarize(results: Results) -> dict[str, Any]:
             "cells": row.cells,
             "group": row.group,
             "baseline": row.baseline,
-            "status": ("skipped" if row.skipped else failed.status if failed else "ok" if records else "not run"),
+            "status": ("skipped" if row.skipped else failed.status if failed else Status.OK if records else "not run"),
             "reason": row.skipped or (brief_reason(failed.reason) if failed else None),
             "trials": len(records),
             "samples_per_s": speed,
@@ -228,7 +229,7 @@ def summarize(results: Results) -> dict[str, Any]:
     }
 
 
-def ran_on(records: list[TrialRecord]) -> dict[str, Any]:
+def ran_on(records: list[TrialRecord]) -> JSONObject:
     """What the trials ran on, from their records (the parent's view where none came back)."""
     env = next((r.environment for r in records if r.status == Status.OK and r.environment), None)
     env = env or environment.host("tensorflow")
@@ -251,7 +252,7 @@ def ran_on(records: list[TrialRecord]) -> dict[str, Any]:
     }
 
 
-def differences(summary: dict[str, Any]) -> list[str]:
+def differences(summary: JSONObject) -> list[str]:
     """Where this machine differs from the article's, in words."""
     here = summary["ran_on"]
     out = [f"the article ran on {summary['article_setup']}; this ran on {here['device']}"

@@ -18,7 +18,8 @@ from typing import Any
 
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
-from fitspeed.core.record import to_json
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.record import Status, to_json
 from fitspeed.reproduce.experiment import (
     ONE_SEED_TOLERANCE,
     Results,
@@ -38,7 +39,7 @@ def _number(value: Any, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
-def accuracy_text(accuracy: dict[str, Any] | None) -> str:
+def accuracy_text(accuracy: JSONObject | None) -> str:
     """'81.2%' for one value, '81.2% (80.1–82.3, 3 runs)' for several.
 
     >>> accuracy_text({"mean": 0.8125, "min": 0.8, "max": 0.825, "n": 2})
@@ -52,7 +53,7 @@ def accuracy_text(accuracy: dict[str, Any] | None) -> str:
     return text
 
 
-def table(summary: dict[str, Any]) -> dict[str, Any]:
+def table(summary: JSONObject) -> JSONObject:
     """The table as strings: headers, rows (one per configuration), and which rows are baselines."""
     headers = [header for _, header in summary["columns"]]
     headers += ["status", "samples/s", "time % of baseline"]
@@ -63,7 +64,7 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for row in summary["rows"]:
         cells = [str(row["cells"].get(key, "")) for key, _ in summary["columns"]]
-        status = row["status"] if row["status"] == "ok" else f"{row['status']}: {row['reason']}"
+        status = row["status"] if row["status"] == Status.OK else f"{row['status']}: {row['reason']}"
         cells += [status, _number(row["samples_per_s"]),
                   "100 (base)" if row["baseline"] and row["samples_per_s"] else
                   _number(row["percent_of_baseline_time"], 1)]
@@ -78,7 +79,7 @@ def table(summary: dict[str, Any]) -> dict[str, Any]:
     return {"headers": headers, "rows": rows, "baselines": [r["baseline"] for r in summary["rows"]]}
 
 
-def context_lines(summary: dict[str, Any]) -> list[str]:
+def context_lines(summary: JSONObject) -> list[str]:
     """The sentences printed with every table: data, sizes, machine, differences, accuracy rule."""
     here = summary["ran_on"]
     versions = ", ".join(f"{k} {v}" for k, v in here["versions"].items())
@@ -108,7 +109,7 @@ def context_lines(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown(summary: dict[str, Any]) -> str:
+def markdown(summary: JSONObject) -> str:
     """The table in Markdown, with its context, and the article's own table where it printed one."""
     shown = table(summary)
     lines = [f"### {summary['name']} (article {summary['article']}): {summary['title']}", ""]
@@ -124,18 +125,18 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chart_data(summary: dict[str, Any]) -> dict[str, Any]:
+def chart_data(summary: JSONObject) -> JSONObject:
     """The chart's plain data: per timed row, our % of its baseline's time, the article's, and accuracy."""
     bars = [{"label": row["label"], "percent": row["percent_of_baseline_time"], "article": row["article"],
              "accuracy": row["accuracy"]["mean"] if row["accuracy"] else None,
              "baseline": row["baseline"], "marked": bool(row["accuracy_mark"]), "status": row["status"]}
             for row in summary["rows"] if row["status"] != "skipped" and (row["percent_of_baseline_time"]
-                                                                         or row["status"] != "ok")]
+                                                                         or row["status"] != Status.OK)]
     return {"title": f"{summary['name']} (article {summary['article']}) on {summary['ran_on']['device']}",
             "bars": bars, "article_unit": summary["article_unit"]}
 
 
-def write(results: Results, out: Path) -> tuple[dict[str, Any], Path]:
+def write(results: Results, out: Path) -> tuple[JSONObject, Path]:
     """Write NAME/results.json, table.md and chart.png, and refresh OUT/index.html; return the summary and the folder."""
     from fitspeed.report import reproduction
 

@@ -9,10 +9,14 @@ the HTML page all read these.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.record import Status
 
-def figures(rows: list[dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
+
+def figures(rows: Sequence[Mapping[str, Any]], base: Mapping[str, Any]) -> JSONObject:
     """Rows with their size and remat mode; the largest size that fit, with and without remat; the first OOM.
 
     `rows` are the summary's rows of the sweep (the baseline's among them), `base` the baseline's config.
@@ -33,9 +37,9 @@ def figures(rows: list[dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
     rows = [{**row, "batch_size": row["changes"].get("batch_size", base["batch_size"]),
              "remat": row["changes"].get("remat", base.get("remat", "off"))} for row in rows]
     rows.sort(key=lambda r: (r["batch_size"], r["remat"] != "off"))
-    fit = {r["batch_size"] for r in rows if r["status"] == "ok"}
-    plain = {r["batch_size"] for r in rows if r["status"] == "ok" and r["remat"] == "off"}
-    oom = {r["batch_size"] for r in rows if r["status"] == "oom"} - fit
+    fit = {r["batch_size"] for r in rows if r["status"] == Status.OK}
+    plain = {r["batch_size"] for r in rows if r["status"] == Status.OK and r["remat"] == "off"}
+    oom = {r["batch_size"] for r in rows if r["status"] == Status.OOM} - fit
     largest = max(fit, default=None)
     first_oom = min((size for size in oom if largest is None or size > largest), default=None)
     # a margin: 10% below the largest that fit, rounded down to a multiple of 8

@@ -33,3 +33,18 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
     left = max(0, trials - VERIFY_RESERVE - screen)
     return {"screen": screen, "verify": VERIFY_RESERVE, "decision": decision, "smallest": smallest,
             "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + DECISIONS * decision}
+
+
+def shortfall(plan: dict[str, int], trials: int) -> str | None:
+    """What `trials` lacks to pay for an answer on the space `plan` was made for (`budget_plan`); None where it pays.
+
+    >>> plan = {"screen": 5, "decision": 4, "verify": 7, "smallest": 16, "suggested": 32}
+    >>> shortfall(plan, 12)[:72], shortfall(plan, 16)
+    ('--trials 12 does not pay for an answer on this space: the screen takes 5', None)
+    """
+    if trials >= plan["smallest"]:
+        return None
+    return (f"--trials {trials} does not pay for an answer on this space: the screen takes "
+            f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
+            f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
+            f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)")

@@ -16,7 +16,7 @@ from typing import Any
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.sequential import Design
+from fitspeed.core.sequential import Design, Verdict
 from fitspeed.search.decider import decision_id
 from fitspeed.search.factorial import MAX_FACTORS, design, estimate
 from fitspeed.search.guard import numeric_changes
@@ -85,7 +85,7 @@ class Combination:
             if config == incumbent or self.tuner._spent():
                 continue
             incumbent, verdict = self._try(incumbent, config)
-            if verdict in ("no gain", "not confirmed"):
+            if verdict is not None and verdict.is_open():
                 again.append(single)
         for single in alternatives:  # head to head, once the other strong changes are in
             config = self._on_top(incumbent, single, swap=True)
@@ -108,7 +108,7 @@ class Combination:
                 if config is None or config == incumbent or self.tuner._spent():
                     continue
                 incumbent, verdict = self._try(incumbent, config)
-                if verdict in ("no gain", "not confirmed") and incumbent == before:
+                if verdict is not None and verdict.is_open() and incumbent == before:
                     left.append(single)
             waiting = [s for s in waiting if s in left or self._adds(incumbent, s)] \
                 if incumbent != before else []
@@ -169,7 +169,8 @@ class Combination:
             numeric = [m for m in keep if numeric_changes(m, self.tuner.base)]
             # faster but not kept: it failed the guard, so its numerics change estimated biggest is left out;
             # else the smallest (the whole bundle's own decision is stored: it is not measured twice)
-            keep = [m for m in keep if m is not numeric[0]] if verdict == "faster" and numeric else keep[:-1]
+            keep = [m for m in keep if m is not numeric[0]] if verdict is not None and verdict.is_faster() and numeric \
+                else keep[:-1]
         return incumbent, []
 
     def _factorial(self, incumbent: TrialConfig, members: list[TrialConfig]) -> list[float] | None:
@@ -208,11 +209,11 @@ class Combination:
         return kept
 
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
-             purpose: Phase = Phase.COMBINE) -> tuple[TrialConfig, str | None]:
+             purpose: Phase = Phase.COMBINE) -> tuple[TrialConfig, Verdict | None]:
         """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
         after = self.tuner._challenge(incumbent, config, purpose)
         decision = self.tuner.ledger.decision(decision_id(purpose, incumbent, config))
-        return after, decision["verdict"] if decision else None
+        return after, decision.verdict if decision else None
 
     def _race(self, incumbent: TrialConfig, singles: list[TrialConfig]) -> list[TrialConfig]:
         """The `singles` whose one fresh pair on top of `incumbent` came out ahead, best first.
@@ -227,8 +228,8 @@ class Combination:
             if config is None or config == incumbent or self.tuner._spent(2 * 2):  # room for its pair and a decision
                 continue
             raced = self.tuner.decider.decide(Phase.RACE, incumbent, config, probe)
-            if raced["ratio"] is not None and raced["pairs"] and raced["ratio"] >= 1.0:
-                ahead.append((raced["ratio"], index, single))
+            if raced.ratio is not None and raced.pairs and raced.ratio >= 1.0:
+                ahead.append((raced.ratio, index, single))
         return [single for _, _, single in sorted(ahead, key=lambda item: (-item[0], item[1]))]
 
     def _rejected(self, single: TrialConfig) -> bool:

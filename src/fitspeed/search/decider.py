@@ -56,9 +56,9 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord
-from fitspeed.core.sequential import Design, Noise, Step, pair_order, step
+from fitspeed.core.sequential import Design, Noise, Step, Verdict, pair_order, step
 from fitspeed.search import studies
-from fitspeed.search.decision import Decision
+from fitspeed.search.decision import Decision, LostPair
 from fitspeed.search.events import DecisionMade, OnEvent
 from fitspeed.search.ledger import DECISION, Ledger
 from fitspeed.search.phase import Phase
@@ -213,29 +213,30 @@ class Decider:
         self.seed = seed
 
     def decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
-               budgeted: bool = True) -> dict[str, Any]:
+               budgeted: bool = True) -> Decision:
         """Compare `b` with `a` in fresh interleaved pairs until `design` decides; stored and returned.
 
         One that ran out of budget is taken up again when the budget allows more pairs.
         """
         ident = decision_id(purpose, a, b)
 
-        def stored() -> dict[str, Any] | None:
+        def stored() -> Decision | None:
             found = self.ledger.decision(ident)
-            if found and (found.get("why") != "the budget ran out" or self.ledger.spent() or not budgeted):
+            if found and (found.why != "the budget ran out" or self.ledger.spent() or not budgeted):
                 return found
             return None
 
-        return dict(self.once(DECISION + ident, stored, lambda: self._decide(purpose, a, b, design, budgeted)))
+        decision: Decision = self.once(DECISION + ident, stored, lambda: self._decide(purpose, a, b, design, budgeted))
+        return decision
 
     def _decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
-                budgeted: bool) -> dict[str, Any]:
+                budgeted: bool) -> Decision:
         ident = decision_id(purpose, a, b)
         own = self.ledger.pair_noise(a, b, leave_out=ident)
         prior = own if purpose == Phase.VERIFY else search_noise(wider(self.ledger.noise(), own))
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
-        lost: list[dict[str, Any]] = []
+        lost: list[LostPair] = []
         why = None
         result = step([], design, prior)
         for index in range(design.max_pairs):
@@ -271,8 +272,8 @@ class Decider:
             if speed_a is None or speed_b is None:
                 # the incumbent's trial failed this time: the pair is kept in the record with its reason, and
                 # it uses one of the design's pairs, but a ratio it does not have cannot enter the estimate
-                lost.append({"pair": index, "order": "BA" if b_first else "AB", "status": str(record_a.status),
-                             "reason": record_a.reason or "no reason given"})
+                lost.append(LostPair(pair=index, order="BA" if b_first else "AB", status=str(record_a.status),
+                                     reason=record_a.reason or "no reason given"))
                 continue
             pairs.append((speed_a, speed_b))
             orders.append("BA" if b_first else "AB")
@@ -281,15 +282,15 @@ class Decider:
 
     def store(self, purpose: Phase, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
               result: Step, design: Design | None, why: str | None = None,
-              orders: list[str] | None = None, lost: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        ident = decision_id(purpose, a, b)
-        decision = {**result.to_dict(), "id": ident, "purpose": purpose, "a": a.to_dict(), "b": b.to_dict(),
-                    "a_label": a.label(), "b_label": b.label(), "pairs": [list(p) for p in pairs],
-                    "orders": orders or [], "design": design.to_dict() if design else None,
-                    "min_gain": design.min_gain if design else None, "why": why, "lost_pairs": lost or []}
-        decision["verdict"] = decision["verdict"] or "not confirmed"
+              orders: list[str] | None = None, lost: list[LostPair] | None = None) -> Decision:
+        decision = Decision(
+            id=decision_id(purpose, a, b), purpose=Phase(purpose), a=a, b=b,
+            verdict=result.verdict or Verdict.NOT_CONFIRMED, pairs=tuple(pairs),
+            orders=tuple(orders or ()), ratio=result.ratio, low=result.low, high=result.high,
+            confidence=result.confidence, noise=result.noise, min_gain=design.min_gain if design else None,
+            why=why, design=design.to_dict() if design else None, lost_pairs=tuple(lost or ()))
         with self.lock.held():  # one order for all workers
-            changed = self.ledger.put_decision(ident, decision)
+            changed = self.ledger.put_decision(decision)
         if changed:
-            self.emit(DecisionMade(Decision.from_dict(decision)))
+            self.emit(DecisionMade(decision))
         return decision

@@ -1,19 +1,29 @@
-"""A paired decision, typed: B against A in fresh pairs, as the decider stores and announces it.
+"""A paired decision, typed: B against A in fresh pairs, as the decider returns, stores and announces it.
 
-The study stores a decision as plain data under its key (`ledger`);
-`Decision.from_dict` reads that back, and the `DecisionMade` event carries
-the typed decision.
+The decider returns a `Decision`, the `DecisionMade` event carries it, and
+the ledger hands it back; only the study's storage holds it as plain data
+under its key (`ledger`): `to_dict` writes that, `from_dict` reads it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Noise, Verdict
 from fitspeed.search.phase import Phase
+
+
+class LostPair(TypedDict):
+    """A pair whose incumbent's trial failed: kept in the decision with its status and reason, without a ratio."""
+
+    pair: int
+    order: str
+    status: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,11 @@ class Decision:
     ...     "high": 1.9, "confidence": 0.9, "noise": {"sd": 0.1, "df": 8, "source": "the screen"}, "why": None})
     >>> decision.verdict, decision.purpose, decision.b_label, decision.noise.df
     (<Verdict.FASTER: 'faster'>, <Phase.COMBINE: 'combine'>, 'jit_compile=True', 8)
+
+    `to_dict` is the stored form, in the order the study has always stored it, and reads back the same:
+
+    >>> list(decision.to_dict())[:3], Decision.from_dict(decision.to_dict()) == decision
+    (['verdict', 'pairs', 'ratio'], True)
     """
 
     id: str
@@ -47,7 +62,7 @@ class Decision:
     min_gain: float | None = None
     why: str | None = None
     design: Mapping[str, Any] | None = field(default=None, compare=False)
-    lost_pairs: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # pairs whose A trial failed
+    lost_pairs: tuple[LostPair, ...] = field(default=(), compare=False)  # pairs whose A trial failed
 
     @property
     def a_label(self) -> str:
@@ -69,12 +84,14 @@ class Decision:
             high=values.get("high"), confidence=float(values.get("confidence") or 0.95),
             noise=Noise(float(noise["sd"]), int(noise["df"]), str(noise.get("source", ""))) if noise else None,
             min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"),
-            lost_pairs=tuple(dict(p) for p in values.get("lost_pairs") or ()))
+            lost_pairs=tuple(LostPair(pair=int(p["pair"]), order=str(p["order"]), status=str(p["status"]),
+                                      reason=str(p["reason"])) for p in values.get("lost_pairs") or ()))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "ratio": self.ratio, "low": self.low, "high": self.high,
-                "confidence": self.confidence, "noise": self.noise.to_dict() if self.noise else None,
-                "id": self.id, "purpose": self.purpose, "a": self.a.to_dict(), "b": self.b.to_dict(),
-                "a_label": self.a_label, "b_label": self.b_label, "pairs": [list(p) for p in self.pairs],
+    def to_dict(self) -> JSONObject:
+        """The stored form (`Ledger.put_decision`): plain data, in the order the study has always stored it."""
+        return {"verdict": self.verdict, "pairs": [list(p) for p in self.pairs], "ratio": self.ratio,
+                "low": self.low, "high": self.high, "confidence": self.confidence,
+                "noise": self.noise.to_dict() if self.noise else None, "id": self.id, "purpose": self.purpose,
+                "a": self.a.to_dict(), "b": self.b.to_dict(), "a_label": self.a_label, "b_label": self.b_label,
                 "orders": list(self.orders), "design": dict(self.design) if self.design else None,
                 "min_gain": self.min_gain, "why": self.why, "lost_pairs": [dict(p) for p in self.lost_pairs]}

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.search.decider import STOP_SHARE, Measure, Once, decision_id
 from fitspeed.search.ledger import FACTORIAL, Ledger
 from fitspeed.search.phase import Phase
@@ -84,7 +84,7 @@ def estimate(ledger: Ledger, measure: Measure, once: Once, seed: object, incumbe
     rows = design(len(members))
     ident = decision_id(Phase.FACTORIAL, incumbent, run([1] * len(members)) or incumbent)
 
-    def compute() -> dict[str, Any]:
+    def compute() -> JSONObject:
         figure = ledger.figure(incumbent)
         logs: list[float | None] = [None] * len(rows)
         order = run_order(len(rows), seed, ident)

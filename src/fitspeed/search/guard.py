@@ -49,8 +49,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS_BY_NAME
-from fitspeed.core.record import Metrics, Mode, TrialRecord, TrialSpec
+from fitspeed.core.record import Metrics, Mode, Status, TrialRecord, TrialSpec
 from fitspeed.search.guard_stats import FIRST_SEEDS as FIRST_SEEDS
 from fitspeed.search.guard_stats import GAP_LEVEL as GAP_LEVEL
 from fitspeed.search.guard_stats import LEVEL as LEVEL
@@ -130,7 +131,7 @@ class Comparison:
         return (f"{self.measure} {self._value(self.candidate)} is {self._gap(self.worse_by)} {side} the baseline's "
                 f"{self._value(self.baseline)}, {verdict} the band {self._gap(self.band)} ({where})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
                 "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs)}
 
@@ -250,7 +251,7 @@ class GuardRun:
     def from_dict(cls, values: Mapping[str, Any]) -> GuardRun:
         return cls(**{**values, "curve": tuple(values.get("curve") or ())})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"status": self.status, "reason": self.reason, "curve": list(self.curve), "val_loss": self.val_loss,
                 "val_accuracy": self.val_accuracy, "output_dtype": self.output_dtype, "seed": self.seed}
 
@@ -262,11 +263,11 @@ class GuardRun:
     def finite(self) -> bool:
         """Ran, and ended with a finite training loss (and held-out loss, where it has one)."""
         values = [self.final, *([self.val_loss] if self.val_loss is not None else [])]
-        return self.status == "ok" and all(v is not None and math.isfinite(v) for v in values)
+        return self.status == Status.OK and all(v is not None and math.isfinite(v) for v in values)
 
     def trouble(self) -> str:
         """Why this run cannot be read, in a few words."""
-        if self.status in ("ok", "nan"):
+        if self.status in (Status.OK, Status.NAN):
             return "the loss is not finite" + (f" ({self.reason})" if self.reason else "")
         return f"its guard run {self.status}" + (f": {self.reason}" if self.reason else "")
 

@@ -41,7 +41,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from fitspeed.core.json_data import JSONObject
 
 FIRST_SEEDS = 5  # the first stage: paired seeds that estimate sd(d) and sigma
 MAX_SEEDS = 24  # the cap on N; where it binds (pairs that do not correlate) power at one sigma is still over 80%
@@ -267,7 +268,7 @@ class PairedGap:
                 text += f"; {self.pairs} seeds had {had} (the rule asks for {self.needed})"
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,
                 "band": self.band, "worse_by": self.worse_by, "ok": self.ok, "runs": list(self.runs),
                 "low": self.low, "high": self.high, "sd_gap": self.sd_gap, "pairs": self.pairs,

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.sequential import Design, Verdict
+from fitspeed.core.json_data import JSONObject
+from fitspeed.core.sequential import Design
+from fitspeed.search import studies
+from fitspeed.search.decision import Decision
+from fitspeed.search.ledger import LEANED
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
@@ -56,7 +60,7 @@ class Share:
     decision: str
     how: str  # "added alone" or "taken out"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"knob": self.knob, "value": self.value, "ratio": self.ratio, "decision": self.decision,
                 "how": self.how}
 
@@ -71,25 +75,23 @@ def changed_knobs(config: TrialConfig, base: TrialConfig) -> dict[str, Any]:
     return {k: v for k, v in mine.items() if v != theirs.get(k)}
 
 
-def own_evidence(decisions: list[dict[str, Any]], knob: str, value: Any) -> dict[str, Any] | None:
+def own_evidence(decisions: list[Decision], knob: str, value: Any) -> Decision | None:
     """The last decision that found `knob`=`value` alone faster by MIN_SHARE or more, or None: a step that added
     it alone, or a lean step that took it out (the screen's one-trial verdicts and the races are no evidence).
 
-    >>> made = [{"purpose": "bundle", "a": {}, "b": {"jit_compile": True, "prefetch": 2}, "verdict": "faster",
-    ...          "ratio": 1.3, "id": "b1"},
-    ...         {"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2,
-    ...          "id": "c1"}]
-    >>> own_evidence(made, "jit_compile", True)["id"], own_evidence(made, "prefetch", 2)
+    >>> made = [Decision.from_dict(d) for d in (
+    ...     {"purpose": "bundle", "a": {}, "b": {"jit_compile": True, "prefetch": 2}, "verdict": "faster",
+    ...      "ratio": 1.3, "id": "b1"},
+    ...     {"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2, "id": "c1"})]
+    >>> own_evidence(made, "jit_compile", True).id, own_evidence(made, "prefetch", 2)
     ('c1', None)
     """
     found = None
     for decision in decisions:
-        if decision.get("purpose") in (Phase.SCREEN, Phase.RACE, Phase.VERIFY):
+        if decision.purpose in (Phase.SCREEN, Phase.RACE, Phase.VERIFY):
             continue
-        a = TrialConfig.from_dict(dict(decision["a"]))
-        b = TrialConfig.from_dict(dict(decision["b"]))
-        if (changed_knobs(b, a) == {knob: value} and decision.get("verdict") == Verdict.FASTER
-                and (decision.get("ratio") or 0.0) >= MIN_SHARE):
+        if (changed_knobs(decision.b, decision.a) == {knob: value} and decision.verdict.is_faster()
+                and (decision.ratio or 0.0) >= MIN_SHARE):
             found = decision
     return found
 
@@ -99,6 +101,19 @@ class Lean:
 
     def __init__(self, tuner: Searcher) -> None:
         self.tuner = tuner
+
+    def once(self) -> None:
+        """Lean the final chain of incumbents once (`ledger.LEANED`): one worker leans it, the others wait for it."""
+        tuner = self.tuner
+
+        def leaned() -> bool | None:
+            return True if tuner.study.user_attrs.get(LEANED) == studies.config_key(tuner.ledger.incumbent()) else None
+
+        def lean() -> bool:
+            tuner.study.set_user_attr(LEANED, studies.config_key(self.run()))
+            return True
+
+        tuner._once(LEANED, leaned, lean)
 
     def run(self) -> TrialConfig:
         """Lean the final incumbent; the incumbent it leaves."""
@@ -114,7 +129,7 @@ class Lean:
             if without is None:
                 continue  # another knob needs it: it stays, with that knob's evidence
             decision = tuner.decider.decide(Phase.LEAN, without, incumbent, LEAN_DESIGN, budgeted=False)
-            if decision["verdict"] == Verdict.FASTER and (decision.get("ratio") or 0.0) >= MIN_SHARE:
+            if decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE:
                 continue
             verdict = tuner.guarded(without)
             if verdict is not None and not verdict["ok"]:
@@ -125,15 +140,15 @@ class Lean:
         return incumbent
 
 
-def shares_of(decisions: list[dict[str, Any]], config: TrialConfig, base: TrialConfig) -> list[dict[str, Any]]:
+def shares_of(decisions: list[Decision], config: TrialConfig, base: TrialConfig) -> list[JSONObject]:
     """Each knob of `config`'s own share, as best.json and the tables show it: the ratio its own evidence measured.
 
     An answer of one change has none here: the verification is its evidence.
 
-    >>> made = [{"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2,
-    ...          "id": "c1"},
-    ...         {"purpose": "lean", "a": {"jit_compile": True}, "b": {"jit_compile": True, "prefetch": 2},
-    ...          "verdict": "faster", "ratio": 1.06, "id": "l1"}]
+    >>> made = [Decision.from_dict(d) for d in (
+    ...     {"purpose": "combine", "a": {}, "b": {"jit_compile": True}, "verdict": "faster", "ratio": 1.2, "id": "c1"},
+    ...     {"purpose": "lean", "a": {"jit_compile": True}, "b": {"jit_compile": True, "prefetch": 2},
+    ...      "verdict": "faster", "ratio": 1.06, "id": "l1"})]
     >>> [(s["knob"], s["ratio"], s["how"]) for s in shares_of(made, TrialConfig(jit_compile=True, prefetch=2),
     ...                                                        TrialConfig())]
     [('jit_compile', 1.2, 'added alone'), ('prefetch', 1.06, 'taken out')]
@@ -143,6 +158,6 @@ def shares_of(decisions: list[dict[str, Any]], config: TrialConfig, base: TrialC
     for knob, value in changes.items() if len(changes) > 1 else ():
         decision = own_evidence(decisions, knob, value)
         if decision is not None:
-            out.append(Share(knob, value, float(decision["ratio"]), str(decision["id"]),
-                             "taken out" if decision.get("purpose") == Phase.LEAN else "added alone").to_dict())
+            out.append(Share(knob, value, float(decision.ratio or 0.0), decision.id,
+                             "taken out" if decision.purpose == Phase.LEAN else "added alone").to_dict())
     return out

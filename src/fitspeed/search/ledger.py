@@ -29,16 +29,18 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Noise, pooled_noise, welch
 from fitspeed.search import studies
+from fitspeed.search.decision import Decision
 from fitspeed.search.guard import numeric_changes
 from fitspeed.search.phase import Phase
 
@@ -65,22 +67,23 @@ def guard_run_key(config: TrialConfig, seed: int) -> str:
     return f"{GUARD_RUN}{studies.config_key(config)}@seed{seed}"
 
 
-def decisions_of(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+def decisions_of(attrs: Mapping[str, Any]) -> list[Decision]:
     """Every stored decision in study user attrs `attrs`, in the order made."""
-    return sorted((dict(v) for k, v in attrs.items() if k.startswith(DECISION)), key=lambda d: d["order"])
+    stored = sorted((v for k, v in attrs.items() if k.startswith(DECISION)), key=lambda d: d["order"])
+    return [Decision.from_dict(d) for d in stored]
 
 
-def guards_of(attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def guards_of(attrs: JSONObject) -> dict[str, JSONObject]:
     """The guard verdicts in `attrs`, by configuration key."""
     return {k[len(GUARD):]: v for k, v in attrs.items() if k.startswith(GUARD)}
 
 
-def refusals_of(attrs: dict[str, Any]) -> list[dict[str, str]]:
+def refusals_of(attrs: JSONObject) -> list[dict[str, str]]:
     """The combinations the search refused before any trial (`Ledger.put_refusal`), by their changes."""
     return sorted((dict(v) for k, v in attrs.items() if k.startswith(REFUSED)), key=lambda r: r["changes"])
 
 
-def meta_of(attrs: dict[str, Any]) -> dict[str, Any]:
+def meta_of(attrs: JSONObject) -> JSONObject:
     """The study's settings and environment: the user attrs that are not conclusions."""
     return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS, LEANED)}
 
@@ -164,19 +167,19 @@ class Ledger:
 
     # -- decisions -----------------------------------------------------------
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Decision]:
         return decisions_of(self.study.user_attrs)
 
-    def decision(self, ident: str) -> dict[str, Any] | None:
+    def decision(self, ident: str) -> Decision | None:
         found = self.study.user_attrs.get(DECISION + ident)
-        return dict(found) if found else None
+        return Decision.from_dict(found) if found else None
 
-    def put_decision(self, ident: str, decision: dict[str, Any]) -> bool:
-        """Store decision `ident` (its order kept if it was stored before); True if it changed."""
-        stored = self.study.user_attrs.get(DECISION + ident)
-        decision["order"] = stored["order"] if stored else len(self.decisions())
-        plain = studies.plain(decision)
-        self.study.set_user_attr(DECISION + ident, plain)
+    def put_decision(self, decision: Decision) -> bool:
+        """Store `decision` under its id (its order kept if it was stored before); True if it changed."""
+        stored = self.study.user_attrs.get(DECISION + decision.id)
+        order = stored["order"] if stored else sum(k.startswith(DECISION) for k in self.study.user_attrs)
+        plain = studies.plain({**decision.to_dict(), "order": order})
+        self.study.set_user_attr(DECISION + decision.id, plain)
         return not stored or stored != plain
 
     def put_refusal(self, changes: str, reason: str) -> None:
@@ -185,15 +188,15 @@ class Ledger:
         if REFUSED + ident not in self.study.user_attrs:
             self.study.set_user_attr(REFUSED + ident, {"changes": changes, "reason": reason})
 
-    def factorial(self, ident: str) -> dict[str, Any] | None:
+    def factorial(self, ident: str) -> JSONObject | None:
         found = self.study.user_attrs.get(FACTORIAL + ident)
         return dict(found) if found else None
 
-    def factorials(self) -> list[dict[str, Any]]:
+    def factorials(self) -> list[JSONObject]:
         """Every stored joint estimate."""
         return [dict(v) for k, v in self.study.user_attrs.items() if k.startswith(FACTORIAL) and v]
 
-    def put_factorial(self, ident: str, factorial: dict[str, Any]) -> None:
+    def put_factorial(self, ident: str, factorial: JSONObject) -> None:
         self.study.set_user_attr(FACTORIAL + ident, studies.plain(factorial))
 
     def noise(self) -> Noise | None:
@@ -206,8 +209,8 @@ class Ledger:
         """
         speeds = self.screen_baselines()[1:]
         groups = [[math.sqrt(2) * math.log(s) for s in speeds]]
-        pairs = [[math.log(b / a) for a, b in d["pairs"] if a and b]
-                 for d in self.decisions() if d["purpose"] != Phase.SCREEN]
+        pairs = [[math.log(b / a) for a, b in d.pairs if a and b]
+                 for d in self.decisions() if d.purpose != Phase.SCREEN]
         groups += pairs
         used = sum(len(p) for p in pairs if len(p) > 1)
         decisions = sum(len(p) > 1 for p in pairs)
@@ -282,9 +285,9 @@ class Ledger:
         self.study.set_user_attr(INCUMBENTS, studies.plain(chain))
         return True
 
-    def verification(self) -> dict[str, Any] | None:
+    def verification(self) -> JSONObject | None:
         found = self.study.user_attrs.get(VERIFICATION)
         return dict(found) if found else None
 
-    def put_verification(self, verification: dict[str, Any]) -> None:
+    def put_verification(self, verification: JSONObject) -> None:
         self.study.set_user_attr(VERIFICATION, studies.plain(verification))

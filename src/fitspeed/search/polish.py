@@ -44,6 +44,7 @@ from typing import Any
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.sequential import Design
 from fitspeed.search.combination import BIG, BUNDLE_FLOOR
+from fitspeed.search.lean import changed_knobs
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 
@@ -97,14 +98,13 @@ class Polish:
     def _unfinished(self) -> None:
         """A challenger the budget cut short while it led the final incumbent: decided first, as a polish step."""
         incumbent = self.tuner.ledger.incumbent()
-        here = incumbent.to_dict()
         rejected = self.tuner.ledger.rejected()
         ahead = [d for d in self.tuner.ledger.decisions()
-                 if d["a"] == here and d.get("why") == "the budget ran out" and d["ratio"] is not None
-                 and d["ratio"] > 1.0 and d["purpose"] != Phase.VERIFY]
+                 if d.a == incumbent and d.why == "the budget ran out" and d.ratio is not None
+                 and d.ratio > 1.0 and d.purpose != Phase.VERIFY]
         if not ahead:
             return
-        config = TrialConfig.from_dict(max(ahead, key=lambda d: d["ratio"])["b"])
+        config = max(ahead, key=lambda d: d.ratio or 0.0).b
         if not set(self._changes(config).items()) & rejected and not self.tuner._spent(2 * MIN_PAIRS - 1):
             self.tuner._challenge(incumbent, config, Phase.POLISH)
 
@@ -114,8 +114,7 @@ class Polish:
         if self.tuner._spent(2 * MIN_PAIRS - 1):
             return
         alone = {d.knob for d in self.tuner.dims if d.alone}
-        tried = {k for d in self.tuner.ledger.decisions() if d["purpose"] != Phase.SCREEN
-                 for k, v in d["b"].items() if v != d["a"].get(k)}
+        tried = {k for d in self.tuner.ledger.decisions() if d.purpose != Phase.SCREEN for k in changed_knobs(d.b, d.a)}
         tried |= {m.split("=")[0] for f in self.tuner.ledger.factorials() for m in f["members"]}
         for single, ratio in promising:  # best first
             changes = self._changes(single)
@@ -149,15 +148,14 @@ class Polish:
         """The screen's changes at BUNDLE_FLOOR or better whose knob `incumbent` leaves alone; best per knob, best first."""
         alone = {d.knob for d in self.tuner.dims if d.alone}
         gained = 1 + self.tuner.settings.min_gain
-        here = incumbent.to_dict()
         lost: set[str] = set()  # knobs in a change that lost on top of this incumbent
         slower: set[str] = set()  # knobs that were clearly slower on top of it alone
         for decision in self.tuner.ledger.decisions():
-            if decision["a"] != here or decision["verdict"] == "faster" or decision["purpose"] == Phase.VERIFY:
+            if decision.a != incumbent or decision.verdict.is_faster() or decision.purpose == Phase.VERIFY:
                 continue
-            added = {k for k, v in decision["b"].items() if v != here.get(k)}
+            added = set(changed_knobs(decision.b, incumbent))
             lost |= added
-            if len(added) == 1 and decision["ratio"] is not None and decision["ratio"] <= CLEARLY_LOST:
+            if len(added) == 1 and decision.ratio is not None and decision.ratio <= CLEARLY_LOST:
                 slower |= added
         negative = {m for f in self.tuner.ledger.factorials() for m, e in zip(f["members"], f["effects"] or [],
                                                                                strict=False)

@@ -32,9 +32,9 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.measure.comparison import Comparison, interleave, speed
 from fitspeed.measure.runner import run_trial
@@ -124,7 +124,7 @@ class Scaling:
             guarded(devices)
         return self
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[JSONObject]:
         """One row per device count: samples/s, speed-up and efficiency with their intervals, loss, guard."""
         baseline_curve = _curve(self.guard_runs.get(1))
         ones = [s for c in self.comparisons.values() for a, _ in c.pairs if (s := speed(a, self.statistic))]
@@ -138,7 +138,7 @@ class Scaling:
             rows.append(_row(devices, used, self.spec.config.batch_size * used, speeds, comparison, self.guard_runs.get(devices), verdict))
         return rows
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> JSONObject:
         """Everything measured, as one JSON-ready record."""
         rows = self.rows()
         measured = [r for r in rows[1:] if r["speedup"] is not None]
@@ -147,7 +147,7 @@ class Scaling:
             "schema": SCHEMA_VERSION,
             "kind": "scale",
             "created": self.created,
-            "status": "ok" if done else "partial" if self.trials else "failed",
+            "status": Status.OK if done else "partial" if self.trials else Status.FAILED,
             "model": self.spec.model,
             "data": self.spec.data,
             "backend": self.spec.config.backend,
@@ -196,7 +196,7 @@ def lost_pairs(pairs: Sequence[tuple[TrialRecord, TrialRecord]]) -> dict[str, in
     return lost
 
 
-def _change(verdict: dict[str, Any] | None) -> float | None:
+def _change(verdict: JSONObject | None) -> float | None:
     """The guard's final loss relative to the 1-device baseline's, signed.
 
     >>> _change({"baseline_curve": [2.0, 1.0], "curve": [2.0, 0.9]})
@@ -211,7 +211,7 @@ def _change(verdict: dict[str, Any] | None) -> float | None:
 
 
 def _row(devices: int, used: int, global_batch: int, speeds: list[float], comparison: Comparison | None,
-         guard_run: TrialRecord | None, verdict: dict[str, Any] | None) -> dict[str, Any]:
+         guard_run: TrialRecord | None, verdict: JSONObject | None) -> JSONObject:
     """One device count's figures; speed-up and efficiency are None until a pair finished ok.
 
     >>> row = _row(2, 2, 64, [900.0, 1100.0], None, None, None)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialSpec
 from fitspeed.search import storages
 
@@ -32,7 +32,7 @@ class TuneSettings:
     batch_sizes: tuple[int, ...] = ()
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
     allow_batch_callbacks: bool = False  # a script's per-batch callbacks do not cap steps_per_execution
-    script: dict[str, Any] | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
+    script: JSONObject | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
 
     @property
     def study_name(self) -> str:

@@ -28,6 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import to_json
 from fitspeed.search import storages
 from fitspeed.search.storages import StorageArg
@@ -42,7 +43,7 @@ def plain(value: Any) -> Any:
     return json.loads(to_json(value))
 
 
-def open_study(name: str, storage: StorageArg, meta: dict[str, Any], seed: int = 0,
+def open_study(name: str, storage: StorageArg, meta: JSONObject, seed: int = 0,
                heartbeat_s: int = storages.DEFAULT_HEARTBEAT_S) -> tuple[optuna.Study, BaseStorage]:
     """Create or resume a study; refuse one made for another workload, fitspeed version or kind of host."""
     optuna.logging.set_verbosity(logging.WARNING)
@@ -93,7 +94,7 @@ def open_study(name: str, storage: StorageArg, meta: dict[str, Any], seed: int =
     return study, opened
 
 
-def host_label(kind: dict[str, Any]) -> str:
+def host_label(kind: JSONObject) -> str:
     """
     >>> host_label({"cpu": "AMD EPYC 7B13", "cpu_count": 2, "gpus": []})
     '2 × AMD EPYC 7B13'

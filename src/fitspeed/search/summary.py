@@ -1,35 +1,62 @@
-"""Pure summaries of a tuning study: plain data the tables and best.json draw from.
+"""Pure summaries of a tuning study: the `StudySummary` the tables, best.json, the report and the API draw from.
 
-`study_data` reads an Optuna study into plain dicts, each trial's record decoded
-once into a `TrialRecord`; `study_summary` turns those
-into the answer: the baseline, the verified best, each knob's own effect, and
-every rejected configuration with its reason. Nothing here runs a trial.
+`study_data` reads an Optuna study into `StudyData`, each trial's record
+decoded once into a `TrialRecord` and each decision into a `Decision`;
+`study_summary` turns that into the answer (`fitspeed.core.study_summary`):
+the baseline, the verified best, each knob's own effect, and every rejected
+configuration with its reason. Nothing here runs a trial.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import optuna
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord
-from fitspeed.core.sequential import Verdict, level
+from fitspeed.core.study_summary import NOT_VERIFIED, Baseline, Best, DecisionRow, StudySummary, TrialRow
+from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
+from fitspeed.search.decision import Decision
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
 
-def study_data(study: optuna.Study) -> dict[str, Any]:
-    trials = []
+class StudyTrial(TypedDict):
+    """One measured trial of a study: its number, phase, stored knob values and decoded record."""
+
+    number: int
+    phase: str | None
+    config: JSONObject
+    record: TrialRecord
+
+
+class StudyData(TypedDict):
+    """A study as `study_summary` reads it: from Optuna (`study_data`) or a results file (`report.plot_data.from_results`)."""
+
+    study: str
+    meta: JSONObject  # the study's settings and environment (`ledger.meta_of`)
+    trials: list[StudyTrial]
+    guards: dict[str, JSONObject]  # the guard's verdicts, by configuration key
+    verification: JSONObject | None
+    decisions: NotRequired[list[Decision]]
+    refused: NotRequired[list[dict[str, str]]]
+    read_notes: NotRequired[list[str]]
+
+
+def study_data(study: optuna.Study) -> StudyData:
+    trials: list[StudyTrial] = []
     for trial in study.get_trials(deepcopy=False):
         if "record" not in trial.user_attrs:
             continue
-        trials.append({"number": trial.number, "phase": trial.user_attrs.get("phase"),
-                       "config": trial.user_attrs["config"], "record": TrialRecord.from_dict(trial.user_attrs["record"])})
+        trials.append(StudyTrial(number=trial.number, phase=trial.user_attrs.get("phase"),
+                                 config=trial.user_attrs["config"],
+                                 record=TrialRecord.from_dict(trial.user_attrs["record"])))
     attrs = study.user_attrs
     return {
         "study": study.study_name,
@@ -56,12 +83,11 @@ def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
     return [(knobs, text) for text, knobs in groups.items()]
 
 
-def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
+def decision_row(decision: Decision) -> DecisionRow:
     """One paired decision as a table row: what was compared, in how many pairs, the interval, the verdict.
 
-    >>> row = decision_row({"purpose": "combine", "a_label": "defaults", "b_label": "jit_compile=True",
-    ...                     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8,
-    ...                     "verdict": "faster", "why": None})
+    >>> row = decision_row(Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
+    ...     "pairs": [[100.0, 150.0], [110.0, 160.0]], "ratio": 1.47, "low": 1.2, "high": 1.8, "verdict": "faster"}))
     >>> row["change"], row["pairs"], row["interval"]
     ('jit_compile=True', 2, '1.20–1.80 (95%)')
 
@@ -69,28 +95,28 @@ def decision_row(decision: dict[str, Any]) -> dict[str, Any]:
     polish step) keeps the better estimate: none has an interval or a verdict
     of its own.
 
-    >>> decision_row({"purpose": "race", "a_label": "defaults", "b_label": "jit_compile=True",
-    ...               "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
-    ...               "verdict": "not confirmed", "why": None})["verdict"]
+    >>> decision_row(Decision.from_dict({"id": "r1", "purpose": "race", "a": {}, "b": {"jit_compile": True},
+    ...     "pairs": [[100.0, 150.0]], "ratio": 1.5, "low": 0.9, "high": 2.4, "confidence": 0.9,
+    ...     "verdict": "not confirmed"}))["verdict"]
     'raced'
     """
-    a, b = decision["a_label"], decision["b_label"]
+    a, b = decision.a_label, decision.b_label
     change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
-    low, high = decision.get("low"), decision.get("high")
-    purpose = decision["purpose"]
-    verdict = decision["verdict"]
+    low, high = decision.low, decision.high
+    purpose = decision.purpose
+    shown = str(decision.verdict)
     if purpose in (Phase.RACE, Phase.CHOOSE, Phase.POLISH):
         low = high = None
-        verdict = "raced" if purpose == Phase.RACE else ("kept" if verdict == Verdict.FASTER else "not kept")
-    return {"purpose": purpose, "incumbent": a, "candidate": b, "change": change or b,
-            "pairs": len(decision.get("pairs") or []), "figures": decision.get("pairs") or [],
-            "ratio": decision.get("ratio"), "low": low, "high": high,
-            "interval": (f"{low:.2f}–{high:.2f} ({level(decision.get('confidence', 0.95))})"
-                         if low is not None and high is not None else "–"),
-            "verdict": verdict, "why": decision.get("why")}
+        shown = "raced" if purpose == Phase.RACE else ("kept" if decision.verdict.is_faster() else "not kept")
+    return DecisionRow(purpose=purpose, incumbent=a, candidate=b, change=change or b,
+                       pairs=len(decision.pairs), figures=[list(p) for p in decision.pairs],
+                       ratio=decision.ratio, low=low, high=high,
+                       interval=(f"{low:.2f}–{high:.2f} ({level(decision.confidence)})"
+                                 if low is not None and high is not None else "–"),
+                       verdict=shown, why=decision.why)
 
 
-def held(check: dict[str, Any]) -> str:
+def held(check: JSONObject) -> str:
     """Whether a determinism check held, in a few words.
 
     >>> held({"identical": True, "runs": 2}), held({"identical": False, "runs": 2})
@@ -99,7 +125,7 @@ def held(check: dict[str, Any]) -> str:
     return f"weights {'bit-identical' if check['identical'] else 'differed'} over {check['runs']} runs"
 
 
-def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> dict[str, Any]:
+def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> JSONObject:
     """The deterministic knob's cost (its speed against the baseline's) and its weight-hash check."""
     check = record.extra["determinism"]
     return {"config": label, "ratio": ratio, "cost": None if ratio is None else 1 - ratio,
@@ -108,19 +134,19 @@ def determinism_summary(record: TrialRecord, label: str, ratio: float | None) ->
             "differing": check.get("differing") or [], "how": check.get("how")}
 
 
-def _first_by_key(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _first_by_key(trials: list[StudyTrial]) -> dict[str, StudyTrial]:
+    out: dict[str, StudyTrial] = {}
     for trial in trials:
         out.setdefault(config_key(TrialConfig.from_dict(trial["config"])), trial)
     return out
 
 
-def medians(trials: list[dict[str, Any]]) -> dict[str, float]:
+def medians(trials: list[StudyTrial]) -> dict[str, float]:
     """Each configuration's figure: the median of its own trials' samples/s, by configuration key.
 
     >>> from fitspeed.core.record import TrialSpec, new_record
-    >>> t = [{"config": {}, "record": TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), "ok",
-    ...      metrics={"samples_per_s": {"median": v}}))} for v in (10.0, 30.0, 20.0)]
+    >>> t = [StudyTrial(number=0, phase=None, config={}, record=TrialRecord.from_dict(new_record(
+    ...      TrialSpec(model="tiny"), "ok", metrics={"samples_per_s": {"median": v}}))) for v in (10.0, 30.0, 20.0)]
     >>> list(medians(t).values())
     [20.0]
     """
@@ -132,7 +158,7 @@ def medians(trials: list[dict[str, Any]]) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in speeds.items()}
 
 
-def agreement(base_speed: float | None, best_speed: float | None, verification: dict[str, Any]) -> str | None:
+def agreement(base_speed: float | None, best_speed: float | None, verification: JSONObject) -> str | None:
     """One line on why the single figures and the verdict differ, where they do; None where they agree.
 
     >>> agreement(7266.0, 6164.0, {"claimed": True, "estimate": {"median": 1.59, "pairs": 4}})
@@ -153,7 +179,7 @@ def agreement(base_speed: float | None, best_speed: float | None, verification: 
             "machine's changing load")
 
 
-def study_summary(data: dict[str, Any]) -> dict[str, Any]:
+def study_summary(data: StudyData) -> StudySummary:
     meta = data["meta"]
     base = TrialConfig.from_dict(meta["base"])
     by_key = _first_by_key(data["trials"])
@@ -164,17 +190,20 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     # configurations whose numerics passed the guard: a single change kept inside one of them was checked there
     passed = [TrialConfig.from_dict(json.loads(key)) for key, verdict in guards.items() if verdict.get("ok")]
 
-    decided: dict[str, dict[str, Any]] = {}  # the newest search decision on each candidate
-    raced: dict[str, dict[str, Any]] = {}  # a race pair that no decision followed
+    decided: dict[str, Decision] = {}  # the newest search decision on each candidate
+    raced: dict[str, Decision] = {}  # a race pair that no decision followed
     for decision in data.get("decisions") or []:
-        key = config_key(TrialConfig.from_dict(decision["b"]))
-        if decision["purpose"] == Phase.RACE:
+        key = config_key(decision.b)
+        if decision.purpose == Phase.RACE:
             raced[key] = decision
-        elif decision["purpose"] != Phase.VERIFY:
+        elif decision.purpose != Phase.VERIFY:
             decided[key] = decision
-    rows, effects, rejected, batch_sizes = [], [], [], []
-    determinism: dict[str, Any] | None = None
-    baseline_row: dict[str, Any] | None = None
+    rows: list[TrialRow] = []
+    effects: list[TrialRow] = []
+    rejected: list[TrialRow] = []
+    batch_sizes: list[TrialRow] = []
+    determinism: JSONObject | None = None
+    baseline_row: TrialRow | None = None
     baseline_curve: list[float | None] = []
     environment = meta.get("environment")  # the baseline child's, when it ran, is richer
     for key, trial in by_key.items():
@@ -194,13 +223,12 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
             outcome = f"numerics changed: {verdict['reason']}"
         elif key in raced and key not in decided and trial["phase"] == Phase.RACE:
             race = raced[key]
-            outcome = (f"raced on top of {race['a_label']} ({race['ratio']:.2f}× in one pair), not decided"
-                       if race.get("ratio") else f"raced on top of {race['a_label']}, not decided")
+            outcome = (f"raced on top of {race.a_label} ({race.ratio:.2f}× in one pair), not decided"
+                       if race.ratio else f"raced on top of {race.a_label}, not decided")
         elif key in decided and trial["phase"] not in (Phase.SWEEP, Phase.BASELINE):
             decision = decided[key]
-            outcome = (f"{decision['verdict']} on top of {decision['a_label']} "
-                       f"({len(decision.get('pairs') or [])} pair(s))")
-            if decision["verdict"] == Verdict.FASTER:
+            outcome = f"{decision.verdict} on top of {decision.a_label} ({len(decision.pairs)} pair(s))"
+            if decision.verdict.is_faster():
                 outcome = "faster"
         elif metrics.stopped_early:
             outcome = (f"slower: cut short after {metrics.stopped_early['after']}"
@@ -227,12 +255,12 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
                        if ratio is not None else "screened faster but never kept, so its numerics were not checked")
         else:
             outcome = "faster"
-        row = {"config": config.label(), "changes": changes, "phase": trial["phase"],
-               "status": record.status, "samples_per_s": speed, "ratio": ratio,
-               "outcome": outcome, "guard": verdict,
-               "compile_s": metrics.other.get("compile_s"), "ms_per_step": metrics.ms_per_step,
-               "jit_compile_resolved": metrics.other.get("jit_compile_resolved"),
-               "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == key for t in data["trials"])}
+        row = TrialRow(config=config.label(), changes=changes, phase=trial["phase"],
+                       status=record.status, samples_per_s=speed, ratio=ratio,
+                       outcome=outcome, guard=verdict,
+                       compile_s=metrics.other.get("compile_s"), ms_per_step=metrics.ms_per_step,
+                       jit_compile_resolved=metrics.other.get("jit_compile_resolved"),
+                       trials=sum(config_key(TrialConfig.from_dict(t["config"])) == key for t in data["trials"]))
         rows.append(row)
         if config == base:
             baseline_row = row
@@ -252,41 +280,38 @@ def study_summary(data: dict[str, Any]) -> dict[str, Any]:
     best_speed = figures.get(config_key(best_config))
     if batch_sizes and baseline_row:
         batch_sizes.append(baseline_row)
-    return {
-        "study": data["study"],
-        "model": meta.get("model"),
-        "data": meta.get("data"),
-        "script": meta.get("script"),  # the script tuned, by file name and SHA-256 (`fitspeed run` checks it)
-        "environment": environment,
-        "skipped": meta.get("skipped") or {},
-        "skipped_groups": skipped_groups(meta.get("skipped") or {}),
-        # combinations the search proposed and refused before any trial, with the reason (`Ledger.put_refusal`)
-        "refused": data.get("refused") or [],
-        "baseline": {"config": base.to_dict(), "samples_per_s": base_speed, "loss_curve": baseline_curve,
-                     "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
-                                   for t in data["trials"] if t["record"].throughput)},
-        "best": {
-            "config": best_config.to_dict(),
-            "label": best_config.label(),
-            "samples_per_s": best_speed,
-            "trials": sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(best_config)
-                          for t in data["trials"] if t["record"].throughput),
-            "claimed": bool(verification.get("claimed")),
-            "agreement": agreement(base_speed, best_speed, verification),
-            "verdict": verification.get("verdict") or "not verified yet",
-            "why": verification.get("why"),
-            "estimate": verification.get("estimate"),
-            # each knob's own share of the speed-up: the ratio its own evidence measured (`search.lean`)
-            "shares": verification.get("shares") or [],
-            # what its trial rewrote in the model (fitspeed.trial.transform), for best.json's snippet
-            "rewrite": best_trial["record"].extra.get("rewrite") if best_trial else None,
-        },
-        "effects": effects,
-        "rejected": rejected,
+    return StudySummary(
+        study=data["study"],
+        model=meta.get("model"),
+        data=meta.get("data"),
+        script=meta.get("script"),
+        environment=environment,
+        skipped=meta.get("skipped") or {},
+        skipped_groups=tuple((tuple(knobs), text) for knobs, text in skipped_groups(meta.get("skipped") or {})),
+        refused=tuple(data.get("refused") or ()),
+        baseline=Baseline(config=base, samples_per_s=base_speed, loss_curve=tuple(baseline_curve),
+                          trials=sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
+                                     for t in data["trials"] if t["record"].throughput)),
+        best=Best(
+            config=best_config,
+            label=best_config.label(),
+            samples_per_s=best_speed,
+            trials=sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(best_config)
+                       for t in data["trials"] if t["record"].throughput),
+            claimed=bool(verification.get("claimed")),
+            agreement=agreement(base_speed, best_speed, verification),
+            verdict=verification.get("verdict") or NOT_VERIFIED,
+            why=verification.get("why"),
+            estimate=verification.get("estimate"),
+            shares=tuple(verification.get("shares") or ()),
+            rewrite=best_trial["record"].extra.get("rewrite") if best_trial else None,
+        ),
+        effects=tuple(effects),
+        rejected=tuple(rejected),
         # with rematerialization counted: a size fits when any of its rows did (`batch_figures.figures`)
-        "batch_sizes": batch_figures.figures(batch_sizes, base.to_dict()),
-        "trials": rows,
-        "decisions": [decision_row(d) for d in data.get("decisions") or []],
-        "determinism": determinism,
-        "read_notes": list(data.get("read_notes") or []),
-    }
+        batch_sizes=batch_figures.figures(batch_sizes, base.to_dict()),
+        trials=tuple(rows),
+        decisions=tuple(decision_row(d) for d in data.get("decisions") or []),
+        determinism=determinism,
+        read_notes=tuple(data.get("read_notes") or ()),
+    )

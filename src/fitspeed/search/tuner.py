@@ -62,14 +62,16 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.input_kinds import check as check_input_knobs
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
 from fitspeed.search import guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
-from fitspeed.search.budget import DECISIONS, VERIFY_RESERVE, budget_plan
+from fitspeed.search.budget import VERIFY_RESERVE, budget_plan, shortfall
 from fitspeed.search.combination import Combination
 from fitspeed.search.lean import Lean
+from fitspeed.search.decision import Decision
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
     Decider,
@@ -82,7 +84,6 @@ from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
     CLAIM,
-    LEANED,
     VERIFICATION,
     Ledger,
     guard_key,
@@ -155,7 +156,7 @@ class Tuner:
     def _spent(self, ahead: int = 0) -> bool:
         return self.ledger.spent(ahead)
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Decision]:
         """Every stored decision, in the order made."""
         return self.ledger.decisions()
 
@@ -204,11 +205,11 @@ class Tuner:
             return TrialRecord.from_dict(claimed.user_attrs["record"])
         return self._run(claimed, config, phase, stop_below)
 
-    def _params(self, config: TrialConfig) -> dict[str, Any]:
+    def _params(self, config: TrialConfig) -> JSONObject:
         return {name: getattr(config, name) for name in self.choices}
 
     @staticmethod
-    def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> dict[str, Any]:
+    def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> JSONObject:
         return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
 
     def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
@@ -269,7 +270,7 @@ class Tuner:
                     self.workers.release(unit)
             time.sleep(POLL_S)
 
-    def guarded(self, config: TrialConfig) -> dict[str, Any] | None:
+    def guarded(self, config: TrialConfig) -> JSONObject | None:
         """The guard verdict for `config` (stored), or None if it changes no numerics.
 
         A dict: `ok`, `reason`, the first seed's `baseline_curve` and `curve`, `runs` (trial processes,
@@ -279,13 +280,13 @@ class Tuner:
             return None
         key = guard_key(config)
 
-        def stored() -> dict[str, Any] | None:
+        def stored() -> JSONObject | None:
             found = self.study.user_attrs.get(key)
             return dict(found) if found else None
 
         return dict(self._once(key, stored, lambda: self._guard(config, key)))
 
-    def _guard(self, config: TrialConfig, key: str) -> dict[str, Any]:
+    def _guard(self, config: TrialConfig, key: str) -> JSONObject:
         """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
 
         The first stage, guard.FIRST_SEEDS seeds of each, sets how many seeds the verdict takes
@@ -331,7 +332,7 @@ class Tuner:
 
     # -- the search ---------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JSONObject:
         """The whole search; a full disk under the study storage ends it with one sentence."""
         try:
             self.workers.start(host_lock.device(), self.study.user_attrs.get("fitspeed_version"))
@@ -346,7 +347,7 @@ class Tuner:
                 raise UserError(studies.storage_problem(error, self.settings.storage)) from None
             raise
 
-    def _search(self) -> dict[str, Any]:
+    def _search(self) -> JSONObject:
         interrupted = self.workers.recover()
         if interrupted:
             self.emit(Note(f"{interrupted} interrupted trial(s) will be measured again"))
@@ -368,16 +369,8 @@ class Tuner:
         Polish(self).run(promising)
         BatchSizes(self).run()
         self._settle()  # every other worker's measurements and decisions are in: verify the final chain
-        self._once(LEANED, self._leaned, self._lean)
+        Lean(self).once()
         return self.finish()
-
-    def _leaned(self) -> bool | None:
-        return True if self.study.user_attrs.get(LEANED) == studies.config_key(self.ledger.incumbent()) else None
-
-    def _lean(self) -> bool:
-        """Take out of the final incumbent each knob with no evidence of its own (`fitspeed.search.lean`)."""
-        self.study.set_user_attr(LEANED, studies.config_key(Lean(self).run()))
-        return True
 
     def _baseline(self) -> TrialRecord | None:
         """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.
@@ -406,12 +399,9 @@ class Tuner:
         trials = self.ledger.trials
         plan = budget_plan(self.dims, trials, self.settings.pairs)
         self.study.set_user_attr(BUDGET, {**plan, "trials": trials})
-        if trials < plan["smallest"]:
-            self.emit(Note(
-                f"--trials {trials} does not pay for an answer on this space: the screen takes "
-                f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
-                f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
-                f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)"))
+        note = shortfall(plan, trials)
+        if note:
+            self.emit(Note(note))
 
     def _learn_data_kind(self, baseline: TrialRecord) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""
@@ -457,7 +447,7 @@ class Tuner:
                   else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == Phase.SAMPLER else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
-        if decision["verdict"] != "faster":
+        if not decision.verdict.is_faster():
             return incumbent
         verdict = self.guarded(config)
         if verdict is not None and not verdict["ok"]:
@@ -486,17 +476,17 @@ class Tuner:
 
     # -- the answer ---------------------------------------------------------
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> JSONObject:
         """Verify the best incumbent against the defaults in fresh pairs; fall back to the one before it.
 
         Once per study and chain of incumbents: one worker verifies, the others read its answer.
         """
-        def stored() -> dict[str, Any] | None:
+        def stored() -> JSONObject | None:
             found = self.ledger.verification()
             chain = studies.plain([c.to_dict() for c in self.incumbents()])
             return found if found and found.get("chain") == chain else None
 
-        def compute() -> dict[str, Any]:
+        def compute() -> JSONObject:
             verification = verify(self.ledger, self.decider, self.emit, self.settings.pairs, self.settings.min_gain,
                                   has_baseline=self.ledger.figure(self.base) is not None)
             verification["by"] = self.workers.me.id

@@ -20,11 +20,11 @@ repeated confidence interval and the interval's level.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Design, Noise, level, median_unbiased
 from fitspeed.search.decider import Decider, verify_design
+from fitspeed.search.decision import Decision
 from fitspeed.search.events import OnEvent, VerificationStarted
 from fitspeed.search.lean import shares_of
 from fitspeed.search.ledger import BUDGET, Ledger
@@ -34,7 +34,7 @@ MAX_FALLBACKS = 1  # verification tries at most this many incumbents, newest fir
 
 
 def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain: float,
-           has_baseline: bool) -> dict[str, Any]:
+           has_baseline: bool) -> JSONObject:
     """Verify the chain of incumbents against the defaults; the stored verification."""
     chain = ledger.incumbents()
     base = ledger.base
@@ -43,24 +43,24 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
     leaned_away = bool(chain) and chain[-1] == base
     candidates = [] if leaned_away else list(reversed(chain))[:MAX_FALLBACKS]
     design = verify_design(pairs, min_gain, len(candidates))
-    tried: list[dict[str, Any]] = []
-    verification: dict[str, Any] | None = None
+    tried: list[Decision] = []
+    verification: JSONObject | None = None
     for index, config in enumerate(candidates):
         design = verify_design(pairs, min_gain, len(candidates), index)
         emit(VerificationStarted(config, design.max_pairs))
         decision = decider.decide(Phase.VERIFY, base, config, design, budgeted=False)
         tried.append(decision)
-        if decision["verdict"] == "faster":
+        if decision.verdict.is_faster():
             verification = claim(config, decision, tried, shares_of(ledger.decisions(), config, base))
             break
     if verification is None:
         why = (short_budget(ledger) or "no change was confirmed faster than the baseline in pairs" if not chain
                else "no change showed a share of its own when taken out of the answer" if leaned_away
                else "the speed-up was not confirmed: " + "; ".join(
-                   f"{d['b_label']}: {d['verdict']}" for d in tried))
+                   f"{d.b_label}: {d.verdict}" for d in tried))
         verification = {"config": base.to_dict(), "verdict": "keep the defaults", "claimed": False,
                         "estimate": None, "why": why if has_baseline else "no baseline",
-                        "tried": [d["id"] for d in tried], "design": design.to_dict()}
+                        "tried": [d.id for d in tried], "design": design.to_dict()}
     verification["chain"] = [c.to_dict() for c in chain]
     return verification
 
@@ -75,36 +75,38 @@ def short_budget(ledger: Ledger) -> str | None:
             f"--trials {plan['suggested']}, pays for several")
 
 
-def claim(config: TrialConfig, decision: dict[str, Any], tried: list[dict[str, Any]],
-          shares: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def claim(config: TrialConfig, decision: Decision, tried: list[Decision],
+          shares: list[JSONObject] | None = None) -> JSONObject:
     """The verification's claim from its decision: the estimate and interval the user sees, and each knob's share
     (`fitspeed.search.lean.shares_of`)."""
-    confidence = decision["confidence"]
-    ratios = [b / a for a, b in decision["pairs"]]
+    confidence = decision.confidence
+    ratios = [b / a for a, b in decision.pairs]
     unbiased = unbiased_estimate(decision)
     # the lower bound first: it is what the claim guarantees at its level; then the estimate with the stopping
     # rule's bias taken out (a sequential design stops on lucky runs)
-    verdict = (f"B is at least {decision['low']:.2f}× faster ({level(confidence)} CI "
-               f"{decision['low']:.2f}–{decision['high']:.2f}; estimate {unbiased:.2f}×)")
-    estimate = {"ratios": ratios, "median": unbiased, "at_stop": decision["ratio"], "ci_low": decision["low"],
-                "ci_high": decision["high"], "confidence": confidence, "verdict": verdict,
+    verdict = (f"B is at least {decision.low:.2f}× faster ({level(confidence)} CI "
+               f"{decision.low:.2f}–{decision.high:.2f}; estimate {unbiased:.2f}×)")
+    estimate = {"ratios": ratios, "median": unbiased, "at_stop": decision.ratio, "ci_low": decision.low,
+                "ci_high": decision.high, "confidence": confidence, "verdict": verdict,
                 "statistic": "median-unbiased estimate of the mean log ratio (stage-wise order; the Huber estimate "
                              "at the stop is at_stop)", "pairs": len(ratios),
-                "noise": decision.get("noise"), "orders": decision.get("orders")}
+                "noise": decision.noise.to_dict() if decision.noise else None, "orders": list(decision.orders)}
     return {"config": config.to_dict(), "estimate": estimate, "claimed": True, "verdict": verdict,
-            "why": None, "decision": decision["id"], "tried": [d["id"] for d in tried],
-            "fell_back": len(tried) > 1, "design": decision.get("design"), "shares": shares}
+            "why": None, "decision": decision.id, "tried": [d.id for d in tried],
+            "fell_back": len(tried) > 1, "design": dict(decision.design) if decision.design else None,
+            "shares": shares}
 
 
-def unbiased_estimate(decision: dict[str, Any]) -> float:
-    """The claim's ratio with the stopping rule's bias taken out (`sequential.median_unbiased`), from the stored
+def unbiased_estimate(decision: Decision) -> float:
+    """The claim's ratio with the stopping rule's bias taken out (`sequential.median_unbiased`), from the
     decision: its design, its pairs, its estimate at the stop and the noise it decided on."""
-    found, noise = decision.get("design"), decision.get("noise")
-    if not found or not noise or not decision.get("pairs"):
-        return float(decision["ratio"])
+    found, noise = decision.design, decision.noise
+    if decision.ratio is None:
+        raise ValueError(f"Expected a decision with an estimate to claim. Received decision {decision.id} without one.")
+    if not found or not noise or not decision.pairs:
+        return float(decision.ratio)
     design = Design(found["alpha"], found["max_pairs"], found["min_pairs"], found["min_gain"],
                     futile_from=found.get("futile_from", 1))
-    pairs = len(decision["pairs"])
-    prior_df = max(0, int(noise["df"]) - (pairs - 1))  # the decision's noise pools its prior with its own pairs
-    return median_unbiased(design, pairs, float(decision["ratio"]), Noise(float(noise["sd"]), int(noise["df"])),
-                           prior_df)
+    pairs = len(decision.pairs)
+    prior_df = max(0, int(noise.df) - (pairs - 1))  # the decision's noise pools its prior with its own pairs
+    return median_unbiased(design, pairs, float(decision.ratio), Noise(float(noise.sd), int(noise.df)), prior_df)

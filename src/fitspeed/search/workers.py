@@ -36,6 +36,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from fitspeed.core.json_data import JSONObject
 from fitspeed.search import heartbeat
 from fitspeed.search.ledger import CLAIM
 from fitspeed.search.storages import StorageArg, StudyLock, pid_alive
@@ -55,7 +56,7 @@ class Worker:
     def id(self) -> str:
         return f"{self.host}:{self.pid}"
 
-    def attrs(self) -> dict[str, Any]:
+    def attrs(self) -> JSONObject:
         return {"host": self.host, "pid": self.pid, "worker": self.id}
 
 
@@ -151,7 +152,7 @@ class Workers:
 
     # -- measurements --------------------------------------------------------------
 
-    def claim(self, key: str, attrs: dict[str, Any], params: dict[str, Any],
+    def claim(self, key: str, attrs: JSONObject, params: JSONObject,
               distributions: dict[str, Any], room: Callable[[], bool],
               asked: optuna.Trial | None = None) -> FrozenTrial | optuna.Trial | Busy | None:
         """Claim the measurement `key` (see the module docstring).
@@ -183,7 +184,7 @@ class Workers:
                 trial.set_user_attr(name, value)
             return trial
 
-    def _enqueue(self, key: str, params: dict[str, Any]) -> FrozenTrial:
+    def _enqueue(self, key: str, params: JSONObject) -> FrozenTrial:
         self.study.enqueue_trial(params, user_attrs={"config_key": key}, skip_if_exists=False)
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
                 if t.user_attrs.get("config_key") == key][-1]

@@ -119,7 +119,7 @@ def medians(trials: list[dict[str, Any]]) -> dict[str, float]:
     """Each configuration's figure: the median of its own trials' samples/s, by configuration key.
 
     >>> from fitspeed.core.record import TrialSpec, new_record
-    >>> t = [{"config": {}, "record": TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), "ok",
+    >>> t = [{"config": {}, "record": TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OK,
     ...      metrics={"samples_per_s": {"median": v}}))} for v in (10.0, 30.0, 20.0)]
     >>> list(medians(t).values())
     [20.0]

@@ -44,7 +44,7 @@ from fitspeed.trial import peak_memory
 PR_SET_PDEATHSIG = 1
 WAIT_S = 0.05  # how often a shared server looks for a client that went away
 PRELOAD = ("fitspeed.trial.protocol", "fitspeed.machine.environment", "fitspeed.trial.doctor", "fitspeed.trial.models",
-           "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.fit_input",
+           "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.kinds",
            "fitspeed.trial.transform.rewrite", "fitspeed.trial.timing", "fitspeed.trial.validation")
 
 

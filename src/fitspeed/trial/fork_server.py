@@ -61,7 +61,7 @@ def _die_with(parent: int) -> None:
 
 
 def _preload(backend: str) -> None:
-    """Import what every trial of `backend` imports (`protocol.measure`'s list); build nothing."""
+    """Import what every trial of `backend` imports (`protocol.subject`'s list); build nothing."""
     from fitspeed.trial.keras_import import import_keras
 
     import_keras(backend)

@@ -20,7 +20,7 @@ Who owns what in the user's process:
 | the script's `compile()`     | the wrapper adds the knobs the config changes        | steps_per_execution,       |
 |                              | (the script's own values stay otherwise)             | jit_compile                |
 | the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
-|                              | the measurement protocol of `fitspeed.trial.protocol`         | to arrays, a tf.data       |
+|                              | the mode, run by `fitspeed.trial.driver`             | to arrays, a tf.data       |
 |                              |                                                      | Dataset or a PyDataset     |
 | the script's chosen `fit()`  | the script's model rewritten and checked             | data_format, float32       |
 |                              | (`fitspeed.trial.transform.rewrite.for_trial`)       | outputs under precision    |

@@ -64,6 +64,7 @@ class Subject:
     metrics: dict[str, Any] = field(default_factory=dict)  # what a variant adds to a timed record's metrics
     hooks: TrialHooks = NO_HOOKS  # a test's faults and holds (`fitspeed.trial.hooks`)
     end: measurement.End | None = None  # the cut-off timer's last act where the process must end with the record
+    validates: bool = True  # with `spec.validate`, held-out figures follow training (a script brings no held-out data)
 
     def fit(self, steps: int, epochs: int, timer: Any) -> None:
         """One call of the real fit(): `epochs` epochs of `steps` steps of this subject's data, `timer` watching."""
@@ -246,7 +247,7 @@ MODES: dict[Mode, Callable[[Subject, TrialSpec], Record]] = {
 
 def _validated(spec: TrialSpec, record: Record, s: Subject) -> Record:
     """With `spec.validate`, an ok record gains the held-out accuracy and the weights' digest."""
-    if not spec.validate or record["status"] != Status.OK:
+    if not (spec.validate and s.validates) or record["status"] != Status.OK:
         return record
     from fitspeed.trial.validation import held_out_metrics
 

@@ -343,7 +343,7 @@ class Hook:
                               fit_kwargs={"verbose": bound.get("verbose", "auto"),
                                           "class_weight": bound.get("class_weight")},
                               notes=notes, fields={"script": self._script_info(), **fields}, metrics=metrics,
-                              end=self._finish)
+                              end=self._finish, validates=False)
 
     # -- the end ----------------------------------------------------------------
 

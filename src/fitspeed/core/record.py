@@ -317,9 +317,10 @@ OnTrial = Callable[[str, TrialRecord], None]
 def new_record(spec: TrialSpec, status: Status, **fields: Any) -> dict[str, Any]:
     """A trial record with the fields every record has: the dict the child sends (`TrialRecord.from_dict` types it).
 
-    The type says `Status` and mypy holds every caller in src/ to it; text that
-    is no status is refused here too (tests and doctests outside src/fitspeed/trial
-    still hand some records' statuses over as their text, which is converted).
+    The type says `Status`, and mypy holds every caller in src/ to it. At run
+    time a status's text is still converted (some tests and the doctests of
+    `report.plot_data` and `search.scale` hand it over so), and any other value
+    is refused.
     """
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}")

@@ -1,7 +1,7 @@
 """The trial child's input measurements for `fitspeed doctor`: modes input, compute, epochs.
 
 Runs in the trial child only, after `fitspeed.trial.protocol` has applied the knobs,
-built the model and prepared the data (`fitspeed.trial.data.pipeline.prepare`):
+built the model and prepared the data (`fitspeed.trial.data.kinds.Data.prepare`):
 
 - "input": the pipeline alone. The same iterator `fit()` would read (Keras's
   own data adapter), pulled with no model: a warm-up of two batches, then
@@ -18,9 +18,7 @@ built the model and prepared the data (`fitspeed.trial.data.pipeline.prepare`):
 
 from __future__ import annotations
 
-import cProfile
 import math
-import pstats
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,8 +31,6 @@ from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.trial.data.kinds import Data, DatasetData
 
 IN_MEMORY_BATCHES = 16
-PROFILE_SECONDS = 2.0
-PROFILE_TOP = 10
 
 
 def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
@@ -89,27 +85,6 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
         **data.input_details(),
     }
     return new_record(spec, Status.OK, environment=env, metrics=metrics)
-
-
-def profile(source: Any, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> dict[str, Any]:
-    """cProfile of `source[i]` in this process for about `seconds`: the top functions by own time."""
-    profiler = cProfile.Profile()
-    count = 0
-    length = len(source)
-    started = time.perf_counter()
-    profiler.enable()
-    while count < 2 or (time.perf_counter() - started < seconds and count < length):
-        source[count % length]
-        count += 1
-    profiler.disable()
-    elapsed = time.perf_counter() - started
-    stats = pstats.Stats(profiler)
-    rows = []
-    for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": f"{name} ({file.rsplit('/', 1)[-1]}:{line})", "calls": calls,
-                     "own_s": own, "cumulative_s": cumulative})
-    rows.sort(key=lambda row: row["own_s"], reverse=True)
-    return {"batches": count, "seconds": elapsed, "ms_per_batch": 1000 * elapsed / count, "top": rows[:top]}
 
 
 def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> DatasetData:

@@ -19,7 +19,7 @@ Who owns what in the user's process:
 |                              |                                                      | script builds is in it)    |
 | the script's `compile()`     | the wrapper adds the knobs the config changes        | steps_per_execution,       |
 |                              | (the script's own values stay otherwise)             | jit_compile                |
-| the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
+| the script's chosen `fit()`  | `Data.prepare` on the x it was given, then           | the input knobs that apply |
 |                              | the mode, run by `fitspeed.trial.driver`             | to arrays, a tf.data       |
 |                              |                                                      | Dataset or a PyDataset     |
 | the script's chosen `fit()`  | the script's model rewritten and checked             | data_format, float32       |
@@ -243,7 +243,7 @@ class Hook:
         arrays changes only the options of the pipeline Keras builds from them
         (`pipeline.array_autotune`), so sample_weight, class_weight, shuffle,
         validation_split and steps_per_epoch keep Keras's own handling. A
-        dataset gets the knobs `pipeline.prepare` applies to it, a PyDataset its
+        dataset gets the knobs `Data.prepare` applies to it, a PyDataset its
         worker settings; a knob that does not apply to what fit() was given is
         left out, said once in one line.
         """
@@ -272,7 +272,7 @@ class Hook:
             autotune = bool(self.config.data_autotune)
         elif data is not None:
             try:
-                prepared = pipeline.prepare(data, data.applicable(self.config), 0, self.spec.seed)
+                prepared = data.prepare(data.applicable(self.config), 0, self.spec.seed)
             except Exception as error:  # noqa: BLE001 (the script's fit() must run as it would without fitspeed)
                 self._say(f"the input knobs are not applied to the script's {type(x).__name__}: "
                           f"{type(error).__name__}: {error}")

@@ -11,7 +11,7 @@ script or `auto_steps` hands `fit()`. The rest of the code asks the object:
 | `ArrayData`     | arrays            | x, y cycled to whole batches      | yes       | samples / batch     |
 | `DatasetData`   | dataset           | the dataset, repeated             | no        | its cardinality     |
 | `PyDatasetData` | pydataset         | the PyDataset, cycled             | no        | its length          |
-| `ImageFolder`   | images            | nothing: `prepared` builds a      | no        | unknown             |
+| `ImageFolder`   | images            | nothing: `prepare` builds a       | no        | unknown             |
 |                 |                   | `DatasetData` from the files      |           |                     |
 
 Which input knobs apply to each kind, and why the others do not, is
@@ -20,8 +20,11 @@ Which input knobs apply to each kind, and why the others do not, is
 
 from __future__ import annotations
 
+import cProfile
 import dataclasses
 import math
+import pstats
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,10 +33,12 @@ import numpy as np
 
 from fitspeed.core.data_ref import DataKind
 from fitspeed.core.errors import DataError
-from fitspeed.core.input_kinds import INPUT_KNOBS, why_not
+from fitspeed.core.input_kinds import INPUT_KNOBS, check, why_not
 
 MAX_ARRAY_BYTES = 1 << 30  # the cycled fit() arrays stay under 1 GiB
 UNBOUNDED_STEPS = 1_000_000  # what a pipeline can feed in one epoch: as many steps as asked
+PROFILE_SECONDS = 2.0  # doctor's cProfile of a PyDataset's __getitem__
+PROFILE_TOP = 10
 
 
 @dataclass
@@ -80,8 +85,13 @@ class Data:
         """This data with its arrays in the model's layout (`layout` turns one array); a pipeline is its own."""
         return self
 
-    def prepared(self, config: Any, batch_size: int, seed: int) -> Data:
-        """The input knobs of `config` applied (`fitspeed.trial.data.pipeline`), already checked for this kind."""
+    def prepare(self, config: Any, batch_size: int, seed: int) -> Data:
+        """The input knobs of `config` applied (`fitspeed.trial.data.pipeline`); one that cannot apply is refused."""
+        check(config.changed(), self.kind, config.backend)
+        return self._applied(config, batch_size, seed)
+
+    def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
+        """The input knobs of `config` applied, already checked for this kind."""
         return self
 
     def input_details(self) -> dict[str, Any]:
@@ -89,12 +99,10 @@ class Data:
         return {}
 
     def with_knobs(self, config: Any, batch_size: int, seed: int) -> Data:
-        """This data ready for fit(): through `pipeline.prepare` unless it is arrays no input knob changes."""
+        """This data ready for fit(): `prepare`d, unless it is arrays no input knob changes."""
         if self.in_memory and not config.changed().keys() & set(INPUT_KNOBS):
             return self
-        from fitspeed.trial.data import pipeline  # the input knobs (imports tensorflow)
-
-        return pipeline.prepare(self, config, batch_size, seed)
+        return self.prepare(config, batch_size, seed)
 
     def why_not(self, knob: str, backend: str) -> str | None:
         """Why `knob` does not apply to this data, or None when it does (`fitspeed.core.input_kinds`)."""
@@ -165,7 +173,7 @@ class ArrayData(Data):
     def laid_out(self, layout: Any) -> Data:
         return dataclasses.replace(self, x=layout(self.x))
 
-    def prepared(self, config: Any, batch_size: int, seed: int) -> Data:
+    def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         return dataclasses.replace(self, autotune=bool(config.data_autotune))
 
 
@@ -206,7 +214,7 @@ class DatasetData(Data):
     def given_x(self) -> Any:
         return self.source
 
-    def prepared(self, config: Any, batch_size: int, seed: int) -> Data:
+    def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         from fitspeed.trial.data.pipeline import user_dataset
 
         ds, notes = user_dataset(self.source, config)
@@ -269,27 +277,44 @@ class PyDatasetData(Data):
     def given_x(self) -> Any:
         return self.source
 
-    def prepared(self, config: Any, batch_size: int, seed: int) -> Data:
+    def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         from fitspeed.trial.data.pipeline import worker_settings
 
         return dataclasses.replace(self, source=worker_settings(self.source, config))
 
     def input_details(self) -> dict[str, Any]:
         """cProfile of `__getitem__` in this process (article 002's method)."""
-        from fitspeed.trial.doctor import profile
+        return {"profile": self.profile()}
 
-        return {"profile": profile(self.source)}
+    def profile(self, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> dict[str, Any]:
+        """cProfile of `source[i]` in this process for about `seconds`: the top functions by own time."""
+        source, profiler, count = self.source, cProfile.Profile(), 0
+        length = len(source)
+        started = time.perf_counter()
+        profiler.enable()
+        while count < 2 or (time.perf_counter() - started < seconds and count < length):
+            source[count % length]
+            count += 1
+        profiler.disable()
+        elapsed = time.perf_counter() - started
+        stats = pstats.Stats(profiler)
+        rows = []
+        for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+            rows.append({"function": f"{name} ({file.rsplit('/', 1)[-1]}:{line})", "calls": calls,
+                         "own_s": own, "cumulative_s": cumulative})
+        rows.sort(key=lambda row: row["own_s"], reverse=True)
+        return {"batches": count, "seconds": elapsed, "ms_per_batch": 1000 * elapsed / count, "top": rows[:top]}
 
 
 @dataclass
 class ImageFolder(Data):
-    """An `images:DIR` folder, listed: `prepared` builds its tf.data pipeline with every tf.data knob."""
+    """An `images:DIR` folder, listed: `prepare` builds its tf.data pipeline with every tf.data knob."""
 
     kind: ClassVar[DataKind] = DataKind.IMAGES
     source: Any = None  # the `ImageSource`
-    holdout: Any = None  # the held-out files (an ImageSource), decoded by `prepared`
+    holdout: Any = None  # the held-out files (an ImageSource), decoded by `prepare`
 
-    def prepared(self, config: Any, batch_size: int, seed: int) -> Data:
+    def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         from fitspeed.trial.data import pipeline
 
         held = pipeline.decoded(self.holdout) if self.holdout is not None else (None, None)

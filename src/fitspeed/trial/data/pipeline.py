@@ -46,10 +46,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fitspeed.core import input_kinds
 from fitspeed.core.config import TrialConfig
 from fitspeed.trial.data.image_folder import ImageSource
-from fitspeed.trial.data.kinds import Data
 
 
 def _read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -269,12 +267,6 @@ def reads_in_order(ds: tf.data.Dataset) -> bool:
     """Whether `ds` has parallel calls whose order matters: no shuffle op anywhere in its graph."""
     ops = [op for op, _ in graph_ops(ds)]
     return any(op.startswith(_PARALLEL) for op in ops) and not any("Shuffle" in op for op in ops)
-
-
-def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data:
-    """Apply the input knobs to loaded data (each kind applies its own); refuse knobs that cannot apply to it."""
-    input_kinds.check(config.changed(), data.kind, config.backend)
-    return data.prepared(config, batch_size, seed)
 
 
 def graph_ops(ds: tf.data.Dataset) -> list[tuple[str, dict[str, Any]]]:

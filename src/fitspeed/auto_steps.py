@@ -27,8 +27,7 @@ from typing import Any
 
 import keras
 
-from fitspeed.trial.data.fit_input import fit_input
-from fitspeed.trial.data.sources import Data, batch_size_of, dataset_batch_size
+from fitspeed.trial.data.kinds import ArrayData, Data, pipeline_of
 from fitspeed.trial.models import compile_model
 from fitspeed.trial.timing import StepTimer
 
@@ -56,11 +55,7 @@ def choose(samples_per_s: dict[int, float], tolerance: float = 0.05) -> int:
 
 
 def _data(x: Any, y: Any, batch_size: int | None) -> Data:
-    if isinstance(x, keras.utils.PyDataset):
-        return Data("pydataset", source=x, batch_size=batch_size_of(x[0]))
-    if hasattr(x, "element_spec"):
-        return Data("dataset", source=x, batch_size=dataset_batch_size(x, "x"))
-    return Data("arrays", x=x, y=y)
+    return pipeline_of(x, "x") or ArrayData(x=x, y=y)
 
 
 def _check_arguments(batch_size: Any, candidates: Sequence[int], seconds: Any, tolerance: Any) -> None:
@@ -101,7 +96,7 @@ def tune(
         executions = 2 if seconds_per_step is None else max(2, math.ceil(seconds / (seconds_per_step * n)))
         steps = n * (1 + executions)
         timer = StepTimer(marks=(n - 1, steps - 1))
-        model.fit(**fit_input(data, steps, batch), epochs=1, steps_per_epoch=steps,
+        model.fit(**data.fit_args(steps, batch), epochs=1, steps_per_epoch=steps,
                   verbose=0, callbacks=[timer])
         window = timer.span(0, n - 1, steps - 1)
         if not window:

@@ -38,9 +38,9 @@ def test_a_learning_rate_fault_multiplies_the_rate(monkeypatch: pytest.MonkeyPat
 
 
 def test_label_shuffle_permutes_the_training_labels_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fitspeed.trial.data.sources import Data
+    from fitspeed.trial.data.kinds import ArrayData, DatasetData
 
-    data = Data("arrays", x=np.zeros((100, 4)), y=np.arange(100) % 10, x_val=np.zeros((10, 4)), y_val=np.arange(10))
+    data = ArrayData(x=np.zeros((100, 4)), y=np.arange(100) % 10, x_val=np.zeros((10, 4)), y_val=np.arange(10))
     assert faults.relabel(data, 0) is data  # no fault: the data as it is
     monkeypatch.setenv(faults.ENV, faults.LABEL_SHUFFLE)
     shuffled = faults.relabel(data, 0)
@@ -49,4 +49,4 @@ def test_label_shuffle_permutes_the_training_labels_only(monkeypatch: pytest.Mon
     assert (faults.relabel(data, 1).y != shuffled.y).any()  # each seed its own permutation
     assert faults.inject(_model()) is not None  # the trial's notes say a fault was injected
     with pytest.raises(ValueError, match="Expected arrays"):
-        faults.relabel(Data("dataset", source=object()), 0)
+        faults.relabel(DatasetData(source=object()), 0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fitspeed.trial import faults, hooks
-from fitspeed.trial.data.sources import Data
+from fitspeed.trial.data.kinds import ArrayData
 
 SRC = Path(hooks.__file__).parents[1]  # src/fitspeed
 
@@ -18,7 +18,7 @@ def test_a_users_trial_gets_hooks_that_do_nothing(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(faults.ENV, raising=False)
     monkeypatch.delenv(faults.HOLD_ENV, raising=False)
     chosen = hooks.from_environment()
-    data = Data("arrays", x=np.ones((4, 2)), y=np.arange(4))
+    data = ArrayData(x=np.ones((4, 2)), y=np.arange(4))
     assert chosen is hooks.NO_HOOKS
     assert chosen.loaded(data, 0) is data and chosen.compiled_for_training(object()) == []
     assert chosen.before_timing() is None
@@ -35,7 +35,7 @@ def test_a_tests_variable_chooses_the_test_faults(monkeypatch: pytest.MonkeyPatc
 def test_the_test_faults_relabel_and_note_what_they_did(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(faults.ENV, faults.LABEL_SHUFFLE)
     monkeypatch.setenv(faults.HOLD_ENV, str(tmp_path))  # not armed: the hold returns at once
-    data = Data("arrays", x=np.ones((6, 2)), y=np.arange(6))
+    data = ArrayData(x=np.ones((6, 2)), y=np.arange(6))
     test = hooks.TestFaults()
     assert test.loaded(data, 0).y.tolist() != data.y.tolist()
     assert test.before_timing() is None

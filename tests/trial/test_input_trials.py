@@ -39,14 +39,13 @@ def test_threads_stay_in_the_process_and_processes_do_not(tmp_path: Path) -> Non
         sys.path.insert(0, {str(FIXTURES)!r})
         from inputwork import PidBatches
         from fitspeed.trial import doctor
-        from fitspeed.trial.data import pipeline
         from fitspeed.core.config import TrialConfig
-        from fitspeed.trial.data.sources import Data
+        from fitspeed.trial.data.kinds import PyDatasetData
         for name, processes in (("threads", False), ("processes", True)):
             folder = os.path.join({str(tmp_path)!r}, name)
             os.makedirs(folder)
-            data = pipeline.prepare(Data("pydataset", source=PidBatches(folder, batch_size=8)),
-                                    TrialConfig(workers=2, use_multiprocessing=processes), 8, 0)
+            data = PyDatasetData(source=PidBatches(folder, batch_size=8)).prepare(
+                TrialConfig(workers=2, use_multiprocessing=processes), 8, 0)
             iterator, adapter = doctor._iterate(data, 8, 6)
             for _ in range(6):
                 next(iterator)

@@ -25,7 +25,7 @@ from fitspeed.core.config import TrialConfig  # noqa: E402
 from fitspeed.core.errors import KnobError  # noqa: E402
 from fitspeed.trial.data import pipeline  # noqa: E402
 from fitspeed.trial.data.image_folder import list_images  # noqa: E402
-from fitspeed.trial.data.sources import Data  # noqa: E402
+from fitspeed.trial.data.kinds import ArrayData, DatasetData, PyDatasetData  # noqa: E402
 
 sys.path.insert(0, str(FIXTURES))
 
@@ -148,41 +148,40 @@ def test_pydataset_knobs_are_set_on_the_object() -> None:
 
     loader = Batches(32)
     config = TrialConfig(workers=3, use_multiprocessing=True, max_queue_size=5)
-    data = pipeline.prepare(Data("pydataset", source=loader), config, 32, 0)
+    data = PyDatasetData(source=loader).prepare(config, 32, 0)
     assert (data.source.workers, data.source.use_multiprocessing, data.source.max_queue_size) == (3, True, 5)
-    kept = pipeline.prepare(Data("pydataset", source=Batches(32, workers=2)), TrialConfig(), 32, 0)
+    kept = PyDatasetData(source=Batches(32, workers=2)).prepare(TrialConfig(), 32, 0)
     assert (kept.source.workers, kept.source.use_multiprocessing, kept.source.max_queue_size) == (2, False, 10)
 
 
 def test_user_dataset_gets_prefetch_and_options_only() -> None:
     ds = tf.data.Dataset.from_tensor_slices(np.ones((64, 8), "float32")).batch(8)
-    same = pipeline.prepare(Data("dataset", source=ds), TrialConfig(), 8, 0)
+    same = DatasetData(source=ds).prepare(TrialConfig(), 8, 0)
     assert same.source is ds
-    tuned = pipeline.prepare(Data("dataset", source=ds), TrialConfig(prefetch=2, data_autotune=False), 8, 0)
+    tuned = DatasetData(source=ds).prepare(TrialConfig(prefetch=2, data_autotune=False), 8, 0)
     assert ops(tuned.source)[-2:] == ["PrefetchDataset", "OptionsDataset"]
     assert tuned.source.options().autotune.enabled is False
     with pytest.raises(KnobError, match="only its prefetch and options can change"):
-        pipeline.prepare(Data("dataset", source=ds), TrialConfig(cache="memory"), 8, 0)
+        DatasetData(source=ds).prepare(TrialConfig(cache="memory"), 8, 0)
 
 
 def test_knobs_that_cannot_apply_are_refused() -> None:
-    arrays = Data("arrays", x=np.ones((4, 8)), y=np.zeros(4))
+    arrays = ArrayData(x=np.ones((4, 8)), y=np.zeros(4))
     with pytest.raises(KnobError, match="numpy arrays"):
-        pipeline.prepare(arrays, TrialConfig(map_parallelism="autotune"), 2, 0)
+        arrays.prepare(TrialConfig(map_parallelism="autotune"), 2, 0)
     with pytest.raises(KnobError, match="applies to a keras.utils.PyDataset"):
-        pipeline.prepare(arrays, TrialConfig(workers=2), 2, 0)
-    assert pipeline.prepare(arrays, TrialConfig(data_autotune=False), 2, 0).autotune is False
+        arrays.prepare(TrialConfig(workers=2), 2, 0)
+    assert arrays.prepare(TrialConfig(data_autotune=False), 2, 0).autotune is False
 
 
 def test_pyloader_does_its_work_in_python() -> None:
     from fitspeed.trial.data.loaders import HeavyLoader
-    from fitspeed.trial.doctor import profile
 
     loader = HeavyLoader((16, 16, 3), 10, batch_size=8, seed=0, batches=4)
     x, y = loader[1]
     assert x.shape == (8, 16, 16, 3) and y.shape == (8,)
     np.testing.assert_array_equal(loader[1][0], x)  # the same index gives the same batch
-    report = profile(loader, seconds=0.2)
+    report = PyDatasetData(source=loader).profile(seconds=0.2)
     assert report["batches"] >= 2
     names = [row["function"] for row in report["top"][:3]]
     assert any("feature_key" in name or "<genexpr>" in name or "format" in name for name in names), names

@@ -2,7 +2,9 @@
 
 The parent reaches this layer only as `python -m fitspeed.trial SPEC.json`
 (`fitspeed.measure.runner`); `fitspeed.apply` and `fitspeed.auto_steps` also
-use it in the user's own process. `protocol` runs the measurement, `apply`
+use it in the user's own process. `driver` is the one trial driver (a
+subject, one function per mode, one mapping from a failure to its status),
+`protocol` builds a built-in or builder trial's subject and runs it, `apply`
 owns the process-wide and compile-time knobs, `models` builds the built-in
 models, `timing` is the clock callback, `doctor` holds doctor's
 measurements, `profiling` and `trace_ops` capture and read traces,

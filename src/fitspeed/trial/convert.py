@@ -28,7 +28,7 @@ from typing import Any
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import SCHEMA_VERSION, clip_reason, write_record
+from fitspeed.core.record import SCHEMA_VERSION, Status, clip_reason, write_record
 from fitspeed.trial import apply
 
 
@@ -72,7 +72,7 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
     from fitspeed.trial.transform.rewrite import rewrite
 
     record: dict[str, Any] = {
-        "schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed", "reason": None,
+        "schema": SCHEMA_VERSION, "kind": "conversion", "status": Status.FAILED, "reason": None,
         "source": order["source"], "output": order["output"],
         "knobs": knobs,
         "environment": {"backend": keras.backend.backend(), "keras": keras.__version__},
@@ -106,14 +106,14 @@ def convert(order: dict[str, Any]) -> dict[str, Any]:
     try:
         reloaded = compare(done.model, saved, "the saved file", order.get("seed", 0))
     except Refused as error:
-        return {**record, "status": "failed", "reason": f"{order['output']} does not reload as written: {error}"}
+        return {**record, "status": Status.FAILED, "reason": f"{order['output']} does not reload as written: {error}"}
     if order.get("probe"):  # what another backend must compute from the saved file (load_check)
         import numpy as np
 
         from fitspeed.trial.transform.check import outputs, probe_batch
 
         np.savez(order["probe"], *outputs(saved, probe_batch(saved, order.get("seed", 0))))
-    return {**record, "status": "ok", **done.to_dict(),
+    return {**record, "status": Status.OK, **done.to_dict(),
             "checks": [*done.to_dict()["checks"], reloaded.to_dict()]}
 
 
@@ -136,7 +136,7 @@ def load_check(order: dict[str, Any]) -> dict[str, Any]:
     from fitspeed.trial.transform.check import TOLERANCES, backend_line, compute_dtype, outputs, probe_batch
 
     record: dict[str, Any] = {"schema": SCHEMA_VERSION, "kind": "load check", "backend": keras.backend.backend(),
-                              "status": "failed", "reason": None}
+                              "status": Status.FAILED, "reason": None}
     unsafe = bool(order.get("unsafe"))
     if unsafe:
         keras.config.enable_unsafe_deserialization()
@@ -161,7 +161,7 @@ def load_check(order: dict[str, Any]) -> dict[str, Any]:
     if not diff <= tolerance:  # NaN fails too
         return {**record, "reason": f"its outputs differ from the converting backend's by up to {diff:.3g}, over "
                                     f"the {tolerance:.3g} allowed in {dtype}"}
-    return {**record, "status": "ok"}
+    return {**record, "status": Status.OK}
 
 
 def main(argv: list[str]) -> int:
@@ -170,7 +170,7 @@ def main(argv: list[str]) -> int:
         record = load_check(order) if order.get("check") == "load" else convert(order)
     except Exception as error:  # a failure is data: the parent prints it
         traceback.print_exc()
-        record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": "failed",
+        record = {"schema": SCHEMA_VERSION, "kind": "conversion", "status": Status.FAILED,
                   "reason": clip_reason(f"{type(error).__name__}: {error}"), "source": order.get("source"),
                   "output": order.get("output")}
     write_record(record)

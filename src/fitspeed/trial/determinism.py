@@ -49,7 +49,6 @@ def check(model: Any, data: Any, batch: int, seed: int, steps_per_execution: int
     """Train twice from one snapshot and seed; compare the weights' hashes."""
     import keras
 
-    from fitspeed.trial.data.fit_input import fit_input
     from fitspeed.trial.doctor import in_memory
 
     started = time.perf_counter()
@@ -63,7 +62,7 @@ def check(model: Any, data: Any, batch: int, seed: int, steps_per_execution: int
         for variable, value in zip(state, snapshot):
             variable.assign(value)
         keras.utils.set_random_seed(seed)
-        model.fit(**fit_input(batches, steps, batch), epochs=1, steps_per_epoch=steps, verbose=0)
+        model.fit(**batches.fit_args(steps, batch), epochs=1, steps_per_epoch=steps, verbose=0)
         hashes.append(weights_sha256(model.weights))
         finals.append([np.array(w.numpy(), copy=True) for w in model.weights])
     differing = [w.path for w, a, b in zip(model.weights, *finals) if a.tobytes() != b.tobytes()]

@@ -1,7 +1,7 @@
 """The trial child's input measurements for `fitspeed doctor`: modes input, compute, epochs.
 
 Runs in the trial child only, after `fitspeed.trial.protocol` has applied the knobs,
-built the model and prepared the data (`fitspeed.trial.data.pipeline.prepare`):
+built the model and prepared the data (`fitspeed.trial.data.kinds.Data.prepare`):
 
 - "input": the pipeline alone. The same iterator `fit()` would read (Keras's
   own data adapter), pulled with no model: a warm-up of two batches, then
@@ -18,9 +18,7 @@ built the model and prepared the data (`fitspeed.trial.data.pipeline.prepare`):
 
 from __future__ import annotations
 
-import cProfile
 import math
-import pstats
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,20 +28,16 @@ import numpy as np
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.record import Status, TrialSpec, new_record
-from fitspeed.trial.data.fit_input import fit_input, max_steps
-from fitspeed.trial.data.sources import Data
+from fitspeed.trial.data.kinds import Data, DatasetData
 
-MODES = ("input", "compute", "epochs")
 IN_MEMORY_BATCHES = 16
-PROFILE_SECONDS = 2.0
-PROFILE_TOP = 10
 
 
 def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
     """The batches fit() would read for `steps` steps, through Keras's own data adapter."""
     from keras.src.trainers.data_adapters import get_data_adapter
 
-    kwargs = fit_input(data, steps, batch)
+    kwargs = data.fit_args(steps, batch)
     adapter = get_data_adapter(
         kwargs.pop("x"), kwargs.pop("y", None), batch_size=kwargs.pop("batch_size", None),
         steps_per_epoch=steps, shuffle=True,
@@ -72,7 +66,7 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
     warm_adapter.on_epoch_end()
     del warm_iter
     steps = spec.steps or max(8, math.ceil(spec.target_seconds / max(steady_s, 1e-4)))
-    steps = min(steps, max_steps(data, batch) // max(1, spec.repeats))
+    steps = min(steps, data.max_steps(batch) // max(1, spec.repeats))
     iterator, adapter = _iterate(data, batch, steps * spec.repeats)
     windows = [_pull(iterator, steps) for _ in range(spec.repeats)]
     adapter.on_epoch_end()
@@ -87,42 +81,13 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
         "window_s": windows,
         "first_batch_s": first_s,
         "total_s": time.perf_counter() - started,
-        "data_kind": _kind(data),
+        "data_kind": data.label,
+        **data.input_details(),
     }
-    if data.kind == "pydataset":
-        metrics["profile"] = profile(data.source)
-    if data.kind == "dataset":
-        from fitspeed.trial.data.pipeline import graph_ops
-
-        try:
-            metrics["pipeline"] = [op for op, _ in graph_ops(data.source)]
-        except Exception as error:  # a user's dataset may hold ops that do not serialize
-            metrics["pipeline"] = [f"(not readable: {type(error).__name__})"]
     return new_record(spec, Status.OK, environment=env, metrics=metrics)
 
 
-def profile(source: Any, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> dict[str, Any]:
-    """cProfile of `source[i]` in this process for about `seconds`: the top functions by own time."""
-    profiler = cProfile.Profile()
-    count = 0
-    length = len(source)
-    started = time.perf_counter()
-    profiler.enable()
-    while count < 2 or (time.perf_counter() - started < seconds and count < length):
-        source[count % length]
-        count += 1
-    profiler.disable()
-    elapsed = time.perf_counter() - started
-    stats = pstats.Stats(profiler)
-    rows = []
-    for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": f"{name} ({file.rsplit('/', 1)[-1]}:{line})", "calls": calls,
-                     "own_s": own, "cumulative_s": cumulative})
-    rows.sort(key=lambda row: row["own_s"], reverse=True)
-    return {"batches": count, "seconds": elapsed, "ms_per_batch": 1000 * elapsed / count, "top": rows[:top]}
-
-
-def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> Data:
+def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> DatasetData:
     """Mode "compute": `count` batches read from the pipeline once, then served from memory."""
     import tensorflow as tf
 
@@ -132,7 +97,7 @@ def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> Data:
     xs = np.stack([np.asarray(b[0]) for b in batches])
     ys = np.stack([np.asarray(b[1]) for b in batches])
     ds = tf.data.Dataset.from_tensor_slices((xs, ys)).cache().repeat().prefetch(1)
-    return Data("dataset", source=ds, batch_size=batch, origin="memory")
+    return DatasetData(source=ds, batch_size=batch, origin="memory")
 
 
 class EpochClock(keras.callbacks.Callback):
@@ -177,15 +142,15 @@ def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, A
     n = model.steps_per_execution if hasattr(model, "steps_per_execution") else 1
     warm = EpochClock()
     t0 = time.perf_counter()
-    model.fit(**fit_input(data, 2 * n, batch), epochs=1, steps_per_epoch=2 * n,
+    model.fit(**data.fit_args(2 * n, batch), epochs=1, steps_per_epoch=2 * n,
               verbose=0, callbacks=[warm])
     ends = warm.batch_end[0]
     steady_s = (ends[-1] - ends[0]) / max(1, n) if len(ends) > 1 else time.perf_counter() - t0
     steps = spec.steps or n * max(1, math.ceil(spec.target_seconds / max(steady_s, 1e-6)))
-    steps = min(steps, max(n, max_steps(data, batch) // n * n))
+    steps = min(steps, max(n, data.max_steps(batch) // n * n))
     clock = EpochClock()
     started = time.perf_counter()
-    model.fit(**fit_input(data, steps, batch), epochs=spec.repeats, steps_per_epoch=steps,
+    model.fit(**data.fit_args(steps, batch), epochs=spec.repeats, steps_per_epoch=steps,
               verbose=0, callbacks=[clock])
     returned = time.perf_counter()
     metrics = stall_times(clock, returned)
@@ -197,10 +162,7 @@ def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, A
         "batch_size": batch,
         "loss_curve": clock.losses,
         "samples_per_s": {"median": steps * spec.repeats * batch / fit_s},
-        "data_kind": _kind(data),
+        "data_kind": data.label,
     })
     return new_record(spec, Status.OK, environment=env, metrics=metrics)
 
-
-def _kind(data: Data) -> str:
-    return data.origin or data.kind

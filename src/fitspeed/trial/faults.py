@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fitspeed.core.data_ref import DataKind
+
 ENV = "FITSPEED_TEST_FAULT"
 HOLD_ENV = "FITSPEED_TEST_HOLD"
 HOLD_LIMIT_S = 600.0  # a held trial goes on by itself after this long, should a test never release it
@@ -92,7 +94,7 @@ def relabel(data: Any, seed: int) -> Any:
     fault = _fault()
     if fault is None or fault.kind != LABEL_SHUFFLE:
         return data
-    if data.kind != "arrays":
+    if data.kind != DataKind.ARRAYS:
         raise ValueError(f"Expected arrays for the test fault {LABEL_SHUFFLE}. Received data of kind {data.kind!r}.")
     import numpy as np
 

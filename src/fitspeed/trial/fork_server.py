@@ -44,7 +44,7 @@ from fitspeed.trial import peak_memory
 PR_SET_PDEATHSIG = 1
 WAIT_S = 0.05  # how often a shared server looks for a client that went away
 PRELOAD = ("fitspeed.trial.protocol", "fitspeed.machine.environment", "fitspeed.trial.doctor", "fitspeed.trial.models",
-           "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.fit_input",
+           "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.kinds",
            "fitspeed.trial.transform.rewrite", "fitspeed.trial.timing", "fitspeed.trial.validation")
 
 
@@ -61,7 +61,7 @@ def _die_with(parent: int) -> None:
 
 
 def _preload(backend: str) -> None:
-    """Import what every trial of `backend` imports (`protocol.measure`'s list); build nothing."""
+    """Import what every trial of `backend` imports (`protocol.subject`'s list); build nothing."""
     from fitspeed.trial.keras_import import import_keras
 
     import_keras(backend)

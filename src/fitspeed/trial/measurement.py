@@ -1,9 +1,10 @@
 """The one measuring loop: the warm-up, the timed windows, `stop_below` and the cut-off timer.
 
 A built-in model (`fitspeed.trial.protocol`) and a user's script
-(`fitspeed.trial.script_hook`) are timed by the same `timed_windows`; each
-passes how to run `fit()` on its model: the protocol passes `model.fit` on the
-data it built, the hook the script's real `fit` with the callbacks it keeps.
+(`fitspeed.trial.script_hook`) are timed by the same `timed_windows`, through
+the one driver (`fitspeed.trial.driver.timed`); each subject says how to run
+`fit()` on its model: `model.fit` on the data fitspeed built, or the script's
+real `fit` with the callbacks it keeps.
 So a user's script is cut short exactly as a built-in model is:
 
 1. The warm-up: 2 executions of steps_per_execution steps (tracing, compiling,

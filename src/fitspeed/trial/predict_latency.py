@@ -22,7 +22,7 @@ import numpy as np
 
 from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.core.stats import describe
-from fitspeed.trial.data.sources import Data
+from fitspeed.trial.data.kinds import Data
 
 
 def _windows(call: Callable[[], Any], repeats: int, seconds: float) -> tuple[list[float], int]:
@@ -41,8 +41,7 @@ def _windows(call: Callable[[], Any], repeats: int, seconds: float) -> tuple[lis
 
 
 def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    x = data.x if data.kind == "arrays" else np.asarray(data.source[0][0])
-    x = np.asarray(x[: max(batch, 1) * 4])
+    x = np.asarray(data.first_inputs()[: max(batch, 1) * 4])
     one = x[:1]
     share = spec.target_seconds / 3
     model.predict(one, verbose=0)  # warm-up: traces predict's function

@@ -81,7 +81,6 @@ def capture(
 ) -> dict[str, Any]:
     """Train one traced window (lead-in + `steps`) and summarize its trace."""
     from fitspeed.trial import trace_ops
-    from fitspeed.trial.data.fit_input import fit_input
 
     n = steps_per_execution
     logdir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +90,7 @@ def capture(
         start, stop = framework_of(backend).tracer(logdir)
         window = _window_callback(n - 1, n + steps - 1, start, stop)
         model.fit(
-            **fit_input(data, n + steps, batch),
+            **data.fit_args(n + steps, batch),
             epochs=1,
             steps_per_epoch=n + steps,
             verbose=0,

@@ -19,8 +19,8 @@ Who owns what in the user's process:
 |                              |                                                      | script builds is in it)    |
 | the script's `compile()`     | the wrapper adds the knobs the config changes        | steps_per_execution,       |
 |                              | (the script's own values stay otherwise)             | jit_compile                |
-| the script's chosen `fit()`  | `pipeline.prepare` on the x it was given, then       | the input knobs that apply |
-|                              | the measurement protocol of `fitspeed.trial.protocol`         | to arrays, a tf.data       |
+| the script's chosen `fit()`  | `Data.prepare` on the x it was given, then           | the input knobs that apply |
+|                              | the mode, run by `fitspeed.trial.driver`             | to arrays, a tf.data       |
 |                              |                                                      | Dataset or a PyDataset     |
 | the script's chosen `fit()`  | the script's model rewritten and checked             | data_format, float32       |
 |                              | (`fitspeed.trial.transform.rewrite.for_trial`)       | outputs under precision    |
@@ -53,22 +53,19 @@ import faulthandler
 import hashlib
 import inspect
 import json
-import math
 import os
 import sys
 import time
 import traceback
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fitspeed.core.errors import UserError
-from fitspeed.core import input_kinds
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import TrialSpec, clip_reason, new_record, to_json
-from fitspeed.trial import apply
-from fitspeed.trial.data.fit_args import data_from, epoch_steps, fit_kind, not_applicable
+from fitspeed.core.record import Status, TrialSpec, new_record, to_json
+from fitspeed.trial import apply, driver
 from fitspeed.trial.import_watch import ImportWatch
-from fitspeed.trial.protocol import after_timing, is_oom
 from fitspeed.trial.remat import SCRIPT_REASON
 from fitspeed.trial.script_stop import LEGACY, stop_reason
 from fitspeed.trial.transform import Refused
@@ -80,6 +77,13 @@ LOG_LINES = 12
 _hook: Hook | None = None
 
 
+class Action(StrEnum):
+    """What the order asks of the user's process (`fitspeed.measure.training_command` writes it)."""
+
+    TRIAL = "trial"  # measure the chosen fit(), write the record, end the process
+    RUN = "run"  # `fitspeed run best.json -- ...`: the knobs applied, the script run to its end
+
+
 def install() -> None:
     """Take the order named by FITSPEED_SCRIPT, if any, and hook this process."""
     global _hook
@@ -87,9 +91,10 @@ def install() -> None:
     if not path or _hook is not None:
         return
     order = json.loads(Path(path).read_text())
-    if order.get("action", "trial") == "trial":
+    trial = Action(order.get("action", Action.TRIAL)) == Action.TRIAL
+    if trial:
         faulthandler.enable()  # a trial killed by a signal dumps its Python stacks into the log the record keeps
-    if order.get("action", "trial") == "trial" and order.get("record") and Path(order["record"]).exists():
+    if trial and order.get("record") and Path(order["record"]).exists():
         # A wrapper runs python again after the timed fit() ended the trial (`python train.py && python eval.py`):
         # the trial is over, so this process ends before its first line.
         os._exit(0)
@@ -103,7 +108,7 @@ class Hook:
     def __init__(self, order: dict[str, Any]) -> None:
         self.spec = TrialSpec.from_dict(order["spec"])
         self.config = self.spec.config
-        self.action: str = order.get("action", "trial")
+        self.action = Action(order.get("action", Action.TRIAL))
         self.record_path = Path(order["record"]) if order.get("record") else None
         self.fit_index = int((self.spec.script or {}).get("fit", 1))
         self.fits = 0
@@ -126,7 +131,7 @@ class Hook:
         sys.meta_path.insert(0, ImportWatch({"keras": lambda: self.imported("keras"),
                                              "tensorflow": lambda: self.imported("tensorflow"),
                                              "tf_keras": self.tf_keras_imported}))
-        if self.action != "trial":
+        if self.action != Action.TRIAL:
             return
         previous = sys.excepthook
 
@@ -159,7 +164,7 @@ class Hook:
         if not self.applied:
             self.applied = True
             self.placement = apply.after_import(self.config, self.spec.seed)
-            if self.action == "run" and not self.config.deterministic:
+            if self.action == Action.RUN and not self.config.deterministic:
                 import keras  # a real run keeps its own randomness: the fixed seed is for trials
 
                 keras.utils.set_random_seed(int.from_bytes(os.urandom(4), "little"))
@@ -184,7 +189,7 @@ class Hook:
 
     def legacy_keras(self) -> None:
         message = LEGACY
-        if self.action != "trial":
+        if self.action != Action.TRIAL:
             sys.stderr.write(f"fitspeed: {message} The knobs are not applied.\n")
             return
         self._finish(self._failed(message, user_error=True))
@@ -206,13 +211,14 @@ class Hook:
 
         def fit(model: Any, *args: Any, **kwargs: Any) -> Any:
             hook.fits += 1
-            if hook.action != "trial":
+            if hook.action != Action.TRIAL:
                 hook._applied(model)
                 return hook._run_fit(real_fit, model, args, kwargs)
             if hook.fits != hook.fit_index or hook.done:
                 return real_fit(model, *args, **kwargs)
             hook.done = True
-            hook._finish(hook._trial(real_fit, model, args, kwargs))
+            hook._finish(driver.run(hook.spec, lambda: hook._subject(real_fit, model, args, kwargs),
+                                    script=hook._script_info()))
             return None  # not reached: _finish ends the process
 
         compile.__wrapped__ = real_compile  # type: ignore[attr-defined]
@@ -237,7 +243,7 @@ class Hook:
         arrays changes only the options of the pipeline Keras builds from them
         (`pipeline.array_autotune`), so sample_weight, class_weight, shuffle,
         validation_split and steps_per_epoch keep Keras's own handling. A
-        dataset gets the knobs `pipeline.prepare` applies to it, a PyDataset its
+        dataset gets the knobs `Data.prepare` applies to it, a PyDataset its
         worker settings; a knob that does not apply to what fit() was given is
         left out, said once in one line.
         """
@@ -252,29 +258,28 @@ class Hook:
             return real_fit(model, *args, **kwargs)
         from fitspeed.trial.data import pipeline
 
+        from fitspeed.trial.data.kinds import as_given
+
         x, autotune = given.get("x"), True
-        kind = fit_kind(given)
+        data = as_given(given)
         for knob in changed:
-            why = input_kinds.why_not(knob, kind, self.config.backend) if kind else (
+            why = data.why_not(knob, self.config.backend) if data else (
                 f"{knob} applies to numpy arrays, a tf.data.Dataset or a keras.utils.PyDataset; fit() was given "
                 f"{type(x).__name__}")
             if why:
                 self._say(f"{knob}={getattr(self.config, knob)} is not applied: {why}.")
-        if kind == "arrays":
+        if data is not None and data.in_memory:
             autotune = bool(self.config.data_autotune)
-        elif kind in ("dataset", "pydataset"):
-            from fitspeed.trial.data.sources import Data
-
+        elif data is not None:
             try:
-                prepared = pipeline.prepare(Data(kind, source=x), self.config.replace(**not_applicable(self.config, kind)),
-                                            0, self.spec.seed)
+                prepared = data.prepare(data.applicable(self.config), 0, self.spec.seed)
             except Exception as error:  # noqa: BLE001 (the script's fit() must run as it would without fitspeed)
                 self._say(f"the input knobs are not applied to the script's {type(x).__name__}: "
                           f"{type(error).__name__}: {error}")
             else:
                 for note in prepared.notes:
                     self._say(note + ".")
-                given["x"] = prepared.source
+                given["x"] = prepared.given_x()
         with pipeline.array_autotune(autotune):
             return real_fit(model, **given)
 
@@ -286,23 +291,11 @@ class Hook:
 
     # -- the trial --------------------------------------------------------------
 
-    def _trial(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self._measure(real_fit, model, args, kwargs)
-        except UserError as error:
-            return self._failed(str(error), user_error=True)
-        except Refused as error:  # a knob that cannot apply to the script's model, or cannot run here
-            return self._failed(str(error), user_error=False)
-        except BaseException as error:  # a failure is data
-            traceback.print_exc()
-            status = "oom" if is_oom(error) else "failed"
-            return new_record(self.spec, status, reason=clip_reason(f"{type(error).__name__}: {error}".strip()),
-                              script=self._script_info())
-
-    def _measure(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _subject(self, real_fit: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> driver.Subject:
+        """The script's variant of a trial's subject: its model, rewritten, and what its chosen fit() was given."""
         from fitspeed.machine import environment
-        from fitspeed.trial import doctor
-        from fitspeed.trial.timing import StepTimer
+        from fitspeed.trial import batch_callbacks
+        from fitspeed.trial.data.kinds import entering
         from fitspeed.trial.transform import rewrite
 
         spec, config = self.spec, self.config
@@ -326,25 +319,17 @@ class Hook:
                 "script's batch size is its own (it changes the recipe). Drop --set batch_size=... and pass the "
                 "size through the script's own arguments."
             )
-        data = data_from(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0),
-                         sample_weight=bound.get("sample_weight"), shuffle=bound.get("shuffle", True))
+        data = entering(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0),
+                        sample_weight=bound.get("sample_weight"), shuffle=bound.get("shuffle", True))
         batch = data.batch_size or int(bound.get("batch_size") or 32)
-        own_epoch = epoch_steps(bound.get("steps_per_epoch"), data, batch)  # the script's own epoch
-        from fitspeed.trial.data.fit_input import fit_input, max_steps
-
-        if data.kind != "arrays" or config.changed().keys() & set(INPUT_KNOBS):
-            from fitspeed.trial.data import pipeline
-
-            data = pipeline.prepare(data, config, batch, spec.seed)
+        # the script's own epoch: the tuner tries no steps_per_execution beyond it (`fitspeed.search.script_caps`)
+        own_epoch = int(bound["steps_per_epoch"]) if bound.get("steps_per_epoch") else data.epoch_steps(batch)
+        data = data.with_knobs(config, batch, spec.seed)
         kept, dropped = _callbacks(bound.get("callbacks"))
-        extra = {"verbose": bound.get("verbose", "auto"), "class_weight": bound.get("class_weight")}
         n = int(getattr(model, "steps_per_execution", 1) or 1)
         build_s = time.perf_counter() - started
         notes = [f"not run during the trial: the script's {', '.join(dropped)}"] if dropped else []
         notes.extend(data.notes)
-        from fitspeed.trial import batch_callbacks
-
-        per_batch = batch_callbacks.named(bound.get("callbacks"))
         if self.placement is not None and self.placement.used > 1:
             notes.append(f"the script's batch of {batch} is the global batch, {batch / self.placement.used:g} per device "
                          f"on {self.placement.used} devices")
@@ -352,51 +337,13 @@ class Hook:
             notes.append(self.placement.note())
         if bound.get("validation_data") is not None or bound.get("validation_split"):
             notes.append("the script's validation is not run during the trial")
-
-        def run_fit(steps: int, epochs: int, timer: Any) -> None:
-            real_fit(model, **fit_input(data, steps, batch), epochs=epochs, steps_per_epoch=steps,
-                     callbacks=[*kept, timer], **extra)
-
-        if spec.mode == "train":  # the numerics guard's loss curve: from the seed, no warm-up
-            steps = spec.steps or 0
-            timer = StepTimer(marks=())
-            run_fit(steps, spec.repeats, timer)
-            losses = timer.epoch_losses
-            metrics = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
-                       "steps_per_repeat": steps, "batch_size": batch, "data_kind": data.kind,
-                       "output_dtype": rewrite.output_dtype(model)}
-            bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
-            return new_record(spec, "nan" if bad else "ok", reason=bad, environment=env, metrics=metrics,
-                              script=self._script_info(), notes=notes, **fields)
-        if spec.mode == "input":
-            return {**doctor.input_rate(spec, data, batch, env), "script": self._script_info()}
-        if spec.mode == "epochs":
-            return {**doctor.epochs(spec, model, data, batch, env), "script": self._script_info()}
-        if spec.mode == "compute":
-            data = doctor.in_memory(data, batch)
-
-        from fitspeed.trial import measurement
-
-        cap = (max_steps(data, batch) - n) // n * n
-        script = self._script_info()
-        timed = measurement.timed_windows(spec, run_fit, n, batch, cap, build_s, env, end=self._finish,
-                                          script=script, **fields)
-        if not isinstance(timed, measurement.Timed):
-            return timed  # cut short, or the loss went to NaN
-        losses = timed.losses
-        finite = bool(losses) and math.isfinite(losses[-1])
-        metrics = measurement.window_metrics(
-            timed=timed, steps_per_execution=n, batch=batch, build_s=build_s,
-            jit_compile=bool(getattr(model, "jit_compile", False)),
-            device_mb=environment.peak_device_memory_mb(config.backend), params=int(model.count_params()),
-            data_kind=data.kind, output_dtype=rewrite.output_dtype(model),
-        )
-        metrics.update(steps_per_execution_resolved=n, dtype_policy=_policy_name(), fit_call=self.fits,
-                       epoch_steps=own_epoch, batch_callbacks=per_batch)
-        checks = after_timing(spec, model, data, batch, timed.steps, n, metrics, env) if finite else {}
-        return new_record(spec, "ok" if finite else "nan", reason=None if finite else "the final loss is not finite",
-                          environment=env, metrics=metrics, notes=notes, script=script,
-                          timed_wall=timed.wall, **fields, **checks)
+        metrics = {"steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
+                   "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks"))}
+        return driver.Subject(model, data, batch, env, build_s, n, real_fit=real_fit, callbacks=kept,
+                              fit_kwargs={"verbose": bound.get("verbose", "auto"),
+                                          "class_weight": bound.get("class_weight")},
+                              notes=notes, fields={"script": self._script_info(), **fields}, metrics=metrics,
+                              end=self._finish, validates=False)
 
     # -- the end ----------------------------------------------------------------
 
@@ -412,12 +359,12 @@ class Hook:
         return info
 
     def _failed(self, reason: str, user_error: bool, **fields: Any) -> dict[str, Any]:
-        return new_record(self.spec, "failed", reason=reason, user_error=user_error, script=self._script_info(),
+        return new_record(self.spec, Status.FAILED, reason=reason, user_error=user_error, script=self._script_info(),
                           **fields)
 
     def _stopped_early(self) -> None:
         """At exit (or os._exit) before the chosen fit(): say what stopped the script."""
-        if self.done or self.action != "trial":
+        if self.done or self.action != Action.TRIAL:
             return
         self.done = True
         if self.record_path is not None and self.record_path.exists():

@@ -20,7 +20,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from fitspeed.trial.data.sources import Data
+from fitspeed.trial.data.kinds import Data
 
 REPLICA_MULTIPLE = 8  # held-out samples are evaluated in a multiple of this
 PREDICT_BATCH = 256

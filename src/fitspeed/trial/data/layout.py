@@ -16,7 +16,8 @@ import keras
 import numpy as np
 
 from fitspeed.core.errors import DataError
-from fitspeed.trial.data.sources import Data, shape_text
+from fitspeed.trial.data.kinds import Data
+from fitspeed.trial.data.sources import shape_text
 
 
 def model_input_shape(model: keras.Model) -> tuple[int | None, ...]:
@@ -41,17 +42,8 @@ def fit_layout(data: Data, model: keras.Model, ref: str) -> Data:
     expected = model_input_shape(model)
     if data.x_val is not None:  # held-out arrays, whatever feeds training
         data = dataclasses.replace(data, x_val=_to_model(data.x_val, expected))
-    if data.kind == "arrays":
-        x = _to_model(data.x, expected)
-        data = dataclasses.replace(data, x=x)
-        received = tuple(x.shape[1:])
-    elif data.kind == "dataset":
-        spec = data.source.element_spec
-        inputs = spec[0] if isinstance(spec, tuple) else spec
-        received = tuple(inputs.shape[1:])
-    else:
-        batch = data.source[0]
-        received = tuple(np.shape(batch[0] if isinstance(batch, (tuple, list)) else batch)[1:])
+    data = data.laid_out(lambda x: _to_model(x, expected))
+    received = data.sample_shape()
     if not _fits(received, expected):
         raise DataError(
             f"The data {ref!r} does not fit the model: the model expects inputs of shape "

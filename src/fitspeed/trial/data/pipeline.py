@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -47,10 +46,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from fitspeed.core import input_kinds
 from fitspeed.core.config import TrialConfig
 from fitspeed.trial.data.image_folder import ImageSource
-from fitspeed.trial.data.sources import Data
 
 
 def _read(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -225,7 +222,8 @@ def array_autotune(enabled: bool) -> Iterator[None]:
         ArrayDataAdapter.get_tf_dataset = real  # type: ignore[method-assign]
 
 
-def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.utils.PyDataset:
+def worker_settings(source: keras.utils.PyDataset, config: TrialConfig) -> keras.utils.PyDataset:
+    """A PyDataset with the worker knobs set on the object (Keras 3 reads them there, not from fit())."""
     if config.workers:
         source.workers = config.workers
     if config.use_multiprocessing != "keep":
@@ -235,7 +233,7 @@ def _pydataset(source: keras.utils.PyDataset, config: TrialConfig) -> keras.util
     return source
 
 
-def _user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tuple[tf.data.Dataset, list[str]]:
+def user_dataset(ds: tf.data.Dataset, config: TrialConfig) -> tuple[tf.data.Dataset, list[str]]:
     """A user's dataset with the knobs that keep its meaning; why any other was left out.
 
     The dataset keeps its own options unless a knob says otherwise. prefetch
@@ -269,27 +267,6 @@ def reads_in_order(ds: tf.data.Dataset) -> bool:
     """Whether `ds` has parallel calls whose order matters: no shuffle op anywhere in its graph."""
     ops = [op for op, _ in graph_ops(ds)]
     return any(op.startswith(_PARALLEL) for op in ops) and not any("Shuffle" in op for op in ops)
-
-
-def kind_of(data: Data) -> str:
-    """The `fitspeed.core.input_kinds` kind of loaded data."""
-    return "images" if isinstance(data.source, ImageSource) else data.kind
-
-
-def prepare(data: Data, config: TrialConfig, batch_size: int, seed: int) -> Data:
-    """Apply the input knobs to loaded data; refuse knobs that cannot apply to it."""
-    kind = kind_of(data)
-    input_kinds.check(config.changed(), kind, config.backend)
-    if kind == "images":
-        ds = build(data.source, config, batch_size, seed)
-        held = decoded(data.holdout) if data.holdout is not None else (None, None)
-        return Data("dataset", source=ds, batch_size=batch_size, origin="images", x_val=held[0], y_val=held[1])
-    if kind == "dataset":
-        ds, notes = _user_dataset(data.source, config)
-        return dataclasses.replace(data, source=ds, notes=[*data.notes, *notes])
-    if kind == "pydataset":
-        return dataclasses.replace(data, source=_pydataset(data.source, config))
-    return dataclasses.replace(data, autotune=bool(config.data_autotune))
 
 
 def graph_ops(ds: tf.data.Dataset) -> list[tuple[str, dict[str, Any]]]:

@@ -1,9 +1,8 @@
-"""Data sources for a trial: the `Data` type, and loading what a `DataRef` names.
+"""Data sources for a trial: loading what a `DataRef` names, as one of `fitspeed.trial.data.kinds`' classes.
 
-Runs in the trial child only. Sources give arrays channels_last (as
-keras.datasets gives them); `fitspeed.trial.data.layout` owns the transpose
-for channels_first, and `fitspeed.trial.data.fit_input` turns `Data` into
-`fit()` arguments.
+Runs in the trial child only. The kind is chosen here, once, as the data is
+loaded. Sources give arrays channels_last (as keras.datasets gives them);
+`fitspeed.trial.data.layout` owns the transpose for channels_first.
 """
 
 from __future__ import annotations
@@ -11,57 +10,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
 
-from fitspeed.core.data_ref import DataRef
+from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import DataError
+from fitspeed.trial.data.kinds import ArrayData, Data, ImageFolder, PyDatasetData, pipeline_of
 from fitspeed.trial.models import import_callable
 
 SYNTHETIC_SAMPLES = 2048
 HOLDOUT_SHARE = 0.1  # held out of data that has no test split of its own, with validation
-
-
-@dataclass
-class Data:
-    """What a source gave: arrays, a tf.data.Dataset or a PyDataset."""
-
-    kind: str  # "arrays", "dataset", "pydataset", or "source" (an images: folder, before pipeline.prepare)
-    x: Any = None
-    y: Any = None
-    source: Any = None  # the dataset or PyDataset
-    batch_size: int | None = None  # fixed by a dataset; None for arrays
-    autotune: bool = True  # arrays: False feeds Keras's array pipeline with autotune off
-    origin: str | None = None  # "images" for the pipeline fitspeed built from a folder
-    x_val: Any = None  # held-out arrays (channels_last until `layout.fit_layout`), with validation only
-    y_val: Any = None
-    holdout: Any = None  # an images: folder's held-out files (an ImageSource), decoded by pipeline.prepare
-    sample_weight: Any = None  # arrays: the script's fit(sample_weight=...), cut as x and y are
-    shuffle: bool | str = True  # arrays: the script's fit(shuffle=...), Keras's meaning (True, False or "batch")
-    notes: list[str] = dataclasses.field(default_factory=list)  # input knobs left out, each with why
-
-    @property
-    def sample_bytes(self) -> int:
-        if self.kind != "arrays":
-            return 0
-        leaves = keras.tree.flatten((self.x, self.y))
-        return int(sum(np.asarray(leaf[0]).nbytes for leaf in leaves))
-
-    @property
-    def samples(self) -> int:
-        """How many samples arrays hold (x may be a dict or a list of arrays, as Keras takes them)."""
-        return len(keras.tree.flatten(self.x)[0])
-
-    def take(self, index: np.ndarray) -> tuple[Any, Any, Any]:
-        """x, y and the sample weights at `index`, each structure kept."""
-        def pick(tree: Any) -> Any:
-            return None if tree is None else keras.tree.map_structure(lambda a: np.asarray(a)[index], tree)
-
-        return pick(self.x), pick(self.y), pick(self.sample_weight)
 
 
 def synthetic(
@@ -127,7 +88,7 @@ def _npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarra
     return x, y, test
 
 
-def _split(x: np.ndarray, y: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None, holdout: bool) -> Data:
+def _split(x: np.ndarray, y: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None, holdout: bool) -> ArrayData:
     """Arrays, with a held-out split when asked: the given test split, else the last HOLDOUT_SHARE.
 
     >>> d = _split(np.zeros((20, 2)), np.arange(20), None, True)
@@ -135,13 +96,13 @@ def _split(x: np.ndarray, y: np.ndarray, given: tuple[np.ndarray, np.ndarray] | 
     (18, [18, 19])
     """
     if not holdout:
-        return Data("arrays", x=x, y=y)
+        return ArrayData(x=x, y=y)
     if given is not None:
-        return Data("arrays", x=x, y=y, x_val=given[0], y_val=given[1])
+        return ArrayData(x=x, y=y, x_val=given[0], y_val=given[1])
     cut = len(x) - max(1, int(len(x) * HOLDOUT_SHARE))
     if cut < 1:
         raise DataError(f"Expected at least 2 samples to hold some out for validation. Received: {len(x)}.")
-    return Data("arrays", x=x[:cut], y=y[:cut], x_val=x[cut:], y_val=y[cut:])
+    return ArrayData(x=x[:cut], y=y[:cut], x_val=x[cut:], y_val=y[cut:])
 
 
 def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
@@ -150,10 +111,9 @@ def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
     if "batch_size" in inspect.signature(function).parameters:
         kwargs["batch_size"] = batch_size
     result = function(**kwargs)
-    if isinstance(result, keras.utils.PyDataset):
-        return Data("pydataset", source=result, batch_size=batch_size_of(result[0]))
-    if type(result).__module__.startswith("tensorflow") and hasattr(result, "element_spec"):
-        return Data("dataset", source=result, batch_size=dataset_batch_size(result, ref))
+    found = pipeline_of(result, ref)
+    if found is not None:
+        return found
     given = None  # a held-out split the function chose (`fitspeed.api` ships validation_data so)
     if isinstance(result, dict) and {"x", "y"} <= set(result):
         if {"x_val", "y_val"} <= set(result):
@@ -171,17 +131,6 @@ def _user(ref: str, batch_size: int, holdout: bool = False) -> Data:
         f"Expected {ref!r} to return (x, y) arrays, a tf.data.Dataset or a "
         f"keras.utils.PyDataset. Received: {type(result).__name__}."
     )
-
-
-def batch_size_of(batch: Any) -> int:
-    inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
-    return int(np.shape(inputs)[0])
-
-
-def dataset_batch_size(dataset: Any, ref: str) -> int:
-    for batch in dataset.take(1):
-        return batch_size_of(batch)
-    raise DataError(f"Expected {ref!r} to return a dataset with data. It is empty.")
 
 
 def shape_text(shape: tuple[Any, ...]) -> str:
@@ -216,17 +165,17 @@ def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_siz
     `x_test` and `y_test`), else the last HOLDOUT_SHARE of it; for an images:
     folder every tenth file, for `pyloader` batches past its epoch.
     """
-    if ref.kind == "synthetic":
+    if ref.kind == SourceKind.SYNTHETIC:
         samples = max(SYNTHETIC_SAMPLES, batch_size)
         x, y = synthetic(input_shape, num_classes, seed, int(samples / (1 - HOLDOUT_SHARE)) if holdout else samples)
         return _split(x, y, None, holdout)
-    if ref.kind == "keras":
+    if ref.kind == SourceKind.KERAS:
         (x, y), split = _keras_dataset(ref.name)
         return _split(x, y, split, holdout)
-    if ref.kind == "npz":
+    if ref.kind == SourceKind.NPZ:
         x, y, test = _npz(ref.name)
         return _split(x, y, test, holdout)
-    if ref.kind == "images":
+    if ref.kind == SourceKind.IMAGES:
         from fitspeed.trial.data.image_folder import list_images
 
         if len(input_shape) != 3:
@@ -238,14 +187,14 @@ def load(ref: DataRef, input_shape: tuple[int, ...], num_classes: int, batch_siz
         images = list_images(ref.name, size, ref.augment, num_classes)
         if holdout:
             images, held = split_images(images)
-            return Data("source", source=images, batch_size=batch_size, holdout=held)
-        return Data("source", source=images, batch_size=batch_size)
-    if ref.kind == "pyloader":
+            return ImageFolder(source=images, batch_size=batch_size, holdout=held)
+        return ImageFolder(source=images, batch_size=batch_size)
+    if ref.kind == SourceKind.PYLOADER:
         from fitspeed.trial.data.loaders import HeavyLoader
 
         loader = HeavyLoader(input_shape, num_classes, batch_size, seed)
         if holdout:
             x_val, y_val = loader.held_out()
-            return Data("pydataset", source=loader, batch_size=batch_size, x_val=x_val, y_val=y_val)
-        return Data("pydataset", source=loader, batch_size=batch_size)
+            return PyDatasetData(source=loader, batch_size=batch_size, x_val=x_val, y_val=y_val)
+        return PyDatasetData(source=loader, batch_size=batch_size)
     return _user(ref.name, batch_size, holdout)

@@ -244,7 +244,9 @@ def run_trial(
             # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
             # it stops the child, and any worker processes it left behind.
             returncode = _kill_group(proc)
-        stdout = stdout_path.read_text("utf-8", "replace")
+        # a warm child opens its own output files: one stopped before it did (a timeout of a fraction of a
+        # second, a loaded machine) left none, and its record is the kill's, not a crash of the parent
+        stdout = stdout_path.read_text("utf-8", "replace") if stdout_path.exists() else ""
         log_tail = _tail(stderr_path if record_path is None else stdout_path)
         scripted = training_command.read_record(record_path) if record_path is not None else None
     wall_s = time.perf_counter() - started

@@ -46,6 +46,8 @@ class Backend:
     data_parallel: ClassVar[str | None] = None  # the API that spreads training over `devices`
     splits_cpu_before_import: ClassVar[bool] = False  # `devices` on a CPU: XLA_FLAGS, read at import
     import_line: ClassVar[str | None] = None  # how the snippet imports the module its thread settings live in
+    # the calls that size its thread pools (intra-op, inter-op), or None where it has none that it honours
+    thread_calls: ClassVar[tuple[str, str] | None] = None
     cannot_turn: ClassVar[Mapping[str, str]] = {}  # knob -> why no value but the default runs here
     # The knobs measured on top of this backend when the search tries it as another backend (its own knobs);
     # each is tried there, or skipped with `cannot` or `default_here` saying why.
@@ -92,8 +94,16 @@ class Backend:
         return []
 
     def thread_lines(self, intra: int, inter: int) -> list[str]:
-        """The snippet's lines for the thread pools (0 keeps the backend's default)."""
-        return []
+        """The snippet's lines for the thread pools (0 keeps the backend's default).
+
+        >>> backend_of("tensorflow").thread_lines(2, 0)
+        ['tf.config.threading.set_intra_op_parallelism_threads(2)']
+        >>> backend_of("torch").thread_lines(0, 1), backend_of("jax").thread_lines(2, 1)
+        (['torch.set_num_interop_threads(1)'], [])
+        """
+        if self.thread_calls is None:
+            return []
+        return [f"{call}({count})" for call, count in zip(self.thread_calls, (intra, inter)) if count]
 
     def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
         """The snippet's lines for data parallel over `devices`: (process-wide ones, around the model's build).
@@ -115,6 +125,9 @@ class TensorFlow(Backend):
     counts_flops = True
     data_parallel = "tf.distribute.MirroredStrategy"
     import_line = "import tensorflow as tf"
+    # tf.config.threading, before TensorFlow runs any op
+    thread_calls = ("tf.config.threading.set_intra_op_parallelism_threads",
+                    "tf.config.threading.set_inter_op_parallelism_threads")
     cannot_turn = {"remat": ("Keras 3.15's RematScope wraps each layer's call in tf.recompute_grad, which takes no "
                              "keyword arguments (training=) outside eager execution: the compiled train step fails")}
 
@@ -134,18 +147,6 @@ class TensorFlow(Backend):
     def determinism_lines(self) -> list[str]:
         return ["import tensorflow as tf", "tf.config.experimental.enable_op_determinism()"]
 
-    def thread_lines(self, intra: int, inter: int) -> list[str]:
-        """tf.config.threading, before TensorFlow runs any op.
-
-        >>> backend_of("tensorflow").thread_lines(2, 0)
-        ['tf.config.threading.set_intra_op_parallelism_threads(2)']
-        """
-        lines = []
-        if intra:
-            lines.append(f"tf.config.threading.set_intra_op_parallelism_threads({intra})")
-        if inter:
-            lines.append(f"tf.config.threading.set_inter_op_parallelism_threads({inter})")
-        return lines
 
     def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
         """The model built and compiled inside a MirroredStrategy's scope.
@@ -196,6 +197,7 @@ class Torch(Backend):
     title = "PyTorch"
     extra = "[torch]"
     import_line = "import torch"
+    thread_calls = ("torch.set_num_threads", "torch.set_num_interop_threads")
     cannot_turn = {
         "onednn": _ONEDNN,
         "steps_per_execution": "the PyTorch backend of Keras runs one step per execution only",  # its trainer raises
@@ -206,13 +208,6 @@ class Torch(Backend):
     def auto_jit_compile(self, has_gpu: bool) -> bool:
         return False
 
-    def thread_lines(self, intra: int, inter: int) -> list[str]:
-        lines = []
-        if intra:
-            lines.append(f"torch.set_num_threads({intra})")
-        if inter:
-            lines.append(f"torch.set_num_interop_threads({inter})")
-        return lines
 
 
 BACKENDS: Mapping[str, Backend] = {cls.name: cls() for cls in (TensorFlow, Jax, Torch)}

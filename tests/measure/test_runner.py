@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import STATUSES, Status, TrialRecord, TrialSpec
+from fitspeed.measure import runner
 from fitspeed.measure.runner import run_trial
 
 
@@ -82,6 +86,21 @@ def test_timeout_when_it_runs_too_long(tmp_path: Path) -> None:
     # killed records still say what ran: versions come from package metadata
     assert record.environment["versions"]["keras"].startswith("3.")
     assert record.environment["backend"] == "tensorflow"
+
+
+def test_a_child_stopped_before_it_made_its_own_group_is_killed_all_the_same() -> None:
+    # a warm child calls setsid() first thing after the fork; a timeout that the fork server's start used up
+    # stops it before that, when no group has its pid: a child still in this process's group is that state
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        codes: list[int] = []
+        killer = threading.Thread(target=lambda: codes.append(runner._kill_group(child)), daemon=True)
+        killer.start()
+        killer.join(timeout=30)  # before the fix the wait lasted as long as the child: 120 s
+        assert codes == [-9]
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_failed_keeps_the_error_message(tmp_path: Path) -> None:

@@ -52,10 +52,20 @@ READ_BACK = 64_000  # bytes read back from the end of the file, to find the caus
 
 
 def _kill_group(proc: subprocess.Popen[bytes] | warm_start.WarmChild) -> int:
-    """Kill the child's process group; its exit status."""
+    """Kill the child's process group; its exit status.
+
+    A warm child makes its own group first thing after the fork server forks
+    it; one stopped before that (a timeout the server's start used up) has no
+    group yet, and is killed by its pid, or the wait would last as long as it.
+    """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+    except ProcessLookupError:  # no group of that id (yet): the child alone, if it still runs
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    except PermissionError:
         pass
     return proc.wait()
 

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 
 from fitspeed.core.backends import backend_of
-from fitspeed.core.record import Status, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.trial.data.kinds import Data, DatasetData
 
 IN_MEMORY_BATCHES = 16
@@ -55,8 +55,8 @@ def _pull(iterator: Iterator[Any], count: int) -> float:
     return time.perf_counter() - started
 
 
-def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Mode "input": batches per second of the pipeline alone."""
+def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any], **fields: Any) -> TrialRecord:
+    """Mode "input": batches per second of the pipeline alone; `fields` go into the record (a script's `script`)."""
     from fitspeed.core.stats import describe
 
     started = time.perf_counter()
@@ -84,7 +84,7 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
         "data_kind": data.label,
         **data.input_details(),
     }
-    return new_record(spec, Status.OK, environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, **fields)
 
 
 def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> DatasetData:
@@ -137,8 +137,8 @@ def stall_times(clock: EpochClock, returned: float) -> dict[str, Any]:
             "lost_s": sum(boundaries) + end_s}
 
 
-def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Mode "epochs": one multi-epoch fit(), timed at its edges."""
+def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any], **fields: Any) -> TrialRecord:
+    """Mode "epochs": one multi-epoch fit(), timed at its edges; `fields` go into the record."""
     n = model.steps_per_execution if hasattr(model, "steps_per_execution") else 1
     warm = EpochClock()
     t0 = time.perf_counter()
@@ -164,5 +164,5 @@ def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, A
         "samples_per_s": {"median": steps * spec.repeats * batch / fit_s},
         "data_kind": data.label,
     })
-    return new_record(spec, Status.OK, environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, **fields)
 

@@ -35,16 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record
+from fitspeed.core.record import Mode, Status, TrialRecord, TrialSpec, clip_reason, new_record
 from fitspeed.trial import measurement
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks
 from fitspeed.trial.transform import Refused
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.trial.data.kinds import Data
-
-Record = dict[str, Any]
-
 
 @dataclass
 class Subject:
@@ -72,7 +69,7 @@ class Subject:
                       callbacks=[*self.callbacks, timer], **self.fit_kwargs)
 
 
-def run(spec: TrialSpec, subject: Callable[[], Subject], **fields: Any) -> Record:
+def run(spec: TrialSpec, subject: Callable[[], Subject], **fields: Any) -> TrialRecord:
     """Build the subject and run the spec's mode on it; any exception becomes a record with `fields`."""
     try:
         return MODES[spec.mode](subject(), spec)
@@ -147,7 +144,7 @@ def _environment(spec: TrialSpec) -> dict[str, Any] | None:
 # -- the modes ------------------------------------------------------------------
 
 
-def timed(s: Subject, spec: TrialSpec) -> Record:
+def timed(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Modes "time" and "model": the measurement protocol (`fitspeed.trial.measurement`), then `after_timing`."""
     from fitspeed.machine import environment
     from fitspeed.trial.transform.rewrite import output_dtype
@@ -173,20 +170,21 @@ def timed(s: Subject, spec: TrialSpec) -> Record:
     metrics.update(s.metrics)
     finite = bool(result.losses) and math.isfinite(result.losses[-1])
     checks = after_timing(spec, s.model, s.data, s.batch, result.steps, n, metrics, s.env) if finite else {}
-    record = new_record(spec, Status.OK if finite else Status.NAN,
-                        reason=None if finite else "the final loss is not finite", environment=s.env,
-                        metrics=metrics, notes=notes, timed_wall=result.wall, **s.fields, **checks)
-    return _validated(spec, record, s)
+    held, held_notes = _held_out(spec, s) if finite else ({}, [])
+    return new_record(spec, Status.OK if finite else Status.NAN,
+                      reason=None if finite else "the final loss is not finite", environment=s.env,
+                      metrics={**metrics, **held}, notes=[*notes, *held_notes], timed_wall=result.wall, **s.fields,
+                      **checks)
 
 
-def compute(s: Subject, spec: TrialSpec) -> Record:
+def compute(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "compute": the measurement protocol on batches copied into memory (`doctor.in_memory`)."""
     from fitspeed.trial import doctor
 
     return timed(dataclasses.replace(s, data=doctor.in_memory(s.data, s.batch)), spec)
 
 
-def train(s: Subject, spec: TrialSpec) -> Record:
+def train(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Mode "train": from the seed, `spec.repeats` epochs of `spec.steps` with no warm-up, for the guard's loss curve.
 
     The first epoch holds tracing and compilation, so the later ones give the
@@ -213,52 +211,50 @@ def train(s: Subject, spec: TrialSpec) -> Record:
     bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
     if bad:
         return new_record(spec, Status.NAN, reason=bad, environment=s.env, metrics=metrics, notes=notes, **s.fields)
-    record = new_record(spec, Status.OK, environment=s.env, metrics=metrics, timed_wall=[wall, time.time()],
-                        notes=notes, **s.fields)
-    return _validated(spec, record, s)
+    timed_wall = [wall, time.time()]
+    held, held_notes = _held_out(spec, s)
+    return new_record(spec, Status.OK, environment=s.env, metrics={**metrics, **held}, timed_wall=timed_wall,
+                      notes=[*notes, *held_notes], **s.fields)
 
 
-def input_rate(s: Subject, spec: TrialSpec) -> Record:
+def input_rate(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "input": the pipeline alone (`fitspeed.trial.doctor.input_rate`)."""
     from fitspeed.trial import doctor
 
-    return {**doctor.input_rate(spec, s.data, s.batch, s.env), **s.fields}
+    return doctor.input_rate(spec, s.data, s.batch, s.env, **s.fields)
 
 
-def epochs(s: Subject, spec: TrialSpec) -> Record:
+def epochs(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "epochs": the time lost at epoch edges (`fitspeed.trial.doctor.epochs`)."""
     from fitspeed.trial import doctor
 
-    return {**doctor.epochs(spec, s.model, s.data, s.batch, s.env), **s.fields}
+    return doctor.epochs(spec, s.model, s.data, s.batch, s.env, **s.fields)
 
 
-def predict(s: Subject, spec: TrialSpec) -> Record:
+def predict(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Mode "predict": one sample at a time against batches (`fitspeed.trial.predict_latency`)."""
     from fitspeed.trial import predict_latency
 
-    return {**predict_latency.measure(spec, s.model, s.data, s.batch, s.env), **s.fields}
+    return predict_latency.measure(spec, s.model, s.data, s.batch, s.env, **s.fields)
 
 
-MODES: dict[Mode, Callable[[Subject, TrialSpec], Record]] = {
+MODES: dict[Mode, Callable[[Subject, TrialSpec], TrialRecord]] = {
     Mode.TIME: timed, Mode.MODEL: timed, Mode.COMPUTE: compute, Mode.TRAIN: train,
     Mode.INPUT: input_rate, Mode.EPOCHS: epochs, Mode.PREDICT: predict,
 }
 
 
-def _validated(spec: TrialSpec, record: Record, s: Subject) -> Record:
-    """With `spec.validate`, an ok record gains the held-out accuracy and the weights' digest."""
-    if not (spec.validate and s.validates) or record["status"] != Status.OK:
-        return record
+def _held_out(spec: TrialSpec, s: Subject) -> tuple[dict[str, Any], list[str]]:
+    """With `spec.validate`, what an ok record adds: the held-out accuracy and the weights' digest, and notes."""
+    if not (spec.validate and s.validates):
+        return {}, []
     from fitspeed.trial.validation import held_out_metrics
 
-    metrics, notes = held_out_metrics(s.model, s.data)
-    record["metrics"].update(metrics)
-    record["notes"].extend(notes)
-    return record
+    return held_out_metrics(s.model, s.data)
 
 
 def after_timing(spec: TrialSpec, model: Any, data: Data, batch: int, steps: int, n: int,
-                 metrics: dict[str, Any], env: dict[str, Any]) -> Record:
+                 metrics: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
     """What runs after the timed windows, each outside the figures: the record's extra sections.
 
     `profile`: one more window like the timed ones, traced (`spec.profile_dir`:

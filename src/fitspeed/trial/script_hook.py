@@ -63,7 +63,7 @@ from typing import Any
 
 from fitspeed.core.errors import UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import Status, TrialSpec, new_record, to_json
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record, to_json
 from fitspeed.trial import apply, driver
 from fitspeed.trial.import_watch import ImportWatch
 from fitspeed.trial.remat import SCRIPT_REASON
@@ -358,7 +358,7 @@ class Hook:
             info["sha256"] = None
         return info
 
-    def _failed(self, reason: str, user_error: bool, **fields: Any) -> dict[str, Any]:
+    def _failed(self, reason: str, user_error: bool, **fields: Any) -> TrialRecord:
         return new_record(self.spec, Status.FAILED, reason=reason, user_error=user_error, script=self._script_info(),
                           **fields)
 
@@ -375,13 +375,13 @@ class Hook:
                              devices=self.config.devices)
         self._write(self._failed(reason, user_error=True, traceback_tail=text[-4000:] or None))
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: TrialRecord) -> None:
         if self.record_path is not None:
             temp = self.record_path.with_name(self.record_path.name + ".tmp")
-            temp.write_text(to_json(record))
+            temp.write_text(to_json(record.to_dict()))
             os.replace(temp, self.record_path)
 
-    def _finish(self, record: dict[str, Any]) -> None:
+    def _finish(self, record: TrialRecord) -> None:
         """Write the record and end the process now: the rest of the script does not run."""
         self.done = True
         self._write(record)

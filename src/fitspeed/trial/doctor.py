@@ -28,6 +28,7 @@ import numpy as np
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
+from fitspeed.machine.environment import Environment
 from fitspeed.trial.data.kinds import Data, DatasetData
 
 IN_MEMORY_BATCHES = 16
@@ -37,10 +38,9 @@ def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
     """The batches fit() would read for `steps` steps, through Keras's own data adapter."""
     from keras.src.trainers.data_adapters import get_data_adapter
 
-    kwargs = data.fit_args(steps, batch)
+    args = data.fit_args(steps, batch)
     adapter = get_data_adapter(
-        kwargs.pop("x"), kwargs.pop("y", None), batch_size=kwargs.pop("batch_size", None),
-        steps_per_epoch=steps, shuffle=True,
+        args["x"], args.get("y"), batch_size=args.get("batch_size"), steps_per_epoch=steps, shuffle=True,
     )
     adapter.on_epoch_begin()
     if backend_of(keras.backend.backend()).feeds_arrays_through_tf_data:
@@ -55,7 +55,7 @@ def _pull(iterator: Iterator[Any], count: int) -> float:
     return time.perf_counter() - started
 
 
-def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any], **fields: Any) -> TrialRecord:
+def input_rate(spec: TrialSpec, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
     """Mode "input": batches per second of the pipeline alone; `fields` go into the record (a script's `script`)."""
     from fitspeed.core.stats import describe
 
@@ -137,7 +137,7 @@ def stall_times(clock: EpochClock, returned: float) -> dict[str, Any]:
             "lost_s": sum(boundaries) + end_s}
 
 
-def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any], **fields: Any) -> TrialRecord:
+def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
     """Mode "epochs": one multi-epoch fit(), timed at its edges; `fields` go into the record."""
     n = model.steps_per_execution if hasattr(model, "steps_per_execution") else 1
     warm = EpochClock()

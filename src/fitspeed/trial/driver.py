@@ -41,6 +41,7 @@ from fitspeed.trial.hooks import NO_HOOKS, TrialHooks
 from fitspeed.trial.transform import Refused
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
+    from fitspeed.machine.environment import Environment
     from fitspeed.trial.data.kinds import Data
 
 @dataclass
@@ -50,7 +51,7 @@ class Subject:
     model: Any
     data: Data
     batch: int  # the global batch
-    env: dict[str, Any]  # the record's environment
+    env: Environment  # the record's environment
     build_s: float  # seconds to build the model and data
     steps_per_execution: int
     real_fit: Callable[..., Any] = lambda model, **kwargs: model.fit(**kwargs)  # how to call fit(model, ...)
@@ -128,7 +129,7 @@ def _unreadable_images(spec: TrialSpec, error: BaseException) -> str | None:
             f"{', '.join(repr(b) for b in bad)}. Delete or replace them, and run again.")
 
 
-def _environment(spec: TrialSpec) -> dict[str, Any] | None:
+def _environment(spec: TrialSpec) -> Environment | None:
     """A failed trial's environment: the host, and oneDNN's state where TensorFlow got imported."""
     try:
         from fitspeed.machine import environment
@@ -254,7 +255,7 @@ def _held_out(spec: TrialSpec, s: Subject) -> tuple[dict[str, Any], list[str]]:
 
 
 def after_timing(spec: TrialSpec, model: Any, data: Data, batch: int, steps: int, n: int,
-                 metrics: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+                 metrics: dict[str, Any], env: Environment) -> dict[str, Any]:
     """What runs after the timed windows, each outside the figures: the record's extra sections.
 
     `profile`: one more window like the timed ones, traced (`spec.profile_dir`:

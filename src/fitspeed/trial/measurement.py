@@ -39,6 +39,7 @@ from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.trial import cutoff, peak_memory
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
+    from fitspeed.machine.environment import Environment
     from fitspeed.trial.timing import StepTimer
 
 MIN_CHECK_S = 0.1  # a warm-up's steady execution shorter than this does not decide `stop_below`
@@ -73,7 +74,7 @@ def timed_steps(spec: TrialSpec, n: int, steady_s: float, cap: int) -> int:
     return max(n, min(steps, cap))
 
 
-def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build_s: float, env: dict[str, Any],
+def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build_s: float, env: Environment,
                   end: End | None = None, **fields: Any) -> Timed | TrialRecord:
     """Warm up, then time `spec.repeats` windows: a `Timed`, or the record that ended the trial early.
 
@@ -122,7 +123,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
 
 
 def stopped_early(spec: TrialSpec, after: str, speeds: list[float], batch: int, first_s: float, build_s: float,
-                  losses: list[float], env: dict[str, Any], **fields: Any) -> TrialRecord:
+                  losses: list[float], env: Environment, **fields: Any) -> TrialRecord:
     """An ok record for a trial cut short: the figure it reached, and where it stopped."""
     from fitspeed.core.stats import describe
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.stats import describe
+from fitspeed.machine.environment import Environment
 from fitspeed.trial.data.kinds import Data
 
 
@@ -40,7 +41,7 @@ def _windows(call: Callable[[], Any], repeats: int, seconds: float) -> tuple[lis
     return out, calls
 
 
-def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any], **fields: Any) -> TrialRecord:
+def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
     """The three timings above as a record; `fields` go into it (a script's `script`)."""
     x = np.asarray(data.first_inputs()[: max(batch, 1) * 4])
     one = x[:1]

@@ -60,7 +60,8 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
     from fitspeed.trial.transform import rewrite
 
     placement = apply.after_import(config, spec.seed)
-    env = {**environment.collect(config.backend), "devices": placement.to_dict()}
+    env = environment.collect(config.backend)
+    env["devices"] = placement.to_dict()
     started = time.perf_counter()
     with remat.scope(config):  # layers created inside it are rematerialized (fitspeed.trial.remat)
         model = models.build(spec.model)

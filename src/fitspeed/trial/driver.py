@@ -31,7 +31,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import UserError
@@ -43,6 +43,40 @@ from fitspeed.trial.transform import Refused
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.machine.environment import Environment
     from fitspeed.trial.data.kinds import Data
+    from fitspeed.trial.transform.rewrite import RewriteRecord
+
+class FitKwargs(TypedDict, total=False):
+    """What a subject's fit() call takes beside the data, the steps, the epochs and the callbacks."""
+
+    verbose: int | str
+    class_weight: Any  # a script's, as its fit() was given it
+
+
+class ScriptInfo(TypedDict):
+    """The user's script a trial measured, as the record's `script` holds it (`fitspeed.trial.script_hook`)."""
+
+    path: str | None
+    argv: list[str]
+    command: Any  # the command line as the user gave it (`TrialSpec.script`)
+    sha256: NotRequired[str | None]
+
+
+class Sections(TypedDict, total=False):
+    """The sections every record of a subject carries beside its figures."""
+
+    script: ScriptInfo  # a script's variant
+    rewrite: RewriteRecord  # what the trial changed in the model (`fitspeed.trial.transform.rewrite`)
+
+
+class ScriptFigures(TypedDict, total=False):
+    """What a script's variant adds to a timed record's metrics."""
+
+    steps_per_execution_resolved: int
+    dtype_policy: str
+    fit_call: int  # which of the script's fit() calls was measured, from 1
+    epoch_steps: int | None  # the script's own epoch
+    batch_callbacks: list[str]  # its callbacks that act per batch
+
 
 @dataclass
 class Subject:
@@ -55,11 +89,11 @@ class Subject:
     build_s: float  # seconds to build the model and data
     steps_per_execution: int
     real_fit: Callable[..., Any] = lambda model, **kwargs: model.fit(**kwargs)  # how to call fit(model, ...)
-    fit_kwargs: dict[str, Any] = field(default_factory=lambda: {"verbose": 0})  # a script's verbose, class_weight
+    fit_kwargs: FitKwargs = field(default_factory=lambda: FitKwargs(verbose=0))  # a script's verbose, class_weight
     callbacks: list[Any] = field(default_factory=list)  # a script's own, run beside the trial's timer
     notes: list[str] = field(default_factory=list)  # for the record: what the build decided
-    fields: dict[str, Any] = field(default_factory=dict)  # sections every record carries (`rewrite`, `script`)
-    metrics: dict[str, Any] = field(default_factory=dict)  # what a variant adds to a timed record's metrics
+    fields: Sections = field(default_factory=lambda: Sections())  # sections every record of it carries
+    metrics: ScriptFigures = field(default_factory=lambda: ScriptFigures())  # what a variant adds to a timed record
     hooks: TrialHooks = NO_HOOKS  # a test's faults and holds (`fitspeed.trial.hooks`)
     end: measurement.End | None = None  # the cut-off timer's last act where the process must end with the record
     validates: bool = True  # with `spec.validate`, held-out figures follow training (a script brings no held-out data)

@@ -135,7 +135,7 @@ import optuna
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import KNOBS
-from fitspeed.core.record import TrialRecord, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.stats import share_interval
 from fitspeed.machine import environment
 from fitspeed.search import tuner as tuner_module
@@ -660,28 +660,28 @@ class FakeMachine:
 
     def __call__(self, spec: TrialSpec) -> TrialRecord:
         """The trial's record, typed as `run_trial` returns it."""
-        return TrialRecord.from_dict(self._record(spec))
+        return self._record(spec)
 
-    def _record(self, spec: TrialSpec) -> dict[str, Any]:
+    def _record(self, spec: TrialSpec) -> TrialRecord:
         self.calls += 1
         true = self.scenario.speed(spec.config)
         base = self.scenario.speed(TrialConfig()) or BASE_SPEED
         if spec.mode == "train":  # the numerics guard
             self.seconds += STARTUP_S + WORK_S
             if true == 0.0:
-                return new_record(spec, "failed", reason="InvalidArgumentError: the simulated knob fails")
+                return new_record(spec, Status.FAILED, reason="InvalidArgumentError: the simulated knob fails")
             if not self.scenario.learns(spec.config):
-                return new_record(spec, "ok", metrics={"loss_curve": [2.3, 5.1, float("nan")]})
+                return new_record(spec, Status.OK, metrics={"loss_curve": [2.3, 5.1, float("nan")]})
             # held-out figures: a seed's init and data order move them (sd 0.03); a numerics change that
             # learns as well moves them a little more at that seed (sd 0.01), either way
             held_out = 1.0 + random.Random(f"guard/{spec.seed}").gauss(0.0, 0.03)
             if spec.config != TrialConfig():
                 held_out += self.rng.gauss(0.0, 0.01)
-            return new_record(spec, "ok", metrics={"loss_curve": [2.3, 1.6, 1.2, 1.0], "val_loss": held_out,
+            return new_record(spec, Status.OK, metrics={"loss_curve": [2.3, 1.6, 1.2, 1.0], "val_loss": held_out,
                                                    "val_accuracy": 0.6 - 0.5 * (held_out - 1.0)})
         if true == 0.0:
             self.seconds += STARTUP_S
-            return new_record(spec, "failed", reason="InvalidArgumentError: the simulated knob fails")
+            return new_record(spec, Status.FAILED, reason="InvalidArgumentError: the simulated knob fails")
         speed = true * self._noise(spec.config)
         if self.timed == 0 and self.first_outlier:
             speed *= 0.63
@@ -694,12 +694,12 @@ class FakeMachine:
             metrics = {"samples_per_s": {"median": speed, "min": speed, "max": speed, "cv": 0.0, "n": 1},
                        "stopped_early": True}
             self.log.append((spec.config.label(), speed))
-            return new_record(spec, "ok", metrics=metrics, notes=["stopped early: clearly slower"])
+            return new_record(spec, Status.OK, metrics=metrics, notes=["stopped early: clearly slower"])
         self.seconds += STARTUP_S + WORK_S * base / true
         self.log.append((spec.config.label(), speed))
         metrics = {"samples_per_s": {"median": speed, "min": speed, "max": speed, "cv": 0.0, "n": spec.repeats},
                    "loss_curve": [2.3, 1.6, 1.2, 1.0]}
-        return new_record(spec, "ok", metrics=metrics)
+        return new_record(spec, Status.OK, metrics=metrics)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
-
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ["--steps", "8", "--repeats", "2"]  # a short timed run: the protocol, not the figures
 
@@ -47,11 +45,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         except (ValueError, ProcessLookupError, PermissionError):
             pass
     shutil.rmtree(folder, ignore_errors=True)
-
-
-def trial_record(spec: TrialSpec, status: Status | str, **fields: Any) -> TrialRecord:
-    """A fake runner's record, typed as `run_trial` returns it: the fields every record has, and `fields`."""
-    return TrialRecord.from_dict(new_record(spec, status, **fields))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

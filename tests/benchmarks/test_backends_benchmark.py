@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import load_script, trial_record
+from conftest import load_script
 
 from fitspeed.core.backends import backend_of
-from fitspeed.core.record import TrialRecord
+from fitspeed.core.record import Status, TrialRecord, new_record
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "backends.py"
 
@@ -36,7 +36,7 @@ def test_the_guard_verdict_follows_the_tuners_seed_rule(monkeypatch: pytest.Monk
     def fake(spec: Any) -> TrialRecord:
         seen.append((spec.config.backend, spec.seed))
         loss = {"tensorflow": 1.0, "jax": 0.9, "torch": 1.1}[spec.config.backend] + 0.01 * spec.seed
-        return trial_record(spec, "ok", metrics={"loss_curve": [2.0, loss], "val_loss": loss})
+        return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, loss], "val_loss": loss})
 
     monkeypatch.setattr(bench, "run_trial", fake)
     base = arms["tensorflow"]

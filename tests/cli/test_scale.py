@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, fitspeed, fitspeed_in_process, trial_record
+from conftest import QUICK, fitspeed, fitspeed_in_process
 from rich.console import Console
 
 from fitspeed.cli.scale import print_scale
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.search.scale import Scaling
 
 
@@ -73,12 +73,12 @@ def test_the_table_counts_only_the_pairs_that_ran_and_prints_each_crash(tmp_path
     def runner(spec: TrialSpec) -> TrialRecord:
         devices = spec.config.devices
         if spec.mode == "train":
-            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "final_loss": 1.0})
+            return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, 1.0], "final_loss": 1.0})
         if devices == 2 and next(crashes):
-            return trial_record(spec, "crashed", reason="the trial process was killed by SIGABRT before it sent a "
+            return new_record(spec, Status.CRASHED, reason="the trial process was killed by SIGABRT before it sent a "
                                 "record", stderr_tail=ABORT_TAIL)
         speed = 1000.0 * devices
-        return trial_record(spec, "ok", metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
+        return new_record(spec, Status.OK, metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
 
     result = Scaling(TrialSpec(model="tiny"), (2,), pairs=5).run(runner=runner).result()
     row = result["rows"][1]
@@ -106,9 +106,9 @@ def test_a_table_too_wide_for_80_columns_prints_one_count_per_block() -> None:
                            "strategy": "tf.distribute.MirroredStrategy" if used > 1 else None}}
         if spec.mode == "train":
             final = 1.0 if used == 1 else 1.5  # the guard: changed
-            return trial_record(spec, "ok", environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
+            return new_record(spec, Status.OK, environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
         speed = 1000.0 * used
-        return trial_record(spec, "ok", environment=env,
+        return new_record(spec, Status.OK, environment=env,
                             metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
 
     result = Scaling(TrialSpec(model="tiny"), (4,), pairs=2).run(runner=two_gpus).result()

@@ -6,12 +6,11 @@ import dataclasses
 import io
 from typing import Any
 
-from conftest import trial_record
 from rich.console import Console
 
 from fitspeed.cli import tables, tune_tables
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.workloads import DATA, MODELS
 from fitspeed.measure.comparison import Comparison
 from fitspeed.search.decision import Decision
@@ -24,7 +23,7 @@ def render(draw) -> str:  # noqa: ANN001
 
 
 def ok_record(spec: TrialSpec, speed: float, **fields: Any) -> TrialRecord:
-    return trial_record(spec, "ok", **fields, metrics={
+    return new_record(spec, Status.OK, **fields, metrics={
         "samples_per_s": {"median": speed, "min": speed * 0.9, "max": speed * 1.1, "cv": 0.05, "n": 3},
         "ms_per_step": 1000 * 32 / speed, "batch_size": 32, "steps_per_repeat": 64, "window_s": [1, 1, 1],
         "compile_s": 1.25, "peak_host_mb": 700.0, "peak_device_mb": None, "final_loss": 0.123456,
@@ -47,7 +46,7 @@ def test_measure_table_names_the_cpu_features_and_onednn() -> None:
 
 
 def test_failed_trial_shows_its_reason() -> None:
-    record = trial_record(TrialSpec(model="tiny"), "oom", reason="the trial used 2000 MiB")
+    record = new_record(TrialSpec(model="tiny"), Status.OOM, reason="the trial used 2000 MiB")
     text = render(lambda c: tables.print_trials(c, [record]))
     assert "oom: the trial used 2000 MiB" in text
 

@@ -11,14 +11,13 @@ from conftest import QUICK, fitspeed_in_process
 from fitspeed.cli.tune import trial_line
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialRecord, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 
 BAD_DATA = "Expected `x` and `y` in 'd.npz' to have the same, non-zero length. Received: 3 and 2. Save matching arrays."
 
 
 def record(config: TrialConfig, user_error: bool) -> TrialRecord:
-    return TrialRecord.from_dict(new_record(TrialSpec(model="tiny", config=config), "failed", reason=BAD_DATA,
-                                            user_error=user_error))
+    return new_record(TrialSpec(model="tiny", config=config), Status.FAILED, reason=BAD_DATA, user_error=user_error)
 
 
 def test_the_baselines_failure_on_the_users_input_ends_the_command() -> None:

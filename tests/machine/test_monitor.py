@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, child_env, fitspeed, json_out, sigint_default, trial_record
+from conftest import QUICK, child_env, fitspeed, json_out, sigint_default
 from waiting import wait_for
 from rich.console import Console
 
 from fitspeed.cli import tables
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.machine import nvml
 from fitspeed.machine.nvml import GpuReading
 from fitspeed.machine.sampler import (
@@ -198,10 +198,10 @@ def test_trial_summary_keeps_the_timed_fit() -> None:
     sampler = Sampler(0.25, gpus=None)
     sampler.samples.extend([sample(10.0, 50.0, 5), sample(11.0, 150.0, 40), sample(12.0, 170.0, 42),
                             sample(13.0, 20.0, 50)])
-    inside = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "ok", timed_wall=[10.5, 12.0]))
+    inside = trial_usage(sampler, new_record(TrialSpec(model="tiny"), Status.OK, timed_wall=[10.5, 12.0]))
     assert inside["scope"] == "timed fit" and inside["samples"] == 2
     assert inside["cpu_percent_mean"] == 160.0 and inside["threads_peak"] == 42
-    failed = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "failed"))
+    failed = trial_usage(sampler, new_record(TrialSpec(model="tiny"), Status.FAILED))
     assert failed["scope"] == "whole trial" and failed["samples"] == 4
 
 
@@ -211,9 +211,9 @@ def test_a_sample_taken_after_the_trial_exited_is_left_out() -> None:
     sampler = Sampler(0.25, pid=os.getpid(), gpus=None)
     gone = dataclasses.replace(sample(12.1, 0.0, 0), tree=None)
     sampler.samples.extend([sample(10.0, 50.0, 5), sample(11.0, 150.0, 40), gone])
-    inside = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "ok", timed_wall=[10.5, 12.0]))
+    inside = trial_usage(sampler, new_record(TrialSpec(model="tiny"), Status.OK, timed_wall=[10.5, 12.0]))
     assert inside["scope"] == "timed fit" and inside["samples"] == 1 and inside["threads_peak"] == 40
-    short = trial_usage(sampler, trial_record(TrialSpec(model="tiny"), "ok", timed_wall=[11.5, 12.0]))
+    short = trial_usage(sampler, new_record(TrialSpec(model="tiny"), Status.OK, timed_wall=[11.5, 12.0]))
     assert short["scope"] == "whole trial" and short["samples"] == 2 and short["threads_peak"] == 40
 
 
@@ -393,7 +393,7 @@ def test_trials_table_shows_monitor_columns() -> None:
     summary = {"samples": 8, "scope": "timed fit", "cpu_percent_mean": 183.0, "cpu_percent_peak": 199.0,
                "threads_peak": 37, "device_util_mean": 71.0, "device_util_peak": 98.0,
                "device_memory_peak_mb": 10240.0, "power_mean_w": 212.0, "gpus": ["Fake"]}
-    records = [trial_record(spec, "ok", metrics=metrics, monitor=summary), trial_record(TrialSpec(model="tiny"), "oom")]
+    records = [new_record(spec, Status.OK, metrics=metrics, monitor=summary), new_record(TrialSpec(model="tiny"), Status.OOM)]
     console = Console(file=io.StringIO(), width=140, color_system=None)
     tables.print_trials(console, records)
     text = console.file.getvalue()  # type: ignore[attr-defined]

@@ -7,18 +7,17 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.measure.comparison import check, interleave, width
 
 SPEC = TrialSpec(model="tiny", steps=8, repeats=2)
 SPEC_B = replace(SPEC, seed=1)  # the same trial, told apart by its seed
 
 
-def runner(medians: list[float], best: list[float] | None = None, status: str = "ok") -> Any:
+def runner(medians: list[float], best: list[float] | None = None, status: Status = Status.OK) -> Any:
     """A trial runner that gives A the figures at even places and B those at odd places, in turn.
 
     Each pair runs in a random order, so the runner tells the arms apart by the spec (B's seed is 1).
@@ -28,8 +27,8 @@ def runner(medians: list[float], best: list[float] | None = None, status: str = 
 
     def run(spec: TrialSpec) -> TrialRecord:
         median, top = next(arms[spec.seed])
-        metrics = {"samples_per_s": {"median": median, "max": top}} if status == "ok" else None
-        return trial_record(spec, status, metrics=metrics)
+        metrics = {"samples_per_s": {"median": median, "max": top}} if status == Status.OK else None
+        return new_record(spec, status, metrics=metrics)
 
     return run
 
@@ -77,7 +76,7 @@ def test_without_a_target_the_pairs_are_what_was_asked() -> None:
 
 
 def test_trials_that_never_finish_do_not_run_to_the_cap() -> None:
-    comparison = interleave(SPEC, SPEC_B, 2, run=runner([0.0] * 80, status="crashed"), until_width=0.05, max_pairs=40)
+    comparison = interleave(SPEC, SPEC_B, 2, run=runner([0.0] * 80, status=Status.CRASHED), until_width=0.05, max_pairs=40)
     assert len(comparison.pairs) == 2 and comparison.estimate() is None
 
 

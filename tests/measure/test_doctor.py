@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.measure.doctor import diagnose
 
 EPOCHS = {"boundary_s": [0.0], "end_s": 0.0, "lost_s": 0.0, "fit_s": 1.0, "lost_share": 0.0, "step_s": 0.01,
@@ -22,7 +21,7 @@ class Fake:
         self.timed = 0
 
     def __call__(self, spec: TrialSpec) -> TrialRecord:
-        return trial_record(spec, "ok", metrics=self.metrics(spec))
+        return new_record(spec, Status.OK, metrics=self.metrics(spec))
 
     def metrics(self, spec: TrialSpec) -> dict[str, Any]:
         """What the trial of `spec` measured."""

@@ -5,23 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec, new_record
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.core.study_summary import StudySummary
 from fitspeed.report import plot_data
 from fitspeed.search.studies import config_key
 from fitspeed.search.summary import study_summary
 
 
-def trial(config: TrialConfig, phase: str, speed: float | None = 100.0, status: str = "ok",
+def trial(config: TrialConfig, phase: str, speed: float | None = 100.0, status: Status = Status.OK,
           compile_s: float = 1.0, curve: list[float] | None = None) -> dict[str, Any]:
     metrics = None
-    if status == "ok":
+    if status == Status.OK:
         metrics = {"samples_per_s": {"median": speed}, "compile_s": compile_s, "ms_per_step": 3.2,
                    "jit_compile_resolved": config.jit_compile is True, "loss_curve": curve or [2.0, 1.5]}
-    record = trial_record(TrialSpec(model="tiny", config=config), status, reason=None if status == "ok" else "boom",
+    record = new_record(TrialSpec(model="tiny", config=config), status, reason=None if status == Status.OK else "boom",
                           metrics=metrics)
     return {"number": 0, "phase": phase, "config": config.to_dict(), "record": record}
 
@@ -44,7 +43,7 @@ def study(verification: dict[str, Any] | None, *extra: dict[str, Any]) -> dict[s
             trial(THREADS, "sweep", 110.0),
             trial(BF16, "sweep", 120.0),
             trial(TrialConfig(batch_size=256), "batch_size", 400.0),
-            trial(TrialConfig(batch_size=4096), "batch_size", None, status="oom"),
+            trial(TrialConfig(batch_size=4096), "batch_size", None, status=Status.OOM),
             trial(XLA_SPE, "sample", 90.0, compile_s=5.0),
             *extra,
         ],
@@ -87,7 +86,7 @@ def test_waterfall_estimates_an_unmeasured_combination_from_single_knobs() -> No
 
 def test_waterfall_is_empty_when_the_baseline_failed() -> None:
     data = study(None)
-    data["trials"][0] = trial(BASE, "baseline", None, status="crashed")
+    data["trials"][0] = trial(BASE, "baseline", None, status=Status.CRASHED)
     summary = study_summary(data)
     assert plot_data.waterfall(summary) == []
     assert any("baseline has no successful measurement" in note for note in plot_data.notes(summary))
@@ -127,10 +126,8 @@ def test_loss_curves_from_the_guard_else_the_baseline() -> None:
 
 
 def _record(config: TrialConfig, speed: float, model: str = "tiny", **extra: Any) -> dict[str, Any]:
-    record = new_record(TrialSpec(model=model, config=config), "ok",
-                        metrics={"samples_per_s": {"median": speed}, "compile_s": 1.0})
-    record.update(extra)
-    return record
+    return new_record(TrialSpec(model=model, config=config), Status.OK,
+                      metrics={"samples_per_s": {"median": speed}, "compile_s": 1.0}, **extra).to_dict()
 
 
 def test_a_results_file_reads_as_a_study() -> None:

@@ -6,9 +6,8 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from conftest import trial_record
 
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.reproduce.data import templates
 from fitspeed.reproduce.experiment import (
     Plan,
@@ -23,7 +22,7 @@ from fitspeed.reproduce.output import chart_data, markdown, table
 
 def _record(speed: float, accuracy: float, seed: int = 0, **fields: Any) -> TrialRecord:
     """An ok trial of seed `seed` (a reproduction's engine note in `reproduce`, where given, says its seed)."""
-    return trial_record(TrialSpec(model="tiny", seed=seed), "ok", **fields,
+    return new_record(TrialSpec(model="tiny", seed=seed), Status.OK, **fields,
                         metrics={"samples_per_s": {"median": speed}, "val_accuracy": accuracy},
                         environment={"cpu": "test CPU", "cpu_count": 2, "cpu_features": ["avx2"],
                                      "backend": "tensorflow", "versions": {"keras": "3"}, "onednn": False})

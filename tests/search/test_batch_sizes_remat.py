@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import trial_record
 from rich.console import Console
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.report.batch_sweep import sentence
 from fitspeed.search.batch_figures import figures as sweep
 from fitspeed.search.batch_sizes import BatchSizes
@@ -44,11 +43,11 @@ class MemoryCapped:
     def measure(self, config: TrialConfig, phase: str, budgeted: bool = True) -> TrialRecord:
         assert phase == "batch_size" and not budgeted
         self.measured.append((config.batch_size, config.remat))
-        return trial_record(TrialSpec(model="mlp", config=config), self.status(config.batch_size, config.remat))
+        return new_record(TrialSpec(model="mlp", config=config), self.status(config.batch_size, config.remat))
 
-    def status(self, size: int, remat: str) -> str:
+    def status(self, size: int, remat: str) -> Status:
         share = self.remat_share if remat == "full" else 1.0
-        return "ok" if size * self.per_sample_mb * share <= self.cap_mb else "oom"
+        return Status.OK if size * self.per_sample_mb * share <= self.cap_mb else Status.OOM
 
     def rows(self) -> list[dict[str, Any]]:
         """The study summary's batch_sizes rows for what was measured."""
@@ -104,9 +103,9 @@ def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_p
         "study": "s", "meta": {"model": "mlp", "base": base.to_dict(), "min_gain": 0.05},
         "trials": [trial(base, "baseline", speed=100.0),
                    trial(base.replace(batch_size=256), "batch_size", speed=700.0),
-                   trial(base.replace(batch_size=512), "batch_size", status="oom", reason="over the limit"),
+                   trial(base.replace(batch_size=512), "batch_size", status=Status.OOM, reason="over the limit"),
                    trial(base.replace(batch_size=512, remat="full"), "batch_size", speed=600.0),
-                   trial(base.replace(batch_size=1024, remat="full"), "batch_size", status="oom", reason="over")],
+                   trial(base.replace(batch_size=1024, remat="full"), "batch_size", status=Status.OOM, reason="over")],
         "guards": {}, "verification": None,
     }
     summary = study_summary(data)

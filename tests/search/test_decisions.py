@@ -9,10 +9,10 @@ from typing import Any
 
 import optuna
 import pytest
-from conftest import missing, trial_record
+from conftest import missing
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.core.sequential import Noise, Verdict, step
 from fitspeed.search import guard, verification
@@ -40,14 +40,14 @@ class Fake:
     def __call__(self, spec: TrialSpec) -> TrialRecord:
         self.calls.append(spec)
         if spec.mode == "train":
-            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0]})
+            return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, 1.0]})
         factor = self.truth(spec.config, len(self.calls))
         if factor == 0:
-            return trial_record(spec, "failed", reason="RuntimeError: the knob fails")
+            return new_record(spec, Status.FAILED, reason="RuntimeError: the knob fails")
         speed = 1000 * factor * next(self.jitter)
         if len(self.calls) == 1:
             speed *= self.first_baseline
-        return trial_record(spec, "ok", metrics={"samples_per_s": {"median": speed}, "loss_curve": [2.0, 1.0]})
+        return new_record(spec, Status.OK, metrics={"samples_per_s": {"median": speed}, "loss_curve": [2.0, 1.0]})
 
 
 @pytest.fixture(autouse=True)
@@ -461,7 +461,7 @@ class HeldOut(Fake):
             return super().__call__(spec)
         self.calls.append(spec)
         loss = self.val_loss(spec.config, spec.seed)
-        return trial_record(spec, "ok", metrics={"loss_curve": [2.0, 1.0], "val_loss": loss,
+        return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, 1.0], "val_loss": loss,
                                                "val_accuracy": 1.0 - loss / 2})
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import optuna
 import pytest
-from conftest import trial_record
 from test_decisions import HeldOut, effects, polished
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.sequential import step
 from fitspeed.machine import environment
 from fitspeed.search.combination import Combination
@@ -59,7 +58,7 @@ class Diverging(HeldOut):
     def __call__(self, spec: TrialSpec) -> TrialRecord:
         if spec.mode == "train" and spec.config.precision == "mixed_float16":
             self.calls.append(spec)
-            return trial_record(spec, "ok", metrics={"loss_curve": [2.0, float("nan")]})
+            return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, float("nan")]})
         return super().__call__(spec)
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 
 import pytest
-from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.search.scale import Scaling, check_counts, plan
 
 SPEED = {1: 1000.0, 2: 1800.0}  # samples/s of a two-GPU host at 1 and 2 devices
@@ -26,9 +25,9 @@ def gpu_host(spec: TrialSpec) -> TrialRecord:
                        "strategy": "tf.distribute.MirroredStrategy" if used > 1 else None}}
     if spec.mode == "train":
         final = 1.0 if used == 1 else 1.05
-        return trial_record(spec, "ok", environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
+        return new_record(spec, Status.OK, environment=env, metrics={"loss_curve": [2.0, final], "final_loss": final})
     speed = SPEED[used]
-    return trial_record(spec, "ok", environment=env,
+    return new_record(spec, Status.OK, environment=env,
                       metrics={"samples_per_s": {"median": speed, "max": speed}, "final_loss": 1.0})
 
 
@@ -59,7 +58,7 @@ def test_plan_and_bad_counts() -> None:
 def test_a_count_whose_trials_fail_has_no_speedup() -> None:
     def broken(spec: TrialSpec) -> TrialRecord:
         if spec.config.devices > 1 and spec.mode == "time":
-            return trial_record(spec, "oom", reason="out of memory")
+            return new_record(spec, Status.OOM, reason="out of memory")
         return gpu_host(spec)
 
     result = Scaling(TrialSpec(model="tiny", config=TrialConfig()), (2,), pairs=2).run(runner=broken).result()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from conftest import trial_record
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.search.studies import config_key
 from fitspeed.search.summary import study_summary
 
 
-def trial(config: TrialConfig, phase: str, status: str = "ok", speed: float = 100.0, reason: str | None = None) -> dict:
-    metrics = {"samples_per_s": {"median": speed}, "compile_s": 1.0} if status == "ok" else None
-    record = trial_record(TrialSpec(model="tiny", config=config), status, reason=reason, metrics=metrics)
+def trial(config: TrialConfig, phase: str, status: Status = Status.OK, speed: float = 100.0, reason: str | None = None) -> dict:
+    metrics = {"samples_per_s": {"median": speed}, "compile_s": 1.0} if status == Status.OK else None
+    record = new_record(TrialSpec(model="tiny", config=config), status, reason=reason, metrics=metrics)
     return {"number": 0, "phase": phase, "config": config.to_dict(), "record": record}
 
 
@@ -30,12 +29,12 @@ def test_outcomes_effects_and_rejections() -> None:
             trial(base, "baseline", speed=100.0),
             trial(spe, "sweep", speed=180.0),
             trial(bf16, "sweep", speed=150.0),
-            trial(first, "sweep", status="nan", reason="the loss became nan at step 3 of epoch 0"),
+            trial(first, "sweep", status=Status.NAN, reason="the loss became nan at step 3 of epoch 0"),
             trial(slow, "sweep", speed=90.0),
             trial(base, "baseline", speed=110.0),  # the baseline again: its figure is the median, 105
             trial(spe, "verify", speed=200.0),  # a configuration's figure is the median of its trials
             trial(TrialConfig(batch_size=256), "batch_size", speed=900.0),
-            trial(TrialConfig(batch_size=4096), "batch_size", status="oom", reason="over the limit"),
+            trial(TrialConfig(batch_size=4096), "batch_size", status=Status.OOM, reason="over the limit"),
         ],
         "guards": {config_key(bf16): {"ok": False, "reason": "final loss 2.1 is 40% away"}},
         "verification": {"config": spe.to_dict(), "claimed": True, "verdict": "B is 1.70× faster (1.5–1.9)",

@@ -47,9 +47,10 @@ def test_a_subject_that_fails_to_build_is_a_record_with_the_fields_its_variant_c
         raise UserError("Expected a model. Received nothing.")
 
     record = driver.run(TrialSpec(model="tiny"), broken, script={"path": "train.py"})
-    assert (record["status"], record["reason"], record["user_error"]) == (
+    assert (record.status, record.reason, record.user_error) == (
         Status.FAILED, "Expected a model. Received nothing.", True)
-    assert record["script"] == {"path": "train.py"}
+    assert record.extra == {"script": {"path": "train.py"}}
+    assert list(record.to_dict())[-1] == "script"  # after the fields every record has, as the child prints it
 
 
 def _compared_to_a_bare_value(tree: ast.AST) -> list[tuple[int, str]]:

@@ -22,7 +22,7 @@ from fitspeed.trial import protocol
 record = protocol.run(TrialSpec(model="tiny", steps=4, repeats=1, config=TrialConfig(backend=sys.argv[1])))
 loaded = {name: name in sys.modules for name in ("keras", "jax", "matplotlib", "tensorflow")}
 import matplotlib.pyplot  # after the trial: as usual
-print(json.dumps({"status": record["status"], "reason": record["reason"], "loaded": loaded,
+print(json.dumps({"status": record.status, "reason": record.reason, "loaded": loaded,
                   "pyplot": "matplotlib.pyplot" in sys.modules}))
 """
 

@@ -9,7 +9,7 @@ from typing import Any
 from conftest import child_env
 
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import Status, TrialSpec
+from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.runner import run_trial
 from fitspeed.trial.measurement import Timed
 
@@ -76,8 +76,9 @@ def test_one_late_warm_up_step_does_not_cut_a_trial_that_runs_at_full_speed() ->
 def test_a_long_warm_up_below_the_bar_still_ends_the_trial() -> None:
     # steps of 120 ms (83 samples/s): the steady execution lasts MIN_CHECK_S or more, and decides
     record = _timed(lambda fit, step: 0.12, stop_below=2500.0)
-    assert isinstance(record, dict) and record["metrics"]["stopped_early"]["after"] == "the warm-up"
-    assert record["metrics"]["samples_per_s"]["median"] < 100
+    assert isinstance(record, TrialRecord) and record.metrics is not None
+    assert record.metrics.stopped_early is not None and record.metrics.stopped_early["after"] == "the warm-up"
+    assert record.throughput is not None and record.throughput < 100
 
 
 def test_only_the_first_timed_window_may_cut_a_trial() -> None:
@@ -86,8 +87,9 @@ def test_only_the_first_timed_window_may_cut_a_trial() -> None:
     assert isinstance(burst, Timed) and len(burst.windows) == 3
     # a first window below the bar ends the trial there, with that window's figure
     slow = _timed(lambda fit, step: 0.01 if fit == 1 else 0.002, stop_below=2500.0)
-    assert isinstance(slow, dict) and slow["metrics"]["stopped_early"]["after"] == "its first timed window"
-    assert slow["metrics"]["samples_per_s"]["median"] < 2500.0
+    assert isinstance(slow, TrialRecord) and slow.metrics is not None and slow.metrics.stopped_early is not None
+    assert slow.metrics.stopped_early["after"] == "its first timed window"
+    assert slow.throughput is not None and slow.throughput < 2500.0
 
 
 def test_a_trial_above_the_bar_runs_every_window(tmp_path: Path) -> None:
@@ -127,12 +129,12 @@ def test_a_warm_up_still_running_at_its_deadline_is_cut_short_from_the_timer(tmp
     script.write_text(
         "import time\n"
         "from fitspeed.trial import cutoff\n"
-        "from fitspeed.core.record import TrialSpec, new_record\n"
+        "from fitspeed.core.record import Status, TrialSpec, new_record\n"
         "cutoff.GRACE_S = 0.5\n"
         "spec = TrialSpec(model='tiny', stop_below=100.0)\n"
         "began = time.perf_counter()\n"
         "cutoff.watch(64.0, 100.0, 32.0, done=lambda: 0, began=lambda: began,\n"
-        "             finish=lambda reached, elapsed: new_record(spec, 'ok', metrics={\n"
+        "             finish=lambda reached, elapsed: new_record(spec, Status.OK, metrics={\n"
         "                 'samples_per_s': {'median': reached}, 'elapsed': elapsed}))\n"
         "time.sleep(60)\n"  # an execution that runs long: the cutoff's timer must end it first
         "print('the execution ended on its own')\n"

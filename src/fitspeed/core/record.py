@@ -7,11 +7,12 @@ after `MARKER`; anything else a workload prints is ignored. The record carries
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -178,6 +179,10 @@ class Metrics:
     stopped_early: Mapping[str, Any] | None = None  # where a trial below `stop_below` stopped
     other: Mapping[str, Any] = field(default_factory=dict)
     order: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the keys the dict read had, in its order
+    # the keys of `samples_per_s` as a child measured it, where it measured fewer than a `Spread` has (doctor's
+    # "epochs": the median alone), so the child writes the figure it measured (`new_record`); (): all of them.
+    # The parent reads such a figure as a `Spread` (`_spread`) and stores it whole.
+    figure: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     _NULLABLE = ("samples_per_s", "loss_curve", "stopped_early", *_METRIC_FIELDS)  # a None left out unless read
 
@@ -193,7 +198,8 @@ class Metrics:
     def to_dict(self) -> dict[str, Any]:
         """The metrics as the child sent them: the keys it had, in its order (a null it sent stays null)."""
         values: dict[str, Any] = dict(self.other)
-        values["samples_per_s"] = self.samples_per_s.to_dict() if self.samples_per_s is not None else None
+        spread = self.samples_per_s.to_dict() if self.samples_per_s is not None else None
+        values["samples_per_s"] = {key: spread[key] for key in self.figure} if spread and self.figure else spread
         values.update({name: getattr(self, name) for name in _METRIC_FIELDS})
         values["loss_curve"] = list(self.loss_curve) if self.loss_curve or "loss_curve" in self.order else None
         values["stopped_early"] = self.stopped_early
@@ -231,7 +237,7 @@ class TrialRecord:
     >>> record = TrialRecord.from_dict(decode(encode(new_record(
     ...     TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 812.5, "min": 800.0,
     ...     "max": 830.0, "cv": 0.01, "n": 5}, "compile_s": 1.2}, monitor={"cpu_percent_mean": 180.0},
-    ...     rewrite={"changes": []}, wall_s=2.5, warm_start=True))))
+    ...     rewrite={"changes": []}, wall_s=2.5, warm_start=True).to_dict())))
     >>> record.status, record.throughput, record.spec.model, record.monitor["cpu_percent_mean"]
     (<Status.OK: 'ok'>, 812.5, 'tiny', 180.0)
     >>> record.wall_s, record.warm_start, record.log_tail, dict(record.extra)
@@ -299,7 +305,7 @@ class TrialRecord:
     def throughput(self) -> float | None:
         """The median samples/s of an ok record, else None.
 
-        >>> TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OOM)).throughput is None
+        >>> new_record(TrialSpec(model="tiny"), Status.OOM).throughput is None
         True
         """
         if self.status != Status.OK or self.metrics is None or self.metrics.samples_per_s is None:
@@ -314,33 +320,48 @@ OnTrial = Callable[[str, TrialRecord], None]
 """Progress: called as each trial lands, with what the trial was for ("a", "input", "guard, 2 device(s)") and its record."""
 
 
-def new_record(spec: TrialSpec, status: Status, **fields: Any) -> dict[str, Any]:
-    """A trial record with the fields every record has: the dict the child sends (`TrialRecord.from_dict` types it).
+def new_record(spec: TrialSpec, status: Status, *, reason: str | None = None, user_error: bool = False,
+               metrics: Mapping[str, Any] | None = None, notes: Sequence[str] = (),
+               environment: Mapping[str, Any] | None = None, stderr_tail: str | None = None,
+               **extra: Any) -> TrialRecord:
+    """A new trial's record: the fields every record has, and `extra` (a model rewrite, a script, the timed wall).
 
-    The type says `Status`, and mypy holds every caller in src/ to it. At run
-    time a status's text is still converted (some tests and the doctests of
-    `report.plot_data` and `search.scale` hand it over so), and any other value
-    is refused.
+    `metrics` are the figures as the child measured them, by name; `to_dict`
+    writes the record the child prints, its keys in the order they were given
+    here, after those every record has:
+
+    >>> record = new_record(TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 90.0},
+    ...                     "lost_s": 0.2}, notes=["a note"], timed_wall=[1.0, 2.0])
+    >>> record.throughput, record.measured("lost_s"), record.notes, dict(record.extra)
+    (90.0, 0.2, ('a note',), {'timed_wall': [1.0, 2.0]})
+    >>> sent = record.to_dict()
+    >>> list(sent)[-2:], sent["metrics"]
+    (['stderr_tail', 'timed_wall'], {'samples_per_s': {'median': 90.0}, 'lost_s': 0.2})
+    >>> new_record(TrialSpec(model="tiny"), "ok")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: Expected `status` to be a Status, such as Status.OK. Received: 'ok' (a str). ...
     """
-    if status not in STATUSES:
-        raise ValueError(f"unknown status {status!r}")
-    status = Status(status)
-    record: dict[str, Any] = {
-        "schema": SCHEMA_VERSION,
-        "kind": "trial",
-        "id": uuid.uuid4().hex[:12],
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "status": status,
-        "reason": None,
-        "user_error": False,
-        "spec": spec.to_dict(),
-        "metrics": None,
-        "notes": [],
-        "environment": None,
-        "stderr_tail": None,
-    }
-    record.update(fields)
-    return record
+    if not isinstance(status, Status):
+        raise TypeError(f"Expected `status` to be a Status, such as Status.OK. Received: {status!r} "
+                        f"(a {type(status).__name__}). Pass the member, or Status(text) for a status read as text.")
+    return TrialRecord(
+        id=uuid.uuid4().hex[:12], status=status, spec=spec, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        reason=reason, user_error=user_error, metrics=_measured(metrics) if metrics is not None else None,
+        notes=tuple(notes), environment=environment, stderr_tail=stderr_tail,
+        extra={key: value for key, value in extra.items() if not _parents(key, value)}, order=tuple(extra),
+        **{key: value for key, value in extra.items() if _parents(key, value)})
+
+
+def _measured(values: Mapping[str, Any]) -> Metrics:
+    """A child's metrics, typed, with its figure kept as it measured it (`Metrics.figure`)."""
+    metrics = Metrics.from_dict(values)
+    figure = values.get("samples_per_s")
+    if isinstance(figure, Mapping) and figure and tuple(figure) != _SPREAD_KEYS:
+        return dataclasses.replace(metrics, figure=tuple(figure))
+    return metrics
+
+
+_SPREAD_KEYS = ("median", "min", "max", "cv", "n")  # `Spread.to_dict`'s
 
 
 REASON_LIMIT = 4000  # characters of a failure's text a record keeps

@@ -17,9 +17,49 @@ import os
 import platform
 import socket
 from importlib import metadata
-from typing import Any
+from typing import TypedDict
 
 from fitspeed.machine.frameworks import framework_of
+
+
+class Gpu(TypedDict):
+    """An NVIDIA GPU as NVML names it (`nvidia_gpus`)."""
+
+    index: int
+    name: str
+    memory_mb: int | None
+
+
+class Devices(TypedDict):
+    """Where a trial's training ran (`fitspeed.trial.distribute.Placement`, as the record holds it)."""
+
+    asked: int
+    used: int
+    kind: str
+    available: int | None
+    strategy: str | None
+
+
+class Environment(TypedDict, total=False):
+    """A record's `environment`: `host()`'s keys always, `collect()`'s from inside a trial child, then `devices`.
+
+    Written to the record as it is; the parent reads it back as JSON (`TrialRecord.environment`).
+    """
+
+    backend: str | None
+    versions: dict[str, str | None]
+    fitspeed: str | None
+    python: str
+    platform: str
+    hostname: str
+    cpu: str
+    cpu_count: int | None
+    cpu_features: list[str]
+    gpus: list[Gpu]  # from here on, `collect()`'s
+    driver: str | None
+    accelerators: list[str]
+    onednn: bool | None  # TensorFlow's oneDNN kernels: on, off, or None where it cannot tell
+    devices: Devices  # the trial's placement
 
 
 def _version(package: str) -> str | None:
@@ -139,7 +179,7 @@ def package_versions() -> dict[str, str | None]:
     }
 
 
-def host(backend: str | None = None) -> dict[str, Any]:
+def host(backend: str | None = None) -> Environment:
     """What the parent can tell without importing a framework."""
     return {
         "backend": backend,
@@ -154,7 +194,7 @@ def host(backend: str | None = None) -> dict[str, Any]:
     }
 
 
-def nvidia_gpus() -> tuple[list[dict[str, Any]], str | None]:
+def nvidia_gpus() -> tuple[list[Gpu], str | None]:
     """NVIDIA GPUs and the driver version through NVML, or ([], None) without one."""
     from fitspeed.machine.nvml import Nvml
 
@@ -163,28 +203,25 @@ def nvidia_gpus() -> tuple[list[dict[str, Any]], str | None]:
     except Exception:  # no nvidia-ml-py, no driver, no library
         return [], None
     try:
-        gpus = [{"index": reading.index, "name": name,
-                 "memory_mb": None if reading.memory_total_mb is None else round(reading.memory_total_mb)}
-                for name, reading in zip(source.names, source.read())]
+        gpus: list[Gpu] = [{"index": reading.index, "name": name, "memory_mb": None if reading.memory_total_mb is None
+                            else round(reading.memory_total_mb)} for name, reading in zip(source.names, source.read())]
         return gpus, source.driver_version()
     finally:
         source.close()
 
 
-def collect(backend: str) -> dict[str, Any]:
+def collect(backend: str) -> Environment:
     """The full environment, from inside a trial child."""
     import keras
 
     gpus, driver = nvidia_gpus()
     env = host(backend)
     env["versions"]["keras"] = keras.__version__
-    return {
-        **env,
-        "gpus": gpus,
-        "driver": driver,
-        "accelerators": accelerators(backend),
-        "onednn": onednn_enabled() if framework_of(backend).reads_onednn else None,
-    }
+    env["gpus"] = gpus
+    env["driver"] = driver
+    env["accelerators"] = accelerators(backend)
+    env["onednn"] = onednn_enabled() if framework_of(backend).reads_onednn else None
+    return env
 
 
 def accelerators(backend: str) -> list[str]:

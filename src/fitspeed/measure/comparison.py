@@ -34,8 +34,7 @@ def speed(record: TrialRecord, statistic: str = "median") -> float | None:
     """A trial's samples/s by `statistic`: its median window, or its fastest ("best").
 
     >>> from fitspeed.core.record import new_record
-    >>> r = TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), Status.OK,
-    ...                                      metrics={"samples_per_s": {"median": 900.0, "max": 1000.0}}))
+    >>> r = new_record(TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 900.0, "max": 1000.0}})
     >>> speed(r), speed(r, "best")
     (900.0, 1000.0)
     """

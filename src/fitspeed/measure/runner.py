@@ -262,28 +262,27 @@ def run_trial(
     wall_s = time.perf_counter() - started
     if killed:
         status, reason = killed
-        sent = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
+        record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
     else:
         decoded = decode(stdout) if spec.script is None else scripted
         hook_failed = _hook_failure(log_tail) if spec.script is not None and returncode == HOOK_FAILED else None
         if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
-            sent = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
-                              environment=environment.host(spec.config.backend))
+            record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
+                                environment=environment.host(spec.config.backend))
         elif decoded is None:
             code = returncode
             how = (
                 f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
             )
             hint = " (the kernel's out-of-memory killer sends SIGKILL)" if code == -9 else ""
-            sent = new_record(
+            record = new_record(
                 spec,
                 Status.CRASHED,
                 reason=f"the trial process {how} before it sent a record{hint}{native_cause(log_tail)}",
                 environment=environment.host(spec.config.backend),
             )
         else:
-            sent = decoded
-    record = TrialRecord.from_dict(sent)  # the one decoding of the child's answer; attributes from here on
+            record = TrialRecord.from_dict(decoded)  # the one decoding of the child's answer; attributes from here on
     return dataclasses.replace(
         record,
         # the child's own tail, with the signal that ended it when it was killed (by the parent's limits too)

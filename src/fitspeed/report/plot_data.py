@@ -176,11 +176,12 @@ def failures(trials: Iterable[tuple[str, TrialRecord]]) -> list[dict[str, str]]:
 
     `trials` pairs what each trial was for (its configuration, its role) with its record:
 
-    >>> from fitspeed.core.record import TrialSpec, new_record
-    >>> def record(status, tail): return TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), status,
-    ...     reason="the trial process was killed by SIGABRT before it sent a record", stderr_tail=tail))
-    >>> found = failures([("defaults", record("ok", None)), ("devices=2", record("crashed", "F0000 x.cc:1] Check failed\\n")),
-    ...                   ("precision=mixed_float16", record("failed", "Traceback ...\\n"))])
+    >>> from fitspeed.core.record import Status, TrialSpec, new_record
+    >>> def record(status, tail): return new_record(TrialSpec(model="tiny"), status,
+    ...     reason="the trial process was killed by SIGABRT before it sent a record", stderr_tail=tail)
+    >>> found = failures([("defaults", record(Status.OK, None)),
+    ...                   ("devices=2", record(Status.CRASHED, "F0000 x.cc:1] Check failed\\n")),
+    ...                   ("precision=mixed_float16", record(Status.FAILED, "Traceback ...\\n"))])
     >>> [(f["trial"], f["status"], f["tail"]) for f in found]
     [('devices=2', 'crashed', 'F0000 x.cc:1] Check failed')]
     """

@@ -132,7 +132,7 @@ def accuracy_of(records: list[TrialRecord]) -> JSONObject | None:
     >>> from fitspeed.core.record import new_record
     >>> def ok(accuracy, seed=0, **more):
     ...     spec = TrialSpec(model="tiny", seed=seed)
-    ...     return TrialRecord.from_dict(new_record(spec, Status.OK, metrics={"val_accuracy": accuracy}, **more))
+    ...     return new_record(spec, Status.OK, metrics={"val_accuracy": accuracy}, **more)
     >>> accuracy_of([ok(0.8, seed=0), ok(0.9, seed=1)])
     {'mean': 0.85, 'min': 0.8, 'max': 0.9, 'n': 2, 'per_seed': [0.8, 0.9]}
 

@@ -182,10 +182,10 @@ def _used(records: Sequence[TrialRecord], asked: int) -> int:
 def lost_pairs(pairs: Sequence[tuple[TrialRecord, TrialRecord]]) -> dict[str, int]:
     """How many pairs the median lacks, by how each ended: its N-device trial's status where that one failed.
 
-    >>> from fitspeed.core.record import new_record
-    >>> def trial(status): return TrialRecord.from_dict(new_record(TrialSpec(model="tiny"), status))
-    >>> lost_pairs([(trial("ok"), trial("crashed")), (trial("ok"), trial("ok")), (trial("timeout"), trial("ok")),
-    ...             (trial("ok"), trial("crashed"))])
+    >>> from fitspeed.core.record import Status, new_record
+    >>> def trial(status): return new_record(TrialSpec(model="tiny"), status)
+    >>> ok, crashed, timeout = trial(Status.OK), trial(Status.CRASHED), trial(Status.TIMEOUT)
+    >>> lost_pairs([(ok, crashed), (ok, ok), (timeout, ok), (ok, crashed)])
     {'crashed': 2, 'timeout': 1}
     """
     lost: dict[str, int] = {}

@@ -145,8 +145,8 @@ def medians(trials: list[StudyTrial]) -> dict[str, float]:
     """Each configuration's figure: the median of its own trials' samples/s, by configuration key.
 
     >>> from fitspeed.core.record import TrialSpec, new_record
-    >>> t = [StudyTrial(number=0, phase=None, config={}, record=TrialRecord.from_dict(new_record(
-    ...      TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": v}}))) for v in (10.0, 30.0, 20.0)]
+    >>> t = [StudyTrial(number=0, phase=None, config={}, record=new_record(
+    ...      TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": v}})) for v in (10.0, 30.0, 20.0)]
     >>> list(medians(t).values())
     [20.0]
     """

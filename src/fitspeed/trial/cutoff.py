@@ -15,9 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
-from fitspeed.core.record import write_record
+from fitspeed.core.record import TrialRecord, write_record
 
 GRACE_S = 30.0  # tracing and compiling, on top of the warm-up's time at stop_below
 
@@ -31,14 +29,14 @@ def deadline_s(samples: float, stop_below: float) -> float:
     return GRACE_S + samples / stop_below
 
 
-def _print_and_exit(record: dict[str, Any]) -> None:
-    write_record(record)
+def _print_and_exit(record: TrialRecord) -> None:
+    write_record(record.to_dict())
     os._exit(0)  # the execution under way cannot be stopped from here
 
 
 def watch(samples: float, stop_below: float | None, step_samples: float, done: Callable[[], int],
-          began: Callable[[], float | None], finish: Callable[[float, float], dict[str, Any]],
-          end: Callable[[dict[str, Any]], None] = _print_and_exit) -> threading.Timer | None:
+          began: Callable[[], float | None], finish: Callable[[float, float], TrialRecord],
+          end: Callable[[TrialRecord], None] = _print_and_exit) -> threading.Timer | None:
     """Start the timer for a warm-up of `samples` samples; cancel it when the warm-up ends.
 
     `done()` is the executions finished so far, `began()` when training began,

@@ -27,10 +27,11 @@ the framework only inside functions, after `apply.before_import` has run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.machine.environment import Devices
 from fitspeed.machine.frameworks import framework_of
 
 
@@ -66,8 +67,9 @@ class Placement:
             return None
         return f"devices={self.asked} was asked, but this host has {self.available} {self.kind}: the trial ran on {self.used}."
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> Devices:
+        return {"asked": self.asked, "used": self.used, "kind": self.kind, "available": self.available,
+                "strategy": self.strategy}
 
 
 def after_import(config: TrialConfig) -> Placement:

@@ -27,7 +27,8 @@ import keras
 import numpy as np
 
 from fitspeed.core.backends import backend_of
-from fitspeed.core.record import Status, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
+from fitspeed.machine.environment import Environment
 from fitspeed.trial.data.kinds import Data, DatasetData
 
 IN_MEMORY_BATCHES = 16
@@ -37,10 +38,9 @@ def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
     """The batches fit() would read for `steps` steps, through Keras's own data adapter."""
     from keras.src.trainers.data_adapters import get_data_adapter
 
-    kwargs = data.fit_args(steps, batch)
+    args = data.fit_args(steps, batch)
     adapter = get_data_adapter(
-        kwargs.pop("x"), kwargs.pop("y", None), batch_size=kwargs.pop("batch_size", None),
-        steps_per_epoch=steps, shuffle=True,
+        args["x"], args.get("y"), batch_size=args.get("batch_size"), steps_per_epoch=steps, shuffle=True,
     )
     adapter.on_epoch_begin()
     if backend_of(keras.backend.backend()).feeds_arrays_through_tf_data:
@@ -55,8 +55,8 @@ def _pull(iterator: Iterator[Any], count: int) -> float:
     return time.perf_counter() - started
 
 
-def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Mode "input": batches per second of the pipeline alone."""
+def input_rate(spec: TrialSpec, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
+    """Mode "input": batches per second of the pipeline alone; `fields` go into the record (a script's `script`)."""
     from fitspeed.core.stats import describe
 
     started = time.perf_counter()
@@ -84,7 +84,7 @@ def input_rate(spec: TrialSpec, data: Data, batch: int, env: dict[str, Any]) -> 
         "data_kind": data.label,
         **data.input_details(),
     }
-    return new_record(spec, Status.OK, environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, **fields)
 
 
 def in_memory(data: Data, batch: int, count: int = IN_MEMORY_BATCHES) -> DatasetData:
@@ -137,8 +137,8 @@ def stall_times(clock: EpochClock, returned: float) -> dict[str, Any]:
             "lost_s": sum(boundaries) + end_s}
 
 
-def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Mode "epochs": one multi-epoch fit(), timed at its edges."""
+def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
+    """Mode "epochs": one multi-epoch fit(), timed at its edges; `fields` go into the record."""
     n = model.steps_per_execution if hasattr(model, "steps_per_execution") else 1
     warm = EpochClock()
     t0 = time.perf_counter()
@@ -164,5 +164,5 @@ def epochs(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, A
         "samples_per_s": {"median": steps * spec.repeats * batch / fit_s},
         "data_kind": data.label,
     })
-    return new_record(spec, Status.OK, environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, **fields)
 

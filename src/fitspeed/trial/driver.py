@@ -31,19 +31,51 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import UserError
-from fitspeed.core.record import Mode, Status, TrialSpec, clip_reason, new_record
+from fitspeed.core.record import Mode, Status, TrialRecord, TrialSpec, clip_reason, new_record
 from fitspeed.trial import measurement
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks
 from fitspeed.trial.transform import Refused
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
+    from fitspeed.machine.environment import Environment
     from fitspeed.trial.data.kinds import Data
+    from fitspeed.trial.transform.rewrite import RewriteRecord
 
-Record = dict[str, Any]
+class FitKwargs(TypedDict, total=False):
+    """What a subject's fit() call takes beside the data, the steps, the epochs and the callbacks."""
+
+    verbose: int | str
+    class_weight: Any  # a script's, as its fit() was given it
+
+
+class ScriptInfo(TypedDict):
+    """The user's script a trial measured, as the record's `script` holds it (`fitspeed.trial.script_hook`)."""
+
+    path: str | None
+    argv: list[str]
+    command: Any  # the command line as the user gave it (`TrialSpec.script`)
+    sha256: NotRequired[str | None]
+
+
+class Sections(TypedDict, total=False):
+    """The sections every record of a subject carries beside its figures."""
+
+    script: ScriptInfo  # a script's variant
+    rewrite: RewriteRecord  # what the trial changed in the model (`fitspeed.trial.transform.rewrite`)
+
+
+class ScriptFigures(TypedDict, total=False):
+    """What a script's variant adds to a timed record's metrics."""
+
+    steps_per_execution_resolved: int
+    dtype_policy: str
+    fit_call: int  # which of the script's fit() calls was measured, from 1
+    epoch_steps: int | None  # the script's own epoch
+    batch_callbacks: list[str]  # its callbacks that act per batch
 
 
 @dataclass
@@ -53,15 +85,15 @@ class Subject:
     model: Any
     data: Data
     batch: int  # the global batch
-    env: dict[str, Any]  # the record's environment
+    env: Environment  # the record's environment
     build_s: float  # seconds to build the model and data
     steps_per_execution: int
     real_fit: Callable[..., Any] = lambda model, **kwargs: model.fit(**kwargs)  # how to call fit(model, ...)
-    fit_kwargs: dict[str, Any] = field(default_factory=lambda: {"verbose": 0})  # a script's verbose, class_weight
+    fit_kwargs: FitKwargs = field(default_factory=lambda: FitKwargs(verbose=0))  # a script's verbose, class_weight
     callbacks: list[Any] = field(default_factory=list)  # a script's own, run beside the trial's timer
     notes: list[str] = field(default_factory=list)  # for the record: what the build decided
-    fields: dict[str, Any] = field(default_factory=dict)  # sections every record carries (`rewrite`, `script`)
-    metrics: dict[str, Any] = field(default_factory=dict)  # what a variant adds to a timed record's metrics
+    fields: Sections = field(default_factory=lambda: Sections())  # sections every record of it carries
+    metrics: ScriptFigures = field(default_factory=lambda: ScriptFigures())  # what a variant adds to a timed record
     hooks: TrialHooks = NO_HOOKS  # a test's faults and holds (`fitspeed.trial.hooks`)
     end: measurement.End | None = None  # the cut-off timer's last act where the process must end with the record
     validates: bool = True  # with `spec.validate`, held-out figures follow training (a script brings no held-out data)
@@ -72,7 +104,7 @@ class Subject:
                       callbacks=[*self.callbacks, timer], **self.fit_kwargs)
 
 
-def run(spec: TrialSpec, subject: Callable[[], Subject], **fields: Any) -> Record:
+def run(spec: TrialSpec, subject: Callable[[], Subject], **fields: Any) -> TrialRecord:
     """Build the subject and run the spec's mode on it; any exception becomes a record with `fields`."""
     try:
         return MODES[spec.mode](subject(), spec)
@@ -131,7 +163,7 @@ def _unreadable_images(spec: TrialSpec, error: BaseException) -> str | None:
             f"{', '.join(repr(b) for b in bad)}. Delete or replace them, and run again.")
 
 
-def _environment(spec: TrialSpec) -> dict[str, Any] | None:
+def _environment(spec: TrialSpec) -> Environment | None:
     """A failed trial's environment: the host, and oneDNN's state where TensorFlow got imported."""
     try:
         from fitspeed.machine import environment
@@ -147,7 +179,7 @@ def _environment(spec: TrialSpec) -> dict[str, Any] | None:
 # -- the modes ------------------------------------------------------------------
 
 
-def timed(s: Subject, spec: TrialSpec) -> Record:
+def timed(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Modes "time" and "model": the measurement protocol (`fitspeed.trial.measurement`), then `after_timing`."""
     from fitspeed.machine import environment
     from fitspeed.trial.transform.rewrite import output_dtype
@@ -173,20 +205,21 @@ def timed(s: Subject, spec: TrialSpec) -> Record:
     metrics.update(s.metrics)
     finite = bool(result.losses) and math.isfinite(result.losses[-1])
     checks = after_timing(spec, s.model, s.data, s.batch, result.steps, n, metrics, s.env) if finite else {}
-    record = new_record(spec, Status.OK if finite else Status.NAN,
-                        reason=None if finite else "the final loss is not finite", environment=s.env,
-                        metrics=metrics, notes=notes, timed_wall=result.wall, **s.fields, **checks)
-    return _validated(spec, record, s)
+    held, held_notes = _held_out(spec, s) if finite else ({}, [])
+    return new_record(spec, Status.OK if finite else Status.NAN,
+                      reason=None if finite else "the final loss is not finite", environment=s.env,
+                      metrics={**metrics, **held}, notes=[*notes, *held_notes], timed_wall=result.wall, **s.fields,
+                      **checks)
 
 
-def compute(s: Subject, spec: TrialSpec) -> Record:
+def compute(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "compute": the measurement protocol on batches copied into memory (`doctor.in_memory`)."""
     from fitspeed.trial import doctor
 
     return timed(dataclasses.replace(s, data=doctor.in_memory(s.data, s.batch)), spec)
 
 
-def train(s: Subject, spec: TrialSpec) -> Record:
+def train(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Mode "train": from the seed, `spec.repeats` epochs of `spec.steps` with no warm-up, for the guard's loss curve.
 
     The first epoch holds tracing and compilation, so the later ones give the
@@ -213,52 +246,50 @@ def train(s: Subject, spec: TrialSpec) -> Record:
     bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
     if bad:
         return new_record(spec, Status.NAN, reason=bad, environment=s.env, metrics=metrics, notes=notes, **s.fields)
-    record = new_record(spec, Status.OK, environment=s.env, metrics=metrics, timed_wall=[wall, time.time()],
-                        notes=notes, **s.fields)
-    return _validated(spec, record, s)
+    timed_wall = [wall, time.time()]
+    held, held_notes = _held_out(spec, s)
+    return new_record(spec, Status.OK, environment=s.env, metrics={**metrics, **held}, timed_wall=timed_wall,
+                      notes=[*notes, *held_notes], **s.fields)
 
 
-def input_rate(s: Subject, spec: TrialSpec) -> Record:
+def input_rate(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "input": the pipeline alone (`fitspeed.trial.doctor.input_rate`)."""
     from fitspeed.trial import doctor
 
-    return {**doctor.input_rate(spec, s.data, s.batch, s.env), **s.fields}
+    return doctor.input_rate(spec, s.data, s.batch, s.env, **s.fields)
 
 
-def epochs(s: Subject, spec: TrialSpec) -> Record:
+def epochs(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Doctor's "epochs": the time lost at epoch edges (`fitspeed.trial.doctor.epochs`)."""
     from fitspeed.trial import doctor
 
-    return {**doctor.epochs(spec, s.model, s.data, s.batch, s.env), **s.fields}
+    return doctor.epochs(spec, s.model, s.data, s.batch, s.env, **s.fields)
 
 
-def predict(s: Subject, spec: TrialSpec) -> Record:
+def predict(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Mode "predict": one sample at a time against batches (`fitspeed.trial.predict_latency`)."""
     from fitspeed.trial import predict_latency
 
-    return {**predict_latency.measure(spec, s.model, s.data, s.batch, s.env), **s.fields}
+    return predict_latency.measure(spec, s.model, s.data, s.batch, s.env, **s.fields)
 
 
-MODES: dict[Mode, Callable[[Subject, TrialSpec], Record]] = {
+MODES: dict[Mode, Callable[[Subject, TrialSpec], TrialRecord]] = {
     Mode.TIME: timed, Mode.MODEL: timed, Mode.COMPUTE: compute, Mode.TRAIN: train,
     Mode.INPUT: input_rate, Mode.EPOCHS: epochs, Mode.PREDICT: predict,
 }
 
 
-def _validated(spec: TrialSpec, record: Record, s: Subject) -> Record:
-    """With `spec.validate`, an ok record gains the held-out accuracy and the weights' digest."""
-    if not (spec.validate and s.validates) or record["status"] != Status.OK:
-        return record
+def _held_out(spec: TrialSpec, s: Subject) -> tuple[dict[str, Any], list[str]]:
+    """With `spec.validate`, what an ok record adds: the held-out accuracy and the weights' digest, and notes."""
+    if not (spec.validate and s.validates):
+        return {}, []
     from fitspeed.trial.validation import held_out_metrics
 
-    metrics, notes = held_out_metrics(s.model, s.data)
-    record["metrics"].update(metrics)
-    record["notes"].extend(notes)
-    return record
+    return held_out_metrics(s.model, s.data)
 
 
 def after_timing(spec: TrialSpec, model: Any, data: Data, batch: int, steps: int, n: int,
-                 metrics: dict[str, Any], env: dict[str, Any]) -> Record:
+                 metrics: dict[str, Any], env: Environment) -> dict[str, Any]:
     """What runs after the timed windows, each outside the figures: the record's extra sections.
 
     `profile`: one more window like the timed ones, traced (`spec.profile_dir`:

@@ -35,16 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fitspeed.core.record import Status, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.trial import cutoff, peak_memory
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
+    from fitspeed.machine.environment import Environment
     from fitspeed.trial.timing import StepTimer
 
 MIN_CHECK_S = 0.1  # a warm-up's steady execution shorter than this does not decide `stop_below`
 
 Fit = Callable[[int, int, "StepTimer"], None]  # fit(steps per epoch, epochs, timer): one call of the real fit()
-End = Callable[[dict[str, Any]], None]  # write a record and end the process (the cut-off timer's last act)
+End = Callable[[TrialRecord], None]  # write a record and end the process (the cut-off timer's last act)
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ def timed_steps(spec: TrialSpec, n: int, steady_s: float, cap: int) -> int:
     return max(n, min(steps, cap))
 
 
-def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build_s: float, env: dict[str, Any],
-                  end: End | None = None, **fields: Any) -> Timed | dict[str, Any]:
+def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build_s: float, env: Environment,
+                  end: End | None = None, **fields: Any) -> Timed | TrialRecord:
     """Warm up, then time `spec.repeats` windows: a `Timed`, or the record that ended the trial early.
 
     `n` is steps_per_execution, `batch` the global batch, `cap` the most timed
@@ -122,7 +123,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
 
 
 def stopped_early(spec: TrialSpec, after: str, speeds: list[float], batch: int, first_s: float, build_s: float,
-                  losses: list[float], env: dict[str, Any], **fields: Any) -> dict[str, Any]:
+                  losses: list[float], env: Environment, **fields: Any) -> TrialRecord:
     """An ok record for a trial cut short: the figure it reached, and where it stopped."""
     from fitspeed.core.stats import describe
 

@@ -25,6 +25,7 @@ from typing import Any
 import keras
 
 from fitspeed.core.backends import backend_of
+from fitspeed.machine.environment import Environment
 from fitspeed.trial import matmul_rate, model_lints, train_graph
 
 TOP_LAYERS = 8
@@ -62,8 +63,8 @@ def slowest_layers(profile: dict[str, Any] | None, scopes: train_graph.Scopes | 
                    "an op belongs to the layer whose name scope holds it, a gradient op to its forward layer"}
 
 
-def _xla_findings(traced: train_graph.TracedStep, xla: dict[str, Any]) -> list[dict[str, Any]]:
-    found = []
+def _xla_findings(traced: train_graph.TracedStep, xla: dict[str, Any]) -> list[model_lints.Finding]:
+    found: list[model_lints.Finding] = []
     python_layers = sorted({op["layer"] for op in traced.python_ops})
     for layer in python_layers:
         found.append(model_lints.finding(
@@ -85,7 +86,7 @@ def _xla_findings(traced: train_graph.TracedStep, xla: dict[str, Any]) -> list[d
 
 
 def examine(model: keras.Model, config: Any, data: Any, batch: int, metrics: dict[str, Any],
-            profile: dict[str, Any] | None, env: dict[str, Any]) -> dict[str, Any]:
+            profile: dict[str, Any] | None, env: Environment) -> dict[str, Any]:
     """The model check of a measured model: findings, FLOPs, matmul rate, roofline, slowest layers."""
     x, y = train_graph.probe_batch(data, batch)
     result: dict[str, Any] = {"model": model.name, "params": int(model.count_params()), "batch_size": batch,

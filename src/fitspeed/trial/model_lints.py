@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import keras
 
@@ -32,8 +32,20 @@ SIZE_SOURCE = ("article 001 (Cloud TPU performance guide: padded dimensions are 
                "NVIDIA's tensor-core guide (dimensions in multiples of 8 at fp16/bf16)")
 
 
+class Finding(TypedDict):
+    """One thing the model check found: what, what it costs, how to fix it, and where the claim comes from."""
+
+    check: str  # which check found it ("size", "xla", …)
+    layer: str | None
+    what: str
+    cost: str
+    fix: str
+    source: str  # where the claim comes from: a guide, an article, what was inspected or tried
+    severity: str  # "warning", or "tpu" for what costs on a TPU alone
+
+
 def finding(check: str, layer: str | None, what: str, cost: str, fix: str, source: str,
-            severity: str = "warning") -> dict[str, Any]:
+            severity: str = "warning") -> Finding:
     return {"check": check, "layer": layer, "what": what, "cost": cost, "fix": fix, "source": source,
             "severity": severity}
 
@@ -47,7 +59,7 @@ def padded(value: int, tile: int) -> int:
     return math.ceil(value / tile) * tile
 
 
-def size_finding(what: str, layer: str | None, value: int, fix: Callable[[int], str]) -> dict[str, Any] | None:
+def size_finding(what: str, layer: str | None, value: int, fix: Callable[[int], str]) -> Finding | None:
     """A finding for a size that is not a multiple of 8, or of 128; None for one that is both.
 
     `fix(size)` says how to set the size to `size`.
@@ -101,9 +113,9 @@ def _setter(kind: str, argument: str) -> Callable[[int], str]:
     return lambda size: f"{kind}({argument}={size}), retrained"
 
 
-def size_findings(model: keras.Model, batch_size: int) -> list[dict[str, Any]]:
+def size_findings(model: keras.Model, batch_size: int) -> list[Finding]:
     outputs = _output_layers(model)
-    found = []
+    found: list[Finding] = []
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if layer.name in outputs:
             continue
@@ -122,9 +134,9 @@ def _named(function: Any, name: str) -> bool:
     return getattr(function, "__name__", None) == name
 
 
-def rnn_findings(model: keras.Model) -> list[dict[str, Any]]:
+def rnn_findings(model: keras.Model) -> list[Finding]:
     """LSTM and GRU layers whose arguments keep Keras's TensorFlow backend off the fused cuDNN kernel."""
-    found = []
+    found: list[Finding] = []
     wrapped: dict[int, str] = {}  # a Bidirectional's two copies of its layer are reported once, by its name
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, keras.layers.Bidirectional):
@@ -162,14 +174,14 @@ def rnn_findings(model: keras.Model) -> list[dict[str, Any]]:
     return found
 
 
-def output_dtype_findings(model: keras.Model, outputs: Any) -> list[dict[str, Any]]:
+def output_dtype_findings(model: keras.Model, outputs: Any) -> list[Finding]:
     """Outputs that are not float32 while some layer computes in float16 or bfloat16."""
     mixed = any(keras.backend.standardize_dtype(layer.dtype_policy.compute_dtype) in ("float16", "bfloat16")
                 for layer in model._flatten_layers(include_self=False, recursive=True))
     if not mixed:
         return []
     names = sorted(_output_layers(model)) or [model.layers[-1].name if model.layers else model.name]
-    found = []
+    found: list[Finding] = []
     flat = keras.tree.flatten(outputs)
     for index, tensor in enumerate(flat):
         dtype = keras.backend.standardize_dtype(tensor.dtype)
@@ -185,7 +197,7 @@ def output_dtype_findings(model: keras.Model, outputs: Any) -> list[dict[str, An
     return found
 
 
-def channels_first_findings(model: keras.Model, accelerators: list[str]) -> list[dict[str, Any]]:
+def channels_first_findings(model: keras.Model, accelerators: list[str]) -> list[Finding]:
     """Layers in channels_first on a machine with no GPU."""
     if any("GPU" in name.upper() or "CUDA" in name.upper() for name in accelerators):
         return []
@@ -204,7 +216,7 @@ def channels_first_findings(model: keras.Model, accelerators: list[str]) -> list
         "TensorFlow's Conv2D CPU kernel; article 004 (channels_first pays on a GPU only)")]
 
 
-def examine(model: keras.Model, batch_size: int, outputs: Any, accelerators: list[str]) -> list[dict[str, Any]]:
+def examine(model: keras.Model, batch_size: int, outputs: Any, accelerators: list[str]) -> list[Finding]:
     """Every finding of the static checks, in the order of the table above."""
     return [*size_findings(model, batch_size), *rnn_findings(model), *output_dtype_findings(model, outputs),
             *channels_first_findings(model, accelerators)]

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from fitspeed.core.record import Status, TrialSpec, new_record
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.stats import describe
+from fitspeed.machine.environment import Environment
 from fitspeed.trial.data.kinds import Data
 
 
@@ -40,7 +41,8 @@ def _windows(call: Callable[[], Any], repeats: int, seconds: float) -> tuple[lis
     return out, calls
 
 
-def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, Any]) -> dict[str, Any]:
+def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: Environment, **fields: Any) -> TrialRecord:
+    """The three timings above as a record; `fields` go into it (a script's `script`)."""
     x = np.asarray(data.first_inputs()[: max(batch, 1) * 4])
     one = x[:1]
     share = spec.target_seconds / 3
@@ -60,4 +62,4 @@ def measure(spec: TrialSpec, model: Any, data: Data, batch: int, env: dict[str, 
         "calls_per_window": {"predict_one": calls_predict, "call_one": calls_direct},
         "params": int(model.count_params()),
     }
-    return new_record(spec, Status.OK, environment=env, metrics=metrics)
+    return new_record(spec, Status.OK, environment=env, metrics=metrics, **fields)

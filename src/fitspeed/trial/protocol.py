@@ -39,11 +39,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import DataError
-from fitspeed.core.record import TrialSpec, write_record
+from fitspeed.core.record import TrialRecord, TrialSpec, write_record
 from fitspeed.trial import apply, driver, remat
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks, from_environment
 from fitspeed.trial.keras_import import import_keras
@@ -61,7 +60,8 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
     from fitspeed.trial.transform import rewrite
 
     placement = apply.after_import(config, spec.seed)
-    env = {**environment.collect(config.backend), "devices": placement.to_dict()}
+    env = environment.collect(config.backend)
+    env["devices"] = placement.to_dict()
     started = time.perf_counter()
     with remat.scope(config):  # layers created inside it are rematerialized (fitspeed.trial.remat)
         model = models.build(spec.model)
@@ -88,14 +88,14 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
                           fields={"rewrite": rewritten.to_dict()} if rewritten is not None else {}, hooks=hooks)
 
 
-def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> dict[str, Any]:
+def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> TrialRecord:
     """One built-in trial, every exception turned into a record; `hooks` are a test's (`fitspeed.trial.hooks`)."""
     return driver.run(spec, lambda: subject(spec, hooks))
 
 
 def main(argv: list[str]) -> int:
     spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
-    write_record(run(spec, from_environment()))  # a test's faults and holds, chosen once here
+    write_record(run(spec, from_environment()).to_dict())  # a test's faults and holds, chosen once here
     return 0
 
 

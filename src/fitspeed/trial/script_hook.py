@@ -59,16 +59,19 @@ import time
 import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.errors import UserError
 from fitspeed.core.input_kinds import INPUT_KNOBS
-from fitspeed.core.record import Status, TrialSpec, new_record, to_json
+from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record, to_json
 from fitspeed.trial import apply, driver
 from fitspeed.trial.import_watch import ImportWatch
 from fitspeed.trial.remat import SCRIPT_REASON
 from fitspeed.trial.script_stop import LEGACY, stop_reason
 from fitspeed.trial.transform import Refused
+
+if TYPE_CHECKING:  # imports keras, which the script imports first
+    from fitspeed.trial.transform.rewrite import RewriteRecord
 
 ENV = "FITSPEED_SCRIPT"
 NOT_TIMED_CALLBACKS = ("ModelCheckpoint", "BackupAndRestore", "EarlyStopping")
@@ -312,7 +315,7 @@ class Hook:
         rewritten = rewrite.for_trial(model, config.replace(precision="float32"), spec.seed)
         if rewritten is not None:
             model = rewritten.model  # compiled as the script compiled its own
-        fields = {"rewrite": _rewrites(outputs, rewritten, model)} if outputs or rewritten else {}
+        rewrites = _rewrites(outputs, rewritten, model) if outputs or rewritten else None
         if "batch_size" in config.changed():
             raise UserError(
                 f"Expected knobs that apply to a training script. Received: batch_size={config.batch_size}, but a "
@@ -337,20 +340,20 @@ class Hook:
             notes.append(self.placement.note())
         if bound.get("validation_data") is not None or bound.get("validation_split"):
             notes.append("the script's validation is not run during the trial")
-        metrics = {"steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
+        metrics: driver.ScriptFigures = {"steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
                    "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks"))}
         return driver.Subject(model, data, batch, env, build_s, n, real_fit=real_fit, callbacks=kept,
                               fit_kwargs={"verbose": bound.get("verbose", "auto"),
                                           "class_weight": bound.get("class_weight")},
-                              notes=notes, fields={"script": self._script_info(), **fields}, metrics=metrics,
+                              notes=notes, fields=_sections(self._script_info(), rewrites), metrics=metrics,
                               end=self._finish, validates=False)
 
     # -- the end ----------------------------------------------------------------
 
-    def _script_info(self) -> dict[str, Any]:
+    def _script_info(self) -> driver.ScriptInfo:
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv and sys.argv[0] else None)
-        info: dict[str, Any] = {"path": path, "argv": list(sys.argv[1:]),
+        info: driver.ScriptInfo = {"path": path, "argv": list(sys.argv[1:]),
                                 "command": (self.spec.script or {}).get("command")}
         try:
             info["sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
@@ -358,7 +361,7 @@ class Hook:
             info["sha256"] = None
         return info
 
-    def _failed(self, reason: str, user_error: bool, **fields: Any) -> dict[str, Any]:
+    def _failed(self, reason: str, user_error: bool, **fields: Any) -> TrialRecord:
         return new_record(self.spec, Status.FAILED, reason=reason, user_error=user_error, script=self._script_info(),
                           **fields)
 
@@ -375,13 +378,13 @@ class Hook:
                              devices=self.config.devices)
         self._write(self._failed(reason, user_error=True, traceback_tail=text[-4000:] or None))
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: TrialRecord) -> None:
         if self.record_path is not None:
             temp = self.record_path.with_name(self.record_path.name + ".tmp")
-            temp.write_text(to_json(record))
+            temp.write_text(to_json(record.to_dict()))
             os.replace(temp, self.record_path)
 
-    def _finish(self, record: dict[str, Any]) -> None:
+    def _finish(self, record: TrialRecord) -> None:
         """Write the record and end the process now: the rest of the script does not run."""
         self.done = True
         self._write(record)
@@ -422,7 +425,15 @@ def _policy_name() -> str:
     return str(keras.config.dtype_policy().name)
 
 
-def _rewrites(outputs: Any, layout: Any, model: Any) -> dict[str, Any]:
+def _sections(script: driver.ScriptInfo, rewrites: RewriteRecord | None) -> driver.Sections:
+    """A script trial's record sections: the script, then what was changed in its model, if anything."""
+    sections: driver.Sections = {"script": script}
+    if rewrites is not None:
+        sections["rewrite"] = rewrites
+    return sections
+
+
+def _rewrites(outputs: Any, layout: Any, model: Any) -> RewriteRecord:
     """One record of what a trial changed in the script's model: float32 outputs (in place), then the layout."""
     from fitspeed.trial.transform import rewrite
 

@@ -26,7 +26,7 @@ import math
 import pstats
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NotRequired, TypedDict
 
 import keras
 import numpy as np
@@ -39,6 +39,41 @@ MAX_ARRAY_BYTES = 1 << 30  # the cycled fit() arrays stay under 1 GiB
 UNBOUNDED_STEPS = 1_000_000  # what a pipeline can feed in one epoch: as many steps as asked
 PROFILE_SECONDS = 2.0  # doctor's cProfile of a PyDataset's __getitem__
 PROFILE_TOP = 10
+
+
+class FitArgs(TypedDict):
+    """The keyword arguments of `fit()` that carry the data (`Data.fit_args`): `x` always, the rest for arrays."""
+
+    x: Any  # arrays (or dicts and lists of them), a tf.data.Dataset or a PyDataset
+    y: NotRequired[Any]
+    batch_size: NotRequired[int]
+    shuffle: NotRequired[bool | str]
+    sample_weight: NotRequired[Any]
+
+
+class ProfileRow(TypedDict):
+    """One function in a profile of a PyDataset's `__getitem__`, by its own time."""
+
+    function: str  # "name (file.py:line)"
+    calls: int
+    own_s: float
+    cumulative_s: float
+
+
+class GetitemProfile(TypedDict):
+    """cProfile of a PyDataset's `__getitem__` in the trial's process (`PyDatasetData.profile`)."""
+
+    batches: int
+    seconds: float
+    ms_per_batch: float
+    top: list[ProfileRow]
+
+
+class InputDetails(TypedDict, total=False):
+    """What doctor's "input" measurement adds to its metrics for a kind (`Data.input_details`)."""
+
+    pipeline: list[str]  # a dataset's ops as built
+    profile: GetitemProfile  # a PyDataset's `__getitem__`
 
 
 @dataclass
@@ -57,7 +92,7 @@ class Data:
         """The record's `metrics.data_kind`."""
         return str(self.kind)
 
-    def fit_args(self, steps: int, batch_size: int) -> dict[str, Any]:
+    def fit_args(self, steps: int, batch_size: int) -> FitArgs:
         """Keyword arguments for `fit()` that cover exactly `steps` batches per epoch."""
         raise NotImplementedError
 
@@ -94,7 +129,7 @@ class Data:
         """The input knobs of `config` applied, already checked for this kind."""
         return self
 
-    def input_details(self) -> dict[str, Any]:
+    def input_details(self) -> InputDetails:
         """What doctor's "input" measurement adds for this kind."""
         return {}
 
@@ -143,7 +178,7 @@ class ArrayData(Data):
 
         return pick(self.x), pick(self.y), pick(self.sample_weight)
 
-    def fit_args(self, steps: int, batch_size: int) -> dict[str, Any]:
+    def fit_args(self, steps: int, batch_size: int) -> FitArgs:
         """Cycled to `steps * batch_size` samples, so every epoch is whole batches, the sample weights beside them."""
         x, y, weights = self.take(np.arange(steps * batch_size) % self.samples)
         if not self.autotune:
@@ -151,8 +186,10 @@ class ArrayData(Data):
 
             return {"x": keras_array_dataset(x, y, batch_size, autotune=False, shuffle=self.shuffle,
                                              sample_weight=weights)}
-        own = {} if weights is None else {"sample_weight": weights}
-        return {"x": x, "y": y, "batch_size": batch_size, "shuffle": self.shuffle, **own}
+        args: FitArgs = {"x": x, "y": y, "batch_size": batch_size, "shuffle": self.shuffle}
+        if weights is not None:
+            args["sample_weight"] = weights
+        return args
 
     def max_steps(self, batch_size: int) -> int:
         """Within MAX_ARRAY_BYTES of cycled arrays."""
@@ -189,7 +226,7 @@ class DatasetData(Data):
     def label(self) -> str:
         return self.origin or str(self.kind)
 
-    def fit_args(self, steps: int, batch_size: int) -> dict[str, Any]:
+    def fit_args(self, steps: int, batch_size: int) -> FitArgs:
         """Repeated, so it never runs out mid-window."""
         import tensorflow as tf
 
@@ -220,7 +257,7 @@ class DatasetData(Data):
         ds, notes = user_dataset(self.source, config)
         return dataclasses.replace(self, source=ds, notes=[*self.notes, *notes])
 
-    def input_details(self) -> dict[str, Any]:
+    def input_details(self) -> InputDetails:
         """The ops of the pipeline as built."""
         from fitspeed.trial.data.pipeline import graph_ops
 
@@ -260,7 +297,7 @@ class PyDatasetData(Data):
     kind: ClassVar[DataKind] = DataKind.PYDATASET
     source: Any = None
 
-    def fit_args(self, steps: int, batch_size: int) -> dict[str, Any]:
+    def fit_args(self, steps: int, batch_size: int) -> FitArgs:
         """Cycled when finite, so it never runs out mid-window."""
         return {"x": _Cycle(self.source) if self.source.num_batches is not None else self.source}
 
@@ -282,11 +319,11 @@ class PyDatasetData(Data):
 
         return dataclasses.replace(self, source=worker_settings(self.source, config))
 
-    def input_details(self) -> dict[str, Any]:
+    def input_details(self) -> InputDetails:
         """cProfile of `__getitem__` in this process (article 002's method)."""
         return {"profile": self.profile()}
 
-    def profile(self, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> dict[str, Any]:
+    def profile(self, seconds: float = PROFILE_SECONDS, top: int = PROFILE_TOP) -> GetitemProfile:
         """cProfile of `source[i]` in this process for about `seconds`: the top functions by own time."""
         source, profiler, count = self.source, cProfile.Profile(), 0
         length = len(source)
@@ -298,7 +335,7 @@ class PyDatasetData(Data):
         profiler.disable()
         elapsed = time.perf_counter() - started
         stats = pstats.Stats(profiler)
-        rows = []
+        rows: list[ProfileRow] = []
         for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
             rows.append({"function": f"{name} ({file.rsplit('/', 1)[-1]}:{line})", "calls": calls,
                          "own_s": own, "cumulative_s": cumulative})

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import keras
 import numpy as np
@@ -37,6 +37,16 @@ TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 PROBE_SIZE = 4
 
 
+class CheckRecord(TypedDict):
+    """A `Check` as the record holds it."""
+
+    what: str
+    max_abs_diff: float
+    tolerance: float
+    compute_dtype: str
+    probe: list[int]
+
+
 @dataclass(frozen=True)
 class Check:
     what: str  # the knob checked, as name=value
@@ -45,7 +55,7 @@ class Check:
     compute_dtype: str
     probe: tuple[int, ...]  # the shape of the (first) probe input
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CheckRecord:
         return {"what": self.what, "max_abs_diff": self.max_abs_diff, "tolerance": self.tolerance,
                 "compute_dtype": self.compute_dtype, "probe": list(self.probe)}
 

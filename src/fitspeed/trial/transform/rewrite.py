@@ -18,13 +18,13 @@ The parameter count must come out the same. `for_trial` is what a trial child
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import keras
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.trial.transform import Refused
-from fitspeed.trial.transform.check import Check, compare
+from fitspeed.trial.transform.check import Check, CheckRecord, compare
 from fitspeed.trial.transform.layout import FORMAT_LAYERS, FORMATS
 from fitspeed.trial.transform.rebuild import (
     Change,
@@ -38,6 +38,15 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 FLOAT_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
 
+class RewriteRecord(TypedDict):
+    """What a trial changed in its model, as the record's `rewrite` holds it."""
+
+    changes: list[dict[str, str]]  # `Change.to_dict`: layer, class, change
+    checks: list[CheckRecord]
+    params: dict[str, int]  # before, after
+    output_dtype: str
+
+
 @dataclass(frozen=True)
 class Rewrite:
     model: keras.Model
@@ -49,7 +58,7 @@ class Rewrite:
     def output_dtype(self) -> str:
         return output_dtype(self.model)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RewriteRecord:
         return {"changes": [c.to_dict() for c in self.changes], "checks": [c.to_dict() for c in self.checks],
                 "params": {"before": self.params[0], "after": self.params[1]}, "output_dtype": self.output_dtype}
 

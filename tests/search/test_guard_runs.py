@@ -84,10 +84,13 @@ def test_bfloat16_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     assert verdict.ok, verdict.reason
 
 
-@pytest.mark.timeout(900)  # float16 is emulated on CPUs without AVX512-FP16: 45-80 s a run on a Xeon, 5 seeds or more
 def test_float16_with_loss_scaling_learns_as_well(baseline: list[guard.GuardRun]) -> None:
-    verdict, _ = _judge(baseline, TrialConfig(precision="mixed_float16"))
+    # under XLA: TensorFlow's own float16 kernels on a CPU are emulated, 45-80 s a guard run on a Xeon against
+    # 15 s compiled; the candidate still trains in float16 with its loss scaled, and jit_compile is a numerics change
+    # the guard judges with it
+    verdict, records = _judge(baseline, TrialConfig(precision="mixed_float16", jit_compile=True))
     assert verdict.ok, verdict.reason
+    assert {r.spec.config.precision for r in records} == {"mixed_float16"}
 
 
 def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
@@ -97,8 +100,9 @@ def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     assert verdict.ok, verdict.reason
 
 
-@pytest.mark.timeout(900)  # its pairs disagree (rho near 0): the rule runs it to 24 seeds a side, about 4 minutes
 def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> None:
-    verdict, records = _judge(baseline, TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x100"})
+    # a learning rate 100x too small learns worse at every seed; one 100x too large diverges or not by the seed,
+    # so its pairs disagree and the rule runs it to 24 seeds a side (benchmarks/guard_power.py measures that one)
+    verdict, records = _judge(baseline, TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x0.01"})
     assert all(any("test fault injected" in n for n in r.notes) for r in records if r.status == Status.OK)
     assert not verdict.ok, verdict.reason

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import fitspeed
+from conftest import built_once, fitspeed
 
 SCRIPT = Path(__file__).parent.parent / "fixtures" / "scripts" / "fit_contract.py"
 KINDS = "arrays,dict,dataset,ordered_dataset,pydataset,generator"
@@ -48,7 +48,11 @@ def _record(folder: Path, name: str, knobs: dict[str, Any] | None) -> tuple[dict
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _record(tmp_path_factory.mktemp("plain"), "plain", None)[0]
+    """The script's record without fitspeed, made once for the run (both workers read it)."""
+    def build(folder: Path) -> None:
+        _record(folder, "plain", None)
+
+    return json.loads((built_once(tmp_path_factory, "fit-contract-plain", build) / "plain.json").read_text())
 
 
 def test_the_matrix_covers_every_fit_argument_and_data_kind(plain: dict[str, Any]) -> None:

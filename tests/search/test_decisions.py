@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -377,6 +378,24 @@ def test_a_neutral_knob_that_rode_in_on_a_bundle_is_left_out_of_the_answer() -> 
     assert TrialConfig.from_dict(verdict["config"]).label() == "steps_per_execution=64", \
         [(d.purpose, d.b_label, d.verdict) for d in tuner.decisions()]
     assert "at least" in verdict["verdict"].split("(")[0]  # the lower bound leads
+
+
+def test_a_study_searched_to_its_end_keeps_its_answer_when_run_again_and_searches_on_with_a_larger_budget() -> None:
+    # the lean step changes the incumbent after the search: here a second run that searched again from there
+    # challenged the leaned answer anew (6 more trials), where a finished study's answer should stand
+    truth = effects({("steps_per_execution", 64): 1.3, ("jit_compile", True): 1.02, ("data_autotune", False): 1.015})
+    fake = Fake(truth)
+    settings = TuneSettings(model="tiny", trials=40, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3,
+                            knobs=("steps_per_execution", "inter_op_threads", "data_autotune", "jit_compile"))
+    first = Tuner(settings, run=fake).run()
+    assert any(d.purpose == "lean" for d in Tuner(settings, run=fake).decisions()), "no knob was leaned out"
+    ran, said = len(fake.calls), []
+    again = Tuner(settings, run=fake, on_event=said.append).run()
+    assert len(fake.calls) == ran and again["config"] == first["config"] and again["verdict"] == first["verdict"]
+    assert any(isinstance(e, Note) and "searched to its end with --trials 40" in e.text for e in said)
+    Tuner(dataclasses.replace(settings, trials=80), run=fake).run()
+    assert len(fake.calls) > ran  # a larger budget searches on
 
 
 def test_a_knob_that_helps_only_beside_another_keeps_its_place_by_its_own_share() -> None:

@@ -54,6 +54,7 @@ INCUMBENTS = "incumbents"
 REFUSED = "refused:"
 VERIFICATION = "verification"
 LEANED = "leaned"
+SEARCHED = "searched"  # the --trials budget a run of the study searched to its end with (`Tuner._search`)
 BUDGET = "budget"
 CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, REFUSED, "reuse:")  # "reuse:" in studies made before the ledger
 BUDGET_FREE = (Phase.BATCH_SIZE, Phase.LEAN, Phase.VERIFY)  # phases outside the search's share of --trials
@@ -85,7 +86,7 @@ def refusals_of(attrs: JSONObject) -> list[dict[str, str]]:
 
 def meta_of(attrs: JSONObject) -> JSONObject:
     """The study's settings and environment: the user attrs that are not conclusions."""
-    return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS, LEANED)}
+    return {k: v for k, v in attrs.items() if not k.startswith(CONCLUSIONS) and k not in (VERIFICATION, INCUMBENTS, LEANED, SEARCHED)}
 
 
 class Ledger:

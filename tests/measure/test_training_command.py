@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, QUICK, built_once, child_env
 
+from fitspeed.search.guard import GuardVerdict
+
 SCRIPTS = FIXTURES / "scripts"
 PY = sys.executable
 
@@ -329,7 +331,7 @@ def test_tune_cuts_a_scripts_far_slower_trial_short_as_it_does_a_built_in_models
     assert not any(r["metrics"].get("stopped_early") for r in records["float32"])
 
 
-def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
+def _guard_verdict(tmp_path: Path, script_name: str) -> GuardVerdict:
     """The tuner's numerics guard on mixed_bfloat16, with real trial processes of a script."""
     from fitspeed.core.config import TrialConfig
     from fitspeed.measure import training_command
@@ -348,10 +350,10 @@ def _guard_verdict(tmp_path: Path, script_name: str) -> dict[str, Any]:
 def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     verdict = _guard_verdict(tmp_path, "long_train.py")
-    assert verdict["ok"], verdict["reason"]
-    assert len(verdict["baseline_curve"]) == 4 and verdict["baseline_curve"] != verdict["curve"]
-    assert verdict["reason"].startswith("no held-out data")
-    runs = verdict["runs"]
+    assert verdict.ok, verdict.reason
+    assert len(verdict.baseline_curve) == 4 and verdict.baseline_curve != verdict.curve
+    assert verdict.reason.startswith("no held-out data")
+    runs = {"baseline": verdict.runs[0], "candidate": verdict.runs[1]}
     from fitspeed.search.guard_stats import FIRST_SEEDS, MAX_SEEDS
 
     assert runs["baseline"] == runs["candidate"] and FIRST_SEEDS <= runs["candidate"] <= MAX_SEEDS  # the seed rule's
@@ -360,9 +362,9 @@ def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatc
 @pytest.mark.slow
 def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
     verdict = _guard_verdict(tmp_path, "unseeded.py")
-    assert not verdict["ok"]
-    assert "varies too much over seeds" in verdict["reason"]
-    assert verdict["runs"] == {"baseline": 5, "candidate": 1}  # the baseline's spread settles it: no more runs
+    assert not verdict.ok
+    assert "varies too much over seeds" in verdict.reason
+    assert verdict.runs == (5, 1)  # the baseline's spread settles it: no more runs
 
 
 def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_path: Path) -> None:

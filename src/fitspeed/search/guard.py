@@ -281,6 +281,21 @@ class GuardVerdict:
     runs: tuple[int, int] = (0, 0)  # trial processes: (baseline, candidate)
     checks: tuple[PairedGap, ...] = ()
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> GuardVerdict:
+        """The verdict as a study stores it (`to_dict`).
+
+        >>> verdict = judge([GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in (1.60, 1.65, 1.70, 1.62, 1.68)],
+        ...                 [GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in (1.61, 1.64, 1.71, 1.62, 1.69)])
+        >>> GuardVerdict.from_dict(verdict.to_dict()) == verdict
+        True
+        """
+        runs = values.get("runs") or {}
+        return cls(ok=bool(values["ok"]), reason=str(values.get("reason", "")),
+                   baseline_curve=tuple(values.get("baseline_curve") or ()), curve=tuple(values.get("curve") or ()),
+                   runs=(int(runs.get("baseline", 0)), int(runs.get("candidate", 0))),
+                   checks=tuple(PairedGap.from_dict(check) for check in values.get("checks") or ()))
+
     def to_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "reason": self.reason,
                 "baseline_curve": list(self.baseline_curve), "curve": list(self.curve),

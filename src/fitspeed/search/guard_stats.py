@@ -36,11 +36,13 @@ measured rate, with the early rejections of `settled`, stays under 2.25%:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fitspeed.core.json_data import JSONObject
 
@@ -267,6 +269,12 @@ class PairedGap:
             elif self.needed is not None and self.needed > self.pairs:
                 text += f"; {self.pairs} seeds had {had} (the rule asks for {self.needed})"
         return text
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> PairedGap:
+        """The check as `to_dict` stored it; what it derives (`band`, `ok`, `unstable`, ...) is derived again."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
 
     def to_dict(self) -> JSONObject:
         return {"measure": self.measure, "baseline": self.baseline, "candidate": self.candidate, "sd": self.sd,

@@ -132,7 +132,7 @@ class Lean:
             if decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE:
                 continue
             verdict = tuner.guarded(without)
-            if verdict is not None and not verdict["ok"]:
+            if verdict is not None and not verdict.ok:
                 continue  # the rest cannot train the same without it
             with tuner.workers.lock.held():
                 added = tuner.ledger.chain_add(without, over=incumbent, again=True)

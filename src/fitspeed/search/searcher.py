@@ -18,6 +18,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
 from fitspeed.search.decider import Decider
+from fitspeed.search.guard import GuardVerdict
 from fitspeed.search.ledger import Ledger
 from fitspeed.search.phase import Phase
 from fitspeed.search.settings import TuneSettings
@@ -47,7 +48,7 @@ class Searcher(Protocol):
 
     def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None: ...
 
-    def guarded(self, config: TrialConfig) -> JSONObject | None: ...
+    def guarded(self, config: TrialConfig) -> GuardVerdict | None: ...
 
     def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig: ...
 

@@ -271,12 +271,9 @@ class Tuner:
                     self.workers.release(unit)
             time.sleep(POLL_S)
 
-    def guarded(self, config: TrialConfig) -> JSONObject | None:
-        """The guard verdict for `config` (stored), or None if it changes no numerics.
-
-        A dict: `ok`, `reason`, the first seed's `baseline_curve` and `curve`, `runs` (trial processes,
-        baseline and candidate) and `checks` (each measure's paired gaps over seeds, `guard.PairedGap`).
-        """
+    def guarded(self, config: TrialConfig) -> guard.GuardVerdict | None:
+        """The guard verdict for `config` (stored in the study, `guard.GuardVerdict.to_dict`), or None if it
+        changes no numerics."""
         if not guard.numeric_changes(config, self.base):
             return None
         key = guard_key(config)
@@ -285,7 +282,7 @@ class Tuner:
             found = self.study.user_attrs.get(key)
             return dict(found) if found else None
 
-        return dict(self._once(key, stored, lambda: self._guard(config, key)))
+        return guard.GuardVerdict.from_dict(self._once(key, stored, lambda: self._guard(config, key)))
 
     def _guard(self, config: TrialConfig, key: str) -> JSONObject:
         """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
@@ -308,7 +305,7 @@ class Tuner:
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, judged))
-        return dict(verdict)
+        return verdict
 
     def _guard_curve(self, config: TrialConfig, seeds: tuple[int, ...],
                      runs: list[guard.GuardRun] | None = None) -> list[guard.GuardRun]:
@@ -467,7 +464,7 @@ class Tuner:
         if not decision.verdict.is_faster():
             return incumbent
         verdict = self.guarded(config)
-        if verdict is not None and not verdict["ok"]:
+        if verdict is not None and not verdict.ok:
             return incumbent
         with self.workers.lock.held():
             added = self.ledger.chain_add(config, over=incumbent)

@@ -104,6 +104,21 @@ class Ledger:
 
     # -- the budget ----------------------------------------------------------
 
+    def searched_to_its_end(self) -> bool:
+        """Whether an earlier run searched this study to its end with this --trials or more, and no --time.
+
+        The lean step changes the incumbent after the search; a search run
+        again from there decides challenges it never made before, and a new
+        answer is leaned and verified again: a finished study's answer stands.
+        A run with --time asks for that much more search, and gets it.
+        """
+        done = self.study.user_attrs.get(SEARCHED)
+        return self.time_s is None and isinstance(done, int) and self.trials <= done
+
+    def mark_searched(self) -> None:
+        """This run searched the study to its end with its --trials (`searched_to_its_end`)."""
+        self.study.set_user_attr(SEARCHED, self.trials)
+
     def claimed(self) -> int:
         """Budgeted configurations measured, being measured, or waiting to be measured again."""
         live = (TrialState.RUNNING, TrialState.WAITING)

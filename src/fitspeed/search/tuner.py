@@ -84,7 +84,6 @@ from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
     CLAIM,
-    SEARCHED,
     VERIFICATION,
     Ledger,
     guard_key,
@@ -357,7 +356,7 @@ class Tuner:
             return self.finish()
         self._learn_data_kind(baseline)
         self._fit_epoch(baseline)
-        if self._searched():
+        if self.ledger.searched_to_its_end():
             self.emit(Note(f"this study was searched to its end with --trials {self.ledger.trials} in an earlier "
                            "run: its answer stands (a larger --trials searches on)"))
         else:
@@ -371,20 +370,9 @@ class Tuner:
             Polish(self).run(promising)
             BatchSizes(self).run()
             self._settle()  # every other worker's measurements and decisions are in: verify the final chain
-            self.study.set_user_attr(SEARCHED, self.ledger.trials)
+            self.ledger.mark_searched()
         Lean(self).once()
         return self.finish()
-
-    def _searched(self) -> bool:
-        """Whether an earlier run searched this study to its end with this --trials or more, and no --time.
-
-        The lean step changes the incumbent after the search; a search run
-        again from there decides challenges it never made before, and a new
-        answer is leaned and verified again: a finished study's answer stands.
-        A run with --time asks for that much more search, and gets it.
-        """
-        done = self.study.user_attrs.get(SEARCHED)
-        return self.settings.time_s is None and isinstance(done, int) and self.ledger.trials <= done
 
     def _baseline(self) -> TrialRecord | None:
         """The study's first baseline trial; one that failed in an earlier run is measured again, and said so.

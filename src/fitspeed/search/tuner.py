@@ -276,12 +276,8 @@ class Tuner:
         if not guard.numeric_changes(config, self.base):
             return None
         key = guard_key(config)
-
-        def stored() -> JSONObject | None:
-            found = self.study.user_attrs.get(key)
-            return dict(found) if found else None
-
-        return guard.GuardVerdict.from_dict(self._once(key, stored, lambda: self._guard(config, key)))
+        stored = self._once(key, lambda: self.study.user_attrs.get(key) or None, lambda: self._guard(config, key))
+        return guard.GuardVerdict.from_dict(stored)
 
     def _guard(self, config: TrialConfig, key: str) -> JSONObject:
         """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.

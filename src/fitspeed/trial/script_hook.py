@@ -340,8 +340,9 @@ class Hook:
             notes.append(self.placement.note())
         if bound.get("validation_data") is not None or bound.get("validation_split"):
             notes.append("the script's validation is not run during the trial")
-        metrics: driver.ScriptFigures = {"steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
-                   "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks"))}
+        metrics: driver.ScriptFigures = {
+            "steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
+            "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks"))}
         return driver.Subject(model, data, batch, env, build_s, n, real_fit=real_fit, callbacks=kept,
                               fit_kwargs={"verbose": bound.get("verbose", "auto"),
                                           "class_weight": bound.get("class_weight")},
@@ -354,7 +355,7 @@ class Hook:
         main = sys.modules.get("__main__")
         path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv and sys.argv[0] else None)
         info: driver.ScriptInfo = {"path": path, "argv": list(sys.argv[1:]),
-                                "command": (self.spec.script or {}).get("command")}
+                                   "command": (self.spec.script or {}).get("command")}
         try:
             info["sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
         except OSError:

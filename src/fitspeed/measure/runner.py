@@ -2,8 +2,10 @@
 
 The parent writes the spec to a file, starts `python -m fitspeed.trial` in a
 new process group (a built-in trial is forked from a server that imported
-keras once for its environment, `fitspeed.measure.warm_start`; the record's
-`warm_start` says which), and watches it: past `timeout_s` the group is killed
+keras once for its environment, `fitspeed.measure.warm_start`, and so is a
+user's `python FILE ARGS...`, `fitspeed.trial.warm_script`, which starts cold
+again where a fresh interpreter would differ; the record's `warm_start` says
+which), and watches it: past `timeout_s` the group is killed
 (`timeout`); over `memory_limit_mb` of resident memory, summed over the
 child's process tree, it is killed too (`oom`). A child that dies without a
 record is `crashed`, with its signal or exit code in the reason.
@@ -46,6 +48,7 @@ from fitspeed.machine.usage import trial_usage
 from fitspeed.measure import warm_start
 
 POLL_S = 0.05
+COLD = "cold"  # fitspeed.trial.warm_script.COLD: a warm script trial's word that it must start cold, and why
 STDERR_TAIL = 4000  # characters of a child's stderr a record keeps, at most
 TAIL_LINES = 40  # its last lines, at most
 READ_BACK = 64_000  # bytes read back from the end of the file, to find the cause above the last lines
@@ -229,31 +232,44 @@ def run_trial(
 
             argv, child_env, record_path = training_command.prepare(spec, folder, child_env)
             cwd = spec.script["cwd"]
+            if training_command.forkable(argv, cwd, python, child_env.get("PATH")):  # `python FILE ARGS...`
+                order = {training_command.ENV: child_env[training_command.ENV]}
+                without = {k: v for k, v in child_env.items() if k != training_command.ENV}
+                env_at_import = import_environment(spec.config, spec.seed, without) | order
+                proc = warm_start.start(python, env_at_import, spec_path, stdout_path, stdout_path, cwd, script=argv)
         else:  # a built-in trial: forked from a server that imported keras once, where one can serve it
             env_at_import = import_environment(spec.config, spec.seed, child_env)
             proc = warm_start.start(python, env_at_import, spec_path, stdout_path, stderr_path, cwd)
-        warm = proc is not None
-        if proc is None:
-            with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-                proc = subprocess.Popen(
-                    argv,
-                    stdout=out,
-                    stderr=err if record_path is None else subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    cwd=cwd,
-                    env=child_env,
-                    start_new_session=True,
-                    preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
-                )
-        sampler = start_for_trial(proc.pid) if spec.monitor else None
-        try:
-            killed = _watch(proc, spec, started)
-        finally:
-            if sampler is not None:
-                sampler.stop()
-            # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
-            # it stops the child, and any worker processes it left behind.
-            returncode = _kill_group(proc)
+        while True:
+            warm = proc is not None
+            if proc is None:
+                with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdout=out,
+                        stderr=err if record_path is None else subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        cwd=cwd,
+                        env=child_env,
+                        start_new_session=True,
+                        preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
+                    )
+            sampler = start_for_trial(proc.pid) if spec.monitor else None
+            try:
+                killed = _watch(proc, spec, started)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+                # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
+                # it stops the child, and any worker processes it left behind.
+                returncode = _kill_group(proc)
+            if not (warm and record_path is not None and (folder / COLD).exists()) or killed:
+                break
+            # the warm script found what only a fresh interpreter does as `python FILE` does
+            # (fitspeed.trial.warm_script): the same command again, cold
+            (folder / COLD).unlink()
+            record_path.unlink(missing_ok=True)
+            proc, started = None, time.perf_counter()
         # a warm child opens its own output files: one stopped before it did (a timeout of a fraction of a
         # second, a loaded machine) left none, and its record is the kill's, not a crash of the parent
         stdout = stdout_path.read_text("utf-8", "replace") if stdout_path.exists() else ""
@@ -289,6 +305,6 @@ def run_trial(
         stderr_tail=with_signal(log_tail, returncode) if record.status != Status.OK else None,
         log_tail=log_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
         wall_s=wall_s,
-        warm_start=warm if spec.script is None else None,  # forked from a fork server, or a fresh interpreter
+        warm_start=warm,  # forked from a fork server, or a fresh interpreter
         monitor=trial_usage(sampler, record) if sampler is not None else None,
     )

@@ -6,7 +6,9 @@ sentence), describes it for `TrialSpec.script`, and starts it with the hook:
 `fitspeed/trial/script_site` first on PYTHONPATH (its `sitecustomize` calls
 `fitspeed.trial.script_hook.install`) and `FITSPEED_SCRIPT` naming an order file.
 The hook writes the trial's record to a file beside the order; the script's
-own output is the trial's log.
+own output is the trial's log. A `python FILE ARGS...` in fitspeed's own Python
+may be forked from a fork server instead of started (`forkable`,
+`fitspeed.trial.warm_script`).
 
 Supported commands: `python FILE ...`, `python -m MODULE ...`, `sh|bash FILE ...`
 (a wrapper that runs python) and an executable `./FILE ...`.
@@ -34,6 +36,7 @@ ENV = "FITSPEED_SCRIPT"  # fitspeed.trial.script_hook.ENV, kept here so the pare
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _SHELLS = ("sh", "bash", "zsh", "dash")
 _PYTHON_OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
+_SETS_ENVIRONMENT = re.compile(rb"\b(environ|putenv)\b")  # os.environ[...] = ..., os.putenv(...)
 
 
 class ScriptError(UserError):
@@ -121,6 +124,29 @@ def _module_file(module: str, folder: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def forkable(command: list[str], cwd: str | Path, python: str, path: str | None) -> bool:
+    """Whether `command` may run forked from a fork server (`fitspeed.trial.warm_script`) rather than cold.
+
+    Only `PYTHON FILE ARGS...`, where PYTHON is `python` itself (the same
+    executable in the same folder: the same packages) and FILE names neither
+    `environ` nor `putenv`: a script that sets its environment before it
+    imports keras runs cold, as the backend must read what it set.
+    """
+    if len(command) < 2 or not _PYTHON.match(Path(command[0]).name) or command[1].startswith("-"):
+        return False
+    found = shutil.which(command[0], path=path) if "/" not in command[0] else str(Path(cwd) / command[0])
+    if found is None:
+        return False
+    given, own = Path(found), Path(python)
+    if given.resolve() != own.resolve() or given.absolute().parent.resolve() != own.absolute().parent.resolve():
+        return False
+    try:
+        source = (Path(cwd) / command[1]).read_bytes()
+    except OSError:
+        return False
+    return _SETS_ENVIRONMENT.search(source) is None
 
 
 def child_env(base: dict[str, str], order: Path) -> dict[str, str]:

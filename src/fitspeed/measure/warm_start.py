@@ -1,4 +1,6 @@
-"""Start built-in trials from a fork server that imported keras once (`fitspeed.trial.fork_server`).
+"""Start trials from a fork server that imported keras once (`fitspeed.trial.fork_server`).
+
+Built-in trials, and a user's `python FILE ARGS...` (`fitspeed.trial.warm_script`).
 
 `fitspeed.measure.runner` asks `start` for a trial process before it starts
 a fresh interpreter. A server is kept per environment the trial's backend
@@ -49,7 +51,8 @@ SWITCH = "FITSPEED_WARM_START"  # "0": every trial starts a fresh interpreter
 SHARED = "FITSPEED_FORK_SERVERS"  # a folder: servers kept there serve every fitspeed process that names it
 SLOTS = 2  # shared servers per environment: as many trials of it at once
 IDLE_S = 120.0  # a shared server exits after this long without a trial
-VOLATILE = ("PYTEST_CURRENT_TEST", "PYTHONHASHSEED")  # read by nothing at import; set in the child, not the server
+# read by nothing at import; set in the child, not the server (FITSPEED_SCRIPT: a script trial's order file)
+VOLATILE = ("PYTEST_CURRENT_TEST", "PYTHONHASHSEED", "FITSPEED_SCRIPT")
 MAX_SERVERS = 2
 READY_TIMEOUT_S = 600.0
 FORK_TIMEOUT_S = 60.0
@@ -267,16 +270,19 @@ def enabled(env: Mapping[str, str]) -> bool:
 
 
 def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Path, stderr_path: Path,
-          cwd: str | Path | None) -> WarmChild | None:
-    """A built-in trial's process, forked from the server for `env`; None where it must start cold.
+          cwd: str | Path | None, script: list[str] | None = None) -> WarmChild | None:
+    """A trial's process, forked from the server for `env`; None where it must start cold.
 
     `env` is the trial's whole environment, with `core.import_environment` applied.
+    With `script` (`python FILE ARGS...`), the child runs that command with the
+    hook (`fitspeed.trial.warm_script`) instead of the built-in trial protocol.
     """
     if not enabled(env):
         return None
     server_env = {name: value for name, value in env.items() if name not in VOLATILE}
     request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
-               "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env)}  # where a cold trial would run
+               "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env),  # where a cold trial would run
+               **({"script": list(script)} if script else {})}
     if env.get(SHARED):
         return _shared(Path(env[SHARED]), python, server_env, request)
     key = (python, tuple(sorted(server_env.items())))

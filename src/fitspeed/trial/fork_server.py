@@ -4,8 +4,9 @@ A trial process spends most of its start importing keras and its backend
 (about 2 of a TensorFlow trial's 3.5 s on 2 cores). The server pays that once
 for a given environment, and every trial after is a fresh child forked from
 it: its own process, process group and output files, the same code path as
-`python -m fitspeed.trial SPEC.json` (`protocol.main`), with nothing but the
-imports shared. Nothing of a model exists in the server when it forks: no
+`python -m fitspeed.trial SPEC.json` (`protocol.main`), or of a user's
+`python FILE ARGS...` with the hook (`fitspeed.trial.warm_script`), with
+nothing but the imports shared. Nothing of a model exists in the server when it forks: no
 layer, no tensor, no thread pool (TensorFlow and PyTorch size theirs on first
 use, so the child's thread knobs still apply; JAX builds its backend on first
 use too).
@@ -45,7 +46,8 @@ PR_SET_PDEATHSIG = 1
 WAIT_S = 0.05  # how often a shared server looks for a client that went away
 PRELOAD = ("fitspeed.trial.protocol", "fitspeed.machine.environment", "fitspeed.trial.doctor", "fitspeed.trial.models",
            "fitspeed.trial.data.layout", "fitspeed.trial.data.sources", "fitspeed.trial.data.kinds",
-           "fitspeed.trial.transform.rewrite", "fitspeed.trial.timing", "fitspeed.trial.validation")
+           "fitspeed.trial.transform.rewrite", "fitspeed.trial.timing", "fitspeed.trial.validation",
+           "fitspeed.trial.script_hook", "fitspeed.trial.warm_script")
 
 
 def _die_with(parent: int) -> None:
@@ -80,12 +82,19 @@ def _child(request: dict[str, Any], server: int, server_kb: int) -> None:
             signal.signal(getattr(signal, name), signal.SIG_DFL)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
-        os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+        if request["stderr"] == request["stdout"]:  # a script trial: its output is one log, as 2>&1 makes it
+            os.dup2(1, 2)
+        else:
+            os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
         faulthandler.enable(file=sys.stderr)  # fd 2: the trial's own stderr file from here on
         if request.get("cwd"):
             os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if request.get("script"):  # a user's `python FILE ARGS...` (fitspeed.trial.warm_script)
+            from fitspeed.trial import warm_script
+
+            warm_script.run(request["script"])
         from fitspeed.trial import protocol
 
         sys.argv = [protocol.__file__, request["spec"]]

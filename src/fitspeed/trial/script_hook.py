@@ -105,6 +105,11 @@ def install() -> None:
     _hook.start()
 
 
+def current() -> Hook | None:
+    """This process's hook, once `install` took an order."""
+    return _hook
+
+
 class Hook:
     """One user process under fitspeed: knobs applied, fit() watched."""
 

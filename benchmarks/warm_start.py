@@ -1,6 +1,10 @@
 """Trials forked from a fork server against trials in a fresh interpreter: wall time, samples/s, peak memory.
 
     python benchmarks/warm_start.py [--pairs 8] [--model tiny] [--steps 32] [--backend tensorflow] [--json]
+    python benchmarks/warm_start.py --script "examples/mnist_convnet.py --synthetic" [--pairs 8] [--steps 32]
+
+With --script "FILE ARGS" the trial is a user's `python FILE ARGS`
+(`fitspeed.trial.warm_script` when forked) instead of a built-in model.
 
 Each pair runs the same trial twice through `fitspeed.measure.runner.run_trial`
 in a random order: once forked from the fork server (`fitspeed.measure.warm_start`),
@@ -18,12 +22,14 @@ import argparse
 import json
 import os
 import random
+import shlex
 import statistics
+import sys
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec
 from fitspeed.core.stats import ratio_estimate
-from fitspeed.measure import warm_start
+from fitspeed.measure import training_command, warm_start
 from fitspeed.measure.runner import run_trial
 
 
@@ -42,10 +48,16 @@ def main() -> None:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--backend", default="tensorflow")
+    parser.add_argument("--script", default=None, help='a training script and its arguments, run as `python FILE ARGS`: "FILE ARGS"')
     parser.add_argument("--seed", type=int, default=None, help="the pair orders' seed (default: random)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     spec = TrialSpec(model=args.model, config=TrialConfig(backend=args.backend), steps=args.steps)
+    if args.script:
+        script = training_command.describe([sys.executable, *shlex.split(args.script)])
+        spec = TrialSpec(model=training_command.label(script), data=training_command.DATA, script=script,
+                         config=TrialConfig(backend=args.backend), steps=args.steps)
+        args.model = spec.model
     rng = random.Random(args.seed)
     once(spec, warm=True)  # the server's import, paid once before the pairs
     pairs = []

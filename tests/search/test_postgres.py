@@ -20,7 +20,7 @@ def postgres_url() -> Iterator[str]:
 
 
 def test_tune_and_show_on_postgresql(workdir: Path, postgres_url: str) -> None:
-    args = ["tune", "tiny", "--knobs", "steps_per_execution", "--space", "steps_per_execution=1",
+    args = ["tune", "mlp", "--knobs", "steps_per_execution", "--space", "steps_per_execution=1",
             "--storage", postgres_url, "--study", "shared", "--steps", "8", "--repeats", "2"]
     first = fitspeed(*args, cwd=workdir)
     assert first.returncode == 0, first.stderr

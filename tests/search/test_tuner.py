@@ -43,7 +43,7 @@ def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: sub
 @pytest.mark.slow
 def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    args = ["tune", "tiny", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
+    args = ["tune", "mlp", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
             "--storage", storage, "--study", "k", *FAST]
     hold = workdir / "hold"
     hold.mkdir()
@@ -130,7 +130,7 @@ def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    args = ["tune", "tiny", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
+    args = ["tune", "mlp", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
             "--study", "c", *FAST]
     hold = workdir / "hold"
     hold.mkdir()

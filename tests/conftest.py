@@ -82,12 +82,12 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """One real `fitspeed compare` run for the run, its folder and its result; tests read and copy, never change it.
 
-    A comparison of batch 4 against batch 256, a real difference (batch 256 moves far more samples per
-    second on tiny), past --pairs to --max-pairs (3 pairs, 6 trials): tests/cli/test_cli.py checks that it
+    A comparison of batch 4 against batch 256 on mlp, a real difference (batch 256 moves far more samples per
+    second on that overhead-bound model), past --pairs to --max-pairs (3 pairs, 6 trials): tests/cli/test_cli.py checks that it
     found the difference and what --until-width did, tests/report/test_report.py renders its results file.
     """
     def build(folder: Path) -> None:
-        result = fitspeed("compare", "tiny", "--a", "batch_size=4", "--b", "batch_size=256", "--pairs", "2",
+        result = fitspeed("compare", "mlp", "--a", "batch_size=4", "--b", "batch_size=256", "--pairs", "2",
                           "--until-width", "0.0001", "--max-pairs", "3", "--statistic", "best", *QUICK, cwd=folder)
         (folder / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
 

@@ -66,7 +66,7 @@ def test_user_mistakes_exit_2_with_one_clear_sentence(workdir: Path) -> None:
 
 @pytest.mark.slow
 def test_compare_a_against_itself_finds_no_difference(workdir: Path) -> None:
-    result = fitspeed("compare", "tiny", "--a", "steps_per_execution=1", "--b", "steps_per_execution=1",
+    result = fitspeed("compare", "mlp", "--a", "steps_per_execution=1", "--b", "steps_per_execution=1",
                       "--pairs", "2", "--confidence", "0.999", *QUICK, cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "no measurable difference" in result.stdout
@@ -93,7 +93,7 @@ def test_compare_until_width_adds_pairs_up_to_its_cap(tmp_path_factory: pytest.T
 
 
 def test_compare_finds_a_real_difference(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # batch 256 moves far more samples per second than batch 4 on this model
+    # batch 256 moves far more samples per second than batch 4 on mlp, an overhead-bound model
     folder, result = compared(tmp_path_factory)  # the comparison made once for the run, 3 pairs
     assert result.returncode == 0, result.stderr
     stored, _ = results.read(folder / "fitspeed-results.jsonl")

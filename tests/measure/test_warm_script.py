@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, child_env
 
+from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure import runner, training_command, warm_start
 from fitspeed.measure.runner import run_trial
@@ -32,12 +33,12 @@ def no_servers() -> Iterator[None]:
     warm_start.close_all()
 
 
-def trial(tmp_path: Path, script: str, *args: str, warm: bool) -> TrialRecord:
+def trial(tmp_path: Path, script: str, *args: str, warm: bool, config: TrialConfig | None = None) -> TrialRecord:
     env = {k: v for k, v in child_env().items() if k != warm_start.SHARED}  # this process's own servers
     env[warm_start.SWITCH] = "1" if warm else "0"
     described = training_command.describe([PY, str(SCRIPTS / script), *args], cwd=tmp_path)
     spec = TrialSpec(model=training_command.label(described), data=training_command.DATA, script=described,
-                     steps=4, repeats=2)
+                     steps=4, repeats=2, config=config or TrialConfig())
     return run_trial(spec, env=env)
 
 
@@ -67,6 +68,13 @@ def test_a_warm_script_that_ends_before_fit_ends_as_python_ends(tmp_path: Path) 
     assert records[True].status == records[False].status == Status.FAILED
     assert records[True].reason == records[False].reason and records[True].user_error
     assert (records[True].warm_start, records[False].warm_start) == (True, False)
+
+
+def test_the_knobs_arrive_when_a_warm_script_reaches_keras_through_import_module(tmp_path: Path) -> None:
+    out = tmp_path / "policy.txt"
+    record = trial(tmp_path, "via_importlib.py", str(out), warm=True, config=TrialConfig(precision="mixed_bfloat16"))
+    assert record.status == Status.OK and record.warm_start, record.log_tail
+    assert out.read_text() == "mixed_bfloat16"  # applied at that import, as a cold start's hook applies it
 
 
 def test_a_script_that_changes_its_environment_before_keras_is_started_cold(tmp_path: Path) -> None:

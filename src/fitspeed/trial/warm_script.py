@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import importlib
 import os
 import signal
 import sys
@@ -59,18 +60,39 @@ def shadowed(folder: Path) -> str | None:
 
 
 class _FirstBackendImport:
-    """`builtins.__import__` until the script first imports keras or tensorflow; then `then()`, once."""
+    """`import` and `importlib.import_module` watched until the script first imports keras or tensorflow; then `then()`.
+
+    A cold start's hook sees that import on `sys.meta_path`; here keras is in
+    `sys.modules` already, so the import statement and `import_module`, the
+    two ways a script or a library it imports reaches a module, are watched
+    instead, and put back as they were on the first backend import.
+    """
 
     def __init__(self, then: Callable[[], None]) -> None:
-        self.real = builtins.__import__
         self.then = then
+        self.real_import, self.real_import_module = builtins.__import__, importlib.import_module
+        self.fired = False
 
-    def __call__(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),  # noqa: A002
-                level: int = 0) -> Any:
-        if level == 0 and name.partition(".")[0] in BACKENDS and builtins.__import__ is self:
-            builtins.__import__ = self.real
+    def install(self) -> None:
+        builtins.__import__ = self.import_
+        importlib.import_module = self.import_module
+
+    def _first(self, name: str) -> None:
+        if not self.fired and name.partition(".")[0] in BACKENDS:
+            self.fired = True
+            builtins.__import__, importlib.import_module = self.real_import, self.real_import_module
             self.then()
-        return self.real(name, globals, locals, fromlist, level)
+
+    def import_(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),  # noqa: A002
+                level: int = 0) -> Any:
+        if level == 0:
+            self._first(name)
+        return self.real_import(name, globals, locals, fromlist, level)
+
+    def import_module(self, name: str, package: str | None = None) -> Any:
+        if not name.startswith("."):
+            self._first(name)
+        return self.real_import_module(name, package)
 
 
 def _cold(order: Path, reason: str) -> None:
@@ -134,7 +156,7 @@ def run(argv: list[str]) -> None:
         if hook is not None:
             hook.imported("keras")  # keras is imported already: the knobs and the Model wrappers now
 
-    builtins.__import__ = _FirstBackendImport(backend_imported)
+    _FirstBackendImport(backend_imported).install()
     sys.argv = list(argv[1:])
     sys.path.insert(0, str(folder))
     main = types.ModuleType("__main__")

@@ -263,10 +263,10 @@ def run_trial(
                 # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
                 # it stops the child, and any worker processes it left behind.
                 returncode = _kill_group(proc)
-            if not (warm and record_path is not None and (folder / COLD).exists()) or killed:
+            # a warm script that found what only a fresh interpreter does as `python FILE` does
+            # (fitspeed.trial.warm_script) left COLD: the same command again, cold
+            if killed or not warm or record_path is None or not (folder / COLD).exists():
                 break
-            # the warm script found what only a fresh interpreter does as `python FILE` does
-            # (fitspeed.trial.warm_script): the same command again, cold
             (folder / COLD).unlink()
             record_path.unlink(missing_ok=True)
             proc, started = None, time.perf_counter()

@@ -147,14 +147,14 @@ def run(argv: list[str]) -> None:
     except Exception as error:  # noqa: BLE001 (a cold start says it the way the user's Python says it)
         _cold(order, f"the hook could not start warm: {type(error).__name__}: {error}")
     hook = script_hook.current()
+    assert hook is not None  # the order is there: install() took it
     at_start = dict(os.environ)
 
     def backend_imported() -> None:
         changed = sorted(k for k in at_start.keys() | os.environ.keys() if at_start.get(k) != os.environ.get(k))
         if changed:
             _cold(order, f"the script set {', '.join(changed)} before importing keras")
-        if hook is not None:
-            hook.imported("keras")  # keras is imported already: the knobs and the Model wrappers now
+        hook.imported("keras")  # keras is imported already: the knobs and the Model wrappers now
 
     _FirstBackendImport(backend_imported).install()
     sys.argv = list(argv[1:])

@@ -32,6 +32,9 @@ SHARED_SERVERS = "FITSPEED_FORK_SERVERS"
 _OWN_SERVERS = "PYTEST_XDIST_WORKER" not in os.environ and not os.environ.get(SHARED_SERVERS)
 if _OWN_SERVERS:
     os.environ[SHARED_SERVERS] = tempfile.mkdtemp(prefix="fitspeed-fs-")
+# TensorFlow's log level is part of a server's environment, and importing jax sets it to "1" where it is unset
+# (jax/__init__.py): said once for the run, every test's trials find the same servers whichever imported jax first
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -124,7 +127,10 @@ def sigint_default() -> None:
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXTURES), env.get("PYTHONPATH")]))
+    # once, where a test's own child (a notebook's kernel, say) builds its children's environment from this again:
+    # PYTHONPATH is part of which shared fork server serves a trial
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(FIXTURES)]
+    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), *rest])
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     # the suite runs tests side by side (pytest -n 2): tuning workers share this host on purpose
     env["FITSPEED_ALLOW_SHARED_HOST"] = "1"

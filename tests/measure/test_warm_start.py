@@ -73,7 +73,9 @@ def test_the_child_runs_with_the_trial_s_own_seed_and_environment(tmp_path: Path
 
 def test_another_import_environment_gets_another_server_and_the_oldest_closes(tmp_path: Path) -> None:
     run(tmp_path)
-    run(tmp_path, env={**private_env(), "FITSPEED_TEST_MARK": "b"})
+    run(tmp_path, env={**private_env(), "FITSPEED_TEST_MARK": "b", "PYTEST_XDIST_WORKER": "gw7"})
+    assert len(servers()) == 1  # fitspeed's and pytest's own variables: read by nothing the server imports
+    run(tmp_path, env={**private_env(), "MALLOC_ARENA_MAX": "2"})  # the user's: any library may read it at import
     assert len(servers()) == 2
     oldest = warm_start._servers[next(iter(warm_start._servers))].proc
     third = run(tmp_path, config=TrialConfig(onednn=True))

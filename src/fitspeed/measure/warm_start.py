@@ -51,8 +51,11 @@ SWITCH = "FITSPEED_WARM_START"  # "0": every trial starts a fresh interpreter
 SHARED = "FITSPEED_FORK_SERVERS"  # a folder: servers kept there serve every fitspeed process that names it
 SLOTS = 2  # shared servers per environment: as many trials of it at once
 IDLE_S = 120.0  # a shared server exits after this long without a trial
-# read by nothing at import; set in the child, not the server (FITSPEED_SCRIPT: a script trial's order file)
-VOLATILE = ("PYTEST_CURRENT_TEST", "PYTHONHASHSEED", "FITSPEED_SCRIPT")
+# Variables read by nothing the server imports: set in the child (from the trial's request), not part of which
+# server serves it. fitspeed reads its own (FITSPEED_*: a script trial's order file, a test's fault or hold, the
+# host's name) at run time only, and pytest's (PYTEST_*: the worker's name, the current test) are pytest's.
+VOLATILE = ("PYTHONHASHSEED",)
+VOLATILE_PREFIXES = ("FITSPEED_", "PYTEST_")
 MAX_SERVERS = 2
 READY_TIMEOUT_S = 600.0
 FORK_TIMEOUT_S = 60.0
@@ -279,7 +282,8 @@ def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Pat
     """
     if not enabled(env):
         return None
-    server_env = {name: value for name, value in env.items() if name not in VOLATILE}
+    server_env = {name: value for name, value in env.items()
+                  if name not in VOLATILE and not name.startswith(VOLATILE_PREFIXES)}
     request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
                "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env),  # where a cold trial would run
                **({"script": list(script)} if script else {})}

@@ -127,11 +127,10 @@ def sigint_default() -> None:
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    # once, where a test's own child (a notebook's kernel, say) builds its children's environment from this again:
-    # PYTHONPATH is part of which shared fork server serves a trial
+    # the fixtures once, however often this is built (`workdir` puts its PYTHONPATH in os.environ, and a later
+    # call builds on that): PYTHONPATH is part of which shared fork server serves a trial
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(FIXTURES)]
     env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), *rest])
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     # the suite runs tests side by side (pytest -n 2): tuning workers share this host on purpose
     env["FITSPEED_ALLOW_SHARED_HOST"] = "1"
     return env
@@ -156,7 +155,6 @@ def json_line(done: subprocess.CompletedProcess[str]) -> Any:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     return tmp_path
 
 

@@ -347,8 +347,7 @@ def _guard_verdict(tmp_path: Path, script_name: str) -> GuardVerdict:
 
 
 @pytest.mark.slow
-def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path) -> None:
     verdict = _guard_verdict(tmp_path, "long_train.py")
     assert verdict.ok, verdict.reason
     assert len(verdict.baseline_curve) == 4 and verdict.baseline_curve != verdict.curve

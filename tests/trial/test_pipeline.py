@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 tf = pytest.importorskip("tensorflow")
 
 from conftest import FIXTURES  # noqa: E402

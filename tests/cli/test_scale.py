@@ -121,3 +121,20 @@ def test_a_table_too_wide_for_80_columns_prints_one_count_per_block() -> None:
     assert [line.split() for line in lines[at + 1:at + 7]] == [
         ["batch", "64"], ["samples/s", "2,000"], ["speed-up", "(95%", "CI)", "2.00×", "(2.00–2.00)"],
         ["efficiency", "100%"], ["loss", "1.5"], ["guard", "changed"]]
+
+
+def test_the_loss_column_prints_every_count_in_one_notation() -> None:
+    """A model that learns its data to a loss of 1e-4 printed 0.0001945 for one device and 9.468e-05 for two."""
+    def small_losses(spec: TrialSpec) -> TrialRecord:
+        final = {1: 1.945e-4, 2: 9.468e-5}[spec.config.devices]
+        if spec.mode == "train":
+            return new_record(spec, Status.OK, metrics={"loss_curve": [2.0, final], "final_loss": final})
+        speed = 1000.0 * spec.config.devices
+        return new_record(spec, Status.OK, metrics={"samples_per_s": {"median": speed, "max": speed},
+                                                    "final_loss": final})
+
+    result = Scaling(TrialSpec(model="tiny"), (2,), pairs=2).run(runner=small_losses).result()
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    print_scale(console, result)
+    lines = [line.split() for line in console.file.getvalue().splitlines()]
+    assert [words for words in lines if words[:1] == ["loss"]] == [["loss", "1.945e-04"], ["loss", "9.468e-05"]]

@@ -18,12 +18,11 @@ from rich.table import Table
 from rich.text import Text
 
 from fitspeed.cli import console
-from fitspeed.cli.tables import print_table
 from fitspeed.cli.options import JsonOpt, parse_int_list
-from fitspeed.core.json_data import JSONObject
-from fitspeed.core.record import Status
+from fitspeed.cli.tables import loss_column, print_table
 from fitspeed.cli.workload import Workload, workload_command
 from fitspeed.core.errors import UserError
+from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
 from fitspeed.measure.comparison import check
 from fitspeed.report.numbers import number
@@ -119,7 +118,8 @@ def scale_table(result: JSONObject) -> Table:
     for column in ("devices", "batch", "samples/s", "speed-up (95% CI)", "efficiency", "loss", "guard"):
         table.add_column(column, justify="left" if column == "guard" else "right",
                          no_wrap=True, min_width=len("changed") if column == "guard" else len(column))
-    for row in result["rows"]:
+    losses = loss_column([row["final_loss"] for row in result["rows"]])
+    for row, loss in zip(result["rows"], losses, strict=True):
         one = row["devices"] == 1
         verdict = row["guard"]
         interval = "" if one else f" ({_interval(row['speedup_low'], row['speedup_high'])})"
@@ -129,7 +129,7 @@ def scale_table(result: JSONObject) -> Table:
             number(row["samples_per_s"], 0),
             "–" if row["speedup"] is None else f"{row['speedup']:.2f}×{interval}",
             "–" if row["efficiency"] is None else f"{100 * row['efficiency']:.0f}%",
-            "–" if row["final_loss"] is None else f"{row['final_loss']:.4g}",
+            loss,
             "–" if one else Text("ok", style="green") if verdict and verdict["ok"]
             else Text("changed", style="red") if verdict else row["guard_status"] or "not run",
         )

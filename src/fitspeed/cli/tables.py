@@ -92,7 +92,21 @@ def print_table(console: Console, table: Table) -> None:
 
 
 def _loss(value: float | None) -> str:
-    return "–" if value is None else f"{value:.4g}"
+    return loss_column([value])[0]
+
+
+def loss_column(values: Sequence[float | None]) -> list[str]:
+    """Losses for one column, in one notation: 4 significant digits, in e-notation for all where one needs it.
+
+    >>> loss_column([2.2519, 0.0001945, None])
+    ['2.252', '0.0001945', '–']
+    >>> loss_column([0.0001945, 9.468e-05])
+    ['1.945e-04', '9.468e-05']
+    """
+    texts = [None if value is None else f"{value:.4g}" for value in values]
+    if any(text is not None and "e" in text for text in texts):
+        texts = [None if value is None else f"{value:.3e}" for value in values]
+    return ["–" if text is None else text for text in texts]
 
 
 def _config_label(record: TrialRecord) -> str:
@@ -138,7 +152,8 @@ def trials_table(records: Sequence[TrialRecord], title: str | None = None) -> Ta
     watched = any(record.monitor for record in records)
     for column in _MONITOR_COLUMNS if watched else ():
         table.add_column(column, justify="right")
-    for record in records:
+    losses = loss_column([(record.metrics or Metrics()).final_loss for record in records])
+    for record, loss in zip(records, losses, strict=True):
         metrics = record.metrics or Metrics()
         speed, _ = _speed(metrics.samples_per_s) if record.status == Status.OK else ("–", "–")
         speed = speed.replace(" (", "\n(")  # the median, its range under it: narrow enough for 80 columns
@@ -148,7 +163,7 @@ def trials_table(records: Sequence[TrialRecord], title: str | None = None) -> Ta
             speed,
             number(metrics.ms_per_step, 2),
             number(metrics.other.get("compile_s"), 2),
-            _loss(metrics.final_loss),
+            loss,
             *(_monitor_cells(record.monitor or {}) if watched else ()),
         )
     return table

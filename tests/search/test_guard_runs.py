@@ -106,3 +106,15 @@ def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> N
     verdict, records = _judge(baseline, TrialConfig(precision="mixed_bfloat16"), {faults.ENV: "lr_x0.01"})
     assert all(any("test fault injected" in n for n in r.notes) for r in records if r.status == Status.OK)
     assert not verdict.ok, verdict.reason
+
+
+def test_a_guard_run_built_before_fit_trains_exactly_as_a_plain_fit(baseline: list[guard.GuardRun]) -> None:
+    # the guard's runs build the training state first (`fitspeed.trial.keras_build`): one trace of the step
+    # instead of two; the baseline's first seed, trained again by a plain fit(), must learn bit for bit the same
+    seed = guard.seeds(SPEC)[0]
+    built = guard.guard_spec(SPEC, TrialConfig(), seed)
+    assert built.build_first and built.to_dict()["build_first"] is True
+    child_env = {k: v for k, v in os.environ.items() if k != faults.ENV}
+    plain = _runs([run_trial(dataclasses.replace(built, build_first=False), env=child_env)])[0]
+    assert (plain.curve, plain.val_loss, plain.val_accuracy) == (
+        baseline[0].curve, baseline[0].val_loss, baseline[0].val_accuracy)

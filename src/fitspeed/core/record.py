@@ -92,6 +92,9 @@ class TrialSpec:
     # the seed of the data itself (synthetic draws, a loader's samples), None: `seed`. The guard's runs over
     # seeds keep one data set and vary the weights' init and the data order (`fitspeed.search.guard`)
     data_seed: int | None = None
+    # a train-mode trial builds the model's training state before fit(), so the train step is traced once,
+    # not twice (`fitspeed.trial.keras_build`): the guard's runs, whose time nobody reads
+    build_first: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in tuple(Mode):
@@ -141,6 +144,7 @@ class TrialSpec:
             **({"stop_below": self.stop_below} if self.stop_below else {}),
             **({"validate": True} if self.validate else {}),
             **({"data_seed": self.data_seed} if self.data_seed is not None else {}),
+            **({"build_first": True} if self.build_first else {}),
         }
 
     @classmethod

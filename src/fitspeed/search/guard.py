@@ -226,6 +226,7 @@ def guard_spec(spec: TrialSpec, baseline: TrialConfig, seed: int | None = None) 
         mode=Mode.TRAIN,
         script=spec.script,
         validate=True,
+        build_first=True,
     )
 
 

@@ -223,10 +223,13 @@ def train(s: Subject, spec: TrialSpec) -> TrialRecord:
     """Mode "train": from the seed, `spec.repeats` epochs of `spec.steps` with no warm-up, for the guard's loss curve.
 
     The first epoch holds tracing and compilation, so the later ones give the
-    speed (`fitspeed reproduce`'s article-style timing). With `spec.validate`,
-    the held-out figures follow (`_validated`).
+    speed (`fitspeed reproduce`'s article-style timing). With `spec.build_first`
+    (the guard's runs), the training state is built before fit(), so the train
+    step is traced once (`fitspeed.trial.keras_build`). With `spec.validate`,
+    the held-out figures follow (`_held_out`).
     """
     from fitspeed.core.stats import describe
+    from fitspeed.trial import keras_build
     from fitspeed.trial.timing import StepTimer
     from fitspeed.trial.transform.rewrite import output_dtype
 
@@ -234,6 +237,8 @@ def train(s: Subject, spec: TrialSpec) -> TrialRecord:
     notes = [*s.notes, *s.hooks.compiled_for_training(s.model)]
     timer = StepTimer(marks=())
     started, wall = time.perf_counter(), time.time()
+    if spec.build_first:
+        keras_build.before_fit(s.model, s.data.fit_args(1, s.batch))
     s.fit(steps, spec.repeats, timer)
     fit_s = time.perf_counter() - started
     losses = timer.epoch_losses

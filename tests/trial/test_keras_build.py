@@ -74,3 +74,13 @@ def test_data_only_a_batch_would_describe_is_left_to_fit() -> None:
     model = _compiled()
     assert not keras_build.before_fit(model, {"x": Batches()})
     assert _unbuilt(model) == ["optimizer", "metrics"]
+
+
+def test_a_model_made_under_a_strategy_is_left_to_fit_which_builds_it_in_the_strategy_s_scope() -> None:
+    x, y = _data()
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = _compiled()
+    assert not keras_build.before_fit(model, {"x": x, "y": y, "batch_size": 8})
+    assert _unbuilt(model) == ["optimizer", "metrics"]
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert _unbuilt(model) == []

@@ -6,7 +6,8 @@ slots and the compiled metrics inside the first trace of the train step
 seen variables made in that trace, traces the step again. Under a strategy,
 and on JAX and PyTorch, Keras builds them first from one batch's shapes
 (`Trainer._symbolic_build`); doing the same before `fit()` traces the step
-once. The weights, losses and held-out figures are bit-identical
+once. A model built under a strategy is left to `fit()`, which builds it
+first inside the strategy's scope. The weights, losses and held-out figures are bit-identical
 (tests/trial/test_keras_build.py), and the guard's train-mode runs, which
 read no time, take it (`TrialSpec.build_first`; docs/benchmarks/guard_build_first.md).
 A time trial does not: its compile time is what the user's own `fit()` pays.
@@ -43,6 +44,8 @@ def batch_of(args: FitArgs) -> Any | None:
 def before_fit(model: Any, args: FitArgs) -> bool:
     """Build `model`'s weights, loss, metrics and optimizer for `args`' batches, as Keras does under a
     strategy; False where it could not (nothing is then changed that `fit()` would not build itself)."""
+    if getattr(model, "_distribute_strategy", None) is not None:
+        return False  # built under a strategy: fit() builds first itself, inside the strategy's scope
     batch = batch_of(args)
     build = getattr(model, "_symbolic_build", None)
     if batch is None or build is None:

@@ -6,18 +6,21 @@ slots and the compiled metrics inside the first trace of the train step
 seen variables made in that trace, traces the step again. Under a strategy,
 and on JAX and PyTorch, Keras builds them first from one batch's shapes
 (`Trainer._symbolic_build`); doing the same before `fit()` traces the step
-once. A model built under a strategy is left to `fit()`, which builds it
-first inside the strategy's scope. The weights, losses and held-out figures are bit-identical
-(tests/trial/test_keras_build.py), and the guard's train-mode runs, which
-read no time, take it (`TrialSpec.build_first`; docs/benchmarks/guard_build_first.md).
+once. A model made under a strategy is left to `fit()`, which builds it
+first inside the strategy's scope.
+
+The weights, losses and held-out figures are bit-identical
+(tests/trial/test_keras_build.py). The guard's train-mode runs, which read
+no time, take it (`TrialSpec.build_first`; docs/benchmarks/guard_build_first.md).
 A time trial does not: its compile time is what the user's own `fit()` pays.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fitspeed.trial.data.kinds import FitArgs
+if TYPE_CHECKING:
+    from fitspeed.trial.data.kinds import FitArgs
 
 
 def batch_of(args: FitArgs) -> Any | None:

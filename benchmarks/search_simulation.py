@@ -76,6 +76,12 @@ noise model on the twelfth round's tree (600 fixed before the run, so that a rat
     drawn worlds         report5: 17_000_000..17_000_499 (500 worlds)
     noise-model studies  report5: 18_000_000..18_009_999
 
+and a sixth, `--seeds report6`, fixed on 2026-11-28 before any run on it, for the thirteenth round (the model
+phase and the lean step's fourth-pair rule; 500 worlds, and 400 null studies a noise model, fixed before the run):
+
+    drawn worlds         report6: 20_000_000..20_000_499 (500 worlds)
+    noise-model studies  report6: 21_000_000..21_009_999
+
 A world's seed is its study's seed; `--worlds N` takes the first N of the
 range. The report draw is for the final measurement only: develop on
 `--seeds dev`. `--jobs N` runs the studies in N forked worker processes;
@@ -442,13 +448,15 @@ def select(names: str | None, folder: Path = RECORDED) -> list[Scenario]:
 # The report ranges are fixed before any report was run; they are for the final measurement only.
 # report2 was fixed on 2026-11-27, before any run on it, for the tenth round (the ninth used report);
 # report3 the same day, before any run on it, for the eleventh; report4 too, for its null world on the lean change;
-# report5 too, for the twelfth round's null world at 600 studies a model.
+# report5 too, for the twelfth round's null world at 600 studies a model; report6 on 2026-11-28, for the thirteenth.
 WORLD_SEEDS = {"dev": range(3_000_000, 3_100_000), "report": range(5_000_000, 5_000_500),
                "report2": range(8_000_000, 8_000_500), "report3": range(11_000_000, 11_000_500),
-               "report4": range(14_000_000, 14_000_500), "report5": range(17_000_000, 17_000_500)}
+               "report4": range(14_000_000, 14_000_500), "report5": range(17_000_000, 17_000_500),
+               "report6": range(20_000_000, 20_000_500)}
 NULL_SEEDS = {"dev": range(6_000_000, 6_010_000), "report": range(7_000_000, 7_010_000),
               "report2": range(9_000_000, 9_010_000), "report3": range(12_000_000, 12_010_000),
-              "report4": range(15_000_000, 15_010_000), "report5": range(18_000_000, 18_010_000)}
+              "report4": range(15_000_000, 15_010_000), "report5": range(18_000_000, 18_010_000),
+              "report6": range(21_000_000, 21_010_000)}
 
 MACHINES = (  # the kind of machine a world is, and how often it is drawn
     ("cpu", 0.45),  # no fast half precision: bfloat16 and float16 both slow
@@ -1034,7 +1042,7 @@ def main() -> None:
                         help=f"run the null world under these noise models (default: all, {', '.join(NOISE_MODELS)})")
     parser.add_argument("--seeds", choices=sorted({*SEED_BASES, *WORLD_SEEDS, *NULL_SEEDS}), default=None,
                         help="dev: for tuning the search; report: for figures (the named scenarios' default; "
-                             "--worlds and --noise-models ask for it by name); report2 to report5: "
+                             "--worlds and --noise-models ask for it by name); report2 to report6: "
                              "further report draws, drawn worlds and noise models only. The ranges are in the docstring")
     parser.add_argument("--first-outlier", type=float, default=None,
                         help="share of studies whose first baseline trial comes in at x0.63 (default 0.25; "

@@ -47,6 +47,7 @@ import search_simulation as sim  # noqa: E402
 from fitspeed.core.config import TrialConfig  # noqa: E402
 from fitspeed.search import lean as lean_module  # noqa: E402
 from fitspeed.search import tuner as tuner_module  # noqa: E402
+from fitspeed.search.decision import Decision  # noqa: E402
 from fitspeed.search.ledger import BUDGET_FREE  # noqa: E402
 from fitspeed.search.phase import Phase  # noqa: E402
 
@@ -73,7 +74,7 @@ def _changed(config: TrialConfig) -> dict[str, Any]:
 
 
 def cause(scenario: sim.Scenario, best: TrialConfig, handed: TrialConfig, leaned: TrialConfig, claimed: bool,
-          decisions: list[dict[str, Any]], measured: list[dict[str, Any]]) -> str:
+          decisions: list[Decision], measured: list[dict[str, Any]]) -> str:
     """The first cause that applies to a miss (see the module's docstring)."""
     value, best_value = scenario.value, scenario.value(best)
     if not claimed:
@@ -94,7 +95,7 @@ def cause(scenario: sim.Scenario, best: TrialConfig, handed: TrialConfig, leaned
     if not helping:
         return "hurt or wrong value"
     for knob, wanted in helping:
-        if any(d["purpose"] not in NOT_EVIDENCE and d["b"].get(knob) == wanted and d["a"].get(knob) != wanted
+        if any(d.purpose not in NOT_EVIDENCE and getattr(d.b, knob) == wanted and getattr(d.a, knob) != wanted
                for d in decisions):
             return "decided and lost"
     return "never decided" if any(c.get(k) == v for c in measured for k, v in helping) else "never measured"

@@ -1,10 +1,10 @@
-"""The lean step's design: no knob is kept or taken out of the answer on one pair."""
+"""The lean step's design: no knob is kept on one pair, nor taken out on fewer than four."""
 
 from __future__ import annotations
 
 from fitspeed.core.sequential import Verdict, step
 from fitspeed.search.decider import SEARCH_PRIOR
-from fitspeed.search.lean import LEAN_DESIGN, LEAN_FIRST_LOOK, MIN_SHARE
+from fitspeed.search.lean import LEAN_DESIGN, LEAN_FIRST_LOOK, LEAN_FUTILE_FROM, MIN_SHARE
 
 
 def test_one_starved_pair_neither_takes_a_knob_out_nor_keeps_it() -> None:
@@ -23,8 +23,17 @@ def test_a_starved_pair_among_the_first_two_does_not_take_out_a_knob_that_helps(
     assert kept.verdict == Verdict.FASTER and (kept.ratio or 0.0) >= MIN_SHARE
 
 
-def test_a_neutral_knob_is_taken_out_and_a_slower_one_at_once_from_the_second_pair() -> None:
+def test_two_starved_pairs_do_not_take_out_a_knob_that_helps() -> None:
+    # a knob worth 1.23x taken out on two pairs at 1.03x and 0.58x (a development world): the step asks for more
+    assert LEAN_FUTILE_FROM >= 4
+    assert step([1.03, 0.58], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
+    assert step([0.6, 0.62], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
+    kept = step([1.03, 0.58, 1.25, 1.22, 1.2, 1.24, 1.23, 1.25], LEAN_DESIGN, SEARCH_PRIOR)
+    assert kept.verdict == Verdict.FASTER and (kept.ratio or 0.0) >= MIN_SHARE
+
+
+def test_a_neutral_knob_is_taken_out_and_a_slower_one_at_once_from_the_fourth_pair() -> None:
     assert step([0.98, 1.0], LEAN_DESIGN, SEARCH_PRIOR).verdict != Verdict.FASTER
     assert step([1.0] * LEAN_DESIGN.max_pairs, LEAN_DESIGN, SEARCH_PRIOR).verdict in (Verdict.NO_GAIN,
                                                                                       Verdict.NOT_CONFIRMED)
-    assert step([0.6, 0.62], LEAN_DESIGN, SEARCH_PRIOR).verdict == Verdict.SLOWER
+    assert step([0.6, 0.62, 0.61, 0.6], LEAN_DESIGN, SEARCH_PRIOR).verdict == Verdict.SLOWER

@@ -170,7 +170,7 @@ def decision_line(decision: Decision) -> str:
         return f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}"
     interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
                 if decision.low is not None and decision.high is not None else "")
-    said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished"}.get(decision.purpose, "decided")
+    said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished", Phase.MODEL: "fitted"}.get(decision.purpose, "decided")
     lost = (f" ({len(decision.lost_pairs)} more lost: the trial of {decision.a_label} "
             f"{decision.lost_pairs[0].get('status', 'failed')}: {decision.lost_pairs[0].get('reason')})"
             if decision.lost_pairs else "")

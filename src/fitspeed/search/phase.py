@@ -28,6 +28,7 @@ class Phase(StrEnum):
     CHOOSE = "choose"  # two values of one knob compared head to head in a fixed number of pairs
     RACE = "race"  # one fresh pair on top of the incumbent that only orders the changes still waiting
     SAMPLER = "sampler"  # a configuration Optuna's sampler proposed, and its decision against the incumbent
+    MODEL = "model"  # the configuration one fit over every timed trial predicts fastest, against the incumbent
     POLISH = "polish"  # a last change tried on top of the incumbent with what the budget leaves
     FACTORIAL = "factorial"  # one run of a joint estimate of a lost bundle's members (`search.factorial`)
     LEAN = "lean"  # one knob taken out of the final incumbent, before the verification (`search.lean`), outside the budget

@@ -105,7 +105,7 @@ def decision_row(decision: Decision) -> DecisionRow:
     low, high = decision.low, decision.high
     purpose = decision.purpose
     shown = str(decision.verdict)
-    if purpose in (Phase.RACE, Phase.CHOOSE, Phase.POLISH):
+    if purpose in (Phase.RACE, Phase.CHOOSE, Phase.POLISH, Phase.MODEL):
         low = high = None
         shown = "raced" if purpose == Phase.RACE else ("kept" if decision.verdict.is_faster() else "not kept")
     return DecisionRow(purpose=purpose, incumbent=a, candidate=b, change=change or b,

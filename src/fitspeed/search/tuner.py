@@ -89,6 +89,7 @@ from fitspeed.search.ledger import (
     guard_key,
     guard_run_key,
 )
+from fitspeed.search.model import Model
 from fitspeed.search.phase import Phase
 from fitspeed.search.polish import Polish, polish_design, polish_room
 from fitspeed.search.sampler import Sampler
@@ -363,6 +364,7 @@ class Tuner:
             with self.ledger.held_back(hold):  # room for the polish
                 Screen(self).costs(sweep)
                 Sampler(self).run()
+            Model(self).run()
             Polish(self).run(promising)
             BatchSizes(self).run()
             self._settle()  # every other worker's measurements and decisions are in: verify the final chain
@@ -441,7 +443,8 @@ class Tuner:
         earlier = self.ledger.decision(decision_id(Phase.COMBINE, incumbent, config))
         # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
         design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2 - self.ledger.held))
-                  if purpose == Phase.CHOOSE else polish_design(self.settings.pairs, self.ledger.left()) if purpose == Phase.POLISH
+                  if purpose == Phase.CHOOSE else polish_design(self.settings.pairs, self.ledger.left())
+                  if purpose in (Phase.POLISH, Phase.MODEL)
                   else combine_design(self.settings.pairs, self.settings.min_gain))
         decision = earlier if earlier and purpose == Phase.SAMPLER else self.decider.decide(purpose, incumbent, config,
                                                                                           design)
@@ -454,15 +457,18 @@ class Tuner:
             added = self.ledger.chain_add(config, over=incumbent)
         return config if added else self.ledger.incumbent()
 
-    def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
+    def _config(self, knob_values: dict[str, Any], quiet: bool = False) -> TrialConfig | None:
+        """`knob_values` as a configuration this search can measure, or None; the reason a combination is refused
+        is said once (the sampler proposes such combinations again and again), unless `quiet`."""
         try:
             config = self.base.replace(**knob_values)
             # an input knob the search joined to another backend that feeds this data differently (data_autotune
             # beside backend=jax on numpy arrays): refused here, never measured as a trial the user's data fails
             check_input_knobs(config.changed(), self.data_kind, config.backend)
         except KnobError as error:
-            # the sampler proposes such combinations again and again: say each reason once, with the changes only
-            if str(error) not in self.refused:
+            if quiet:
+                return None
+            if str(error) not in self.refused:  # each reason once, with the changes only
                 self.refused.add(str(error))
                 label = " ".join(f"{k}={v}" for k, v in knob_values.items() if getattr(self.base, k, v) != v)
                 self.ledger.put_refusal(label or "the defaults", str(error))  # `fitspeed show` lists it too

@@ -10,6 +10,7 @@ from conftest import load_script
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.machine import environment
+from fitspeed.search.decision import Decision
 
 ROOT = Path(__file__).parents[2] / "benchmarks"
 
@@ -26,7 +27,8 @@ def test_each_miss_goes_under_the_first_cause_that_applies(diagnosis: ModuleType
     scenario = next(s for s in sim.SCENARIOS if s.name == "interaction")
     best = TrialConfig(steps_per_execution=64, inter_op_threads=1)
     spe = TrialConfig(steps_per_execution=64)
-    lost = [{"purpose": "bundle", "a": spe.to_dict(), "b": best.to_dict()}]
+    # the decisions as the tuner hands them over (`Tuner.decisions`): typed, not the stored dicts
+    lost = [Decision.from_dict({"id": "b1", "purpose": "bundle", "a": spe.to_dict(), "b": best.to_dict()})]
     assert diagnosis.cause(scenario, best, spe, spe, False, lost, []) == "no claim"
     assert diagnosis.cause(scenario, best, best, spe, True, [], []) == "lean"
     assert diagnosis.cause(scenario, best, spe, spe, True, lost, []) == "decided and lost"
@@ -34,7 +36,7 @@ def test_each_miss_goes_under_the_first_cause_that_applies(diagnosis: ModuleType
     assert diagnosis.cause(scenario, best, spe, spe, True, [], screened) == "never decided"
     assert diagnosis.cause(scenario, best, spe, spe, True, [], []) == "never measured"
     # a lean decision or the verification is no step of the search
-    leaned = [{"purpose": "lean", "a": spe.to_dict(), "b": best.to_dict()}]
+    leaned = [Decision.from_dict({"id": "l1", "purpose": "lean", "a": spe.to_dict(), "b": best.to_dict()})]
     assert diagnosis.cause(scenario, best, spe, spe, True, leaned, []) == "never measured"
 
 

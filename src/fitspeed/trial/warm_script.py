@@ -140,7 +140,8 @@ def run(argv: list[str]) -> None:
     reason = shadowed(folder)
     if reason:
         _cold(order, reason)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:  # Python leaves an inherited ignored SIGINT ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         script_hook.install()

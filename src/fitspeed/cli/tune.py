@@ -159,8 +159,16 @@ def decision_line(decision: Decision) -> str:
     ...     "verdict": "not confirmed", "pairs": [[100.0, 120.0]], "lost_pairs": [{"pair": 1, "order": "AB",
     ...     "status": "crashed", "reason": "SIGKILL"}]}))
     '  decided jit_compile=True against defaults: not confirmed after 1 pair(s) (1 more lost: the trial of defaults crashed: SIGKILL)'
+
+    A polish or model step, or a head-to-head choice, keeps B when its estimate leans B's way: kept or not, and
+    the estimate (its 2% interval would say nothing):
+
+    >>> decision_line(Decision.from_dict({"id": "m1", "purpose": "model", "a": {}, "b": {"jit_compile": True},
+    ...     "verdict": "slower", "pairs": [[100.0, 96.0]] * 3, "ratio": 0.96, "low": 0.955, "high": 0.965,
+    ...     "confidence": 0.02}))
+    '   fitted jit_compile=True against defaults: not kept after 3 pair(s), estimate 0.96×'
     """
-    from fitspeed.search.phase import Phase
+    from fitspeed.search.phase import CHOICES, Phase
 
     if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
         return (f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
@@ -170,9 +178,13 @@ def decision_line(decision: Decision) -> str:
         return f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}"
     interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
                 if decision.low is not None and decision.high is not None else "")
+    verdict = str(decision.verdict)
+    if decision.purpose in CHOICES:  # kept when the estimate leans its way: a choice, with no interval to speak of
+        verdict = "kept" if decision.verdict.is_faster() else "not kept"
+        interval = f", estimate {decision.ratio:.2f}×" if decision.ratio is not None else ""
     said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished", Phase.MODEL: "fitted"}.get(decision.purpose, "decided")
     lost = (f" ({len(decision.lost_pairs)} more lost: the trial of {decision.a_label} "
             f"{decision.lost_pairs[0].get('status', 'failed')}: {decision.lost_pairs[0].get('reason')})"
             if decision.lost_pairs else "")
-    return (f"{said:>9} {decision.b_label} against {decision.a_label}: {decision.verdict} after "
+    return (f"{said:>9} {decision.b_label} against {decision.a_label}: {verdict} after "
             f"{len(decision.pairs)} pair(s){lost}{interval}" + (f" ({decision.why})" if decision.why else ""))

@@ -36,3 +36,8 @@ class Phase(StrEnum):
     BATCH_SIZE = "batch_size"  # the batch-size sweep: which sizes fit, outside the search's budget
     MEASURE = "measure"  # a `fitspeed measure` trial, when a report reads measurements as a study
     COMPARE = "compare"  # a `fitspeed compare` trial, likewise
+
+
+# decisions that only choose: B is kept when its estimate leans its way over a fixed few pairs (a 2% interval),
+# never a claim; shown as kept or not kept, with the estimate
+CHOICES = (Phase.CHOOSE, Phase.POLISH, Phase.MODEL)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -224,10 +225,13 @@ def test_a_study_of_another_fitspeed_version_is_refused(workdir: Path) -> None:
     refused(fitspeed("tune", "tiny", "--storage", storage, cwd=workdir), "made by fitspeed 0.0.1", "--study")
 
 
-def test_a_second_worker_on_one_host_is_refused(workdir: Path) -> None:
+def test_a_second_worker_on_one_host_is_refused(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if os.environ.get(host_lock.ALLOW_ENV) == "1":
         pytest.skip("FITSPEED_ALLOW_SHARED_HOST is set for this whole session")
-    env = {k: v for k, v in child_env().items() if k != host_lock.ALLOW_ENV}
+    # the lock files in a temp folder of the test's own (the test and its child): a real `fitspeed tune` on this
+    # host meanwhile holds the host's own lock, which is not this test's to meet
+    monkeypatch.setattr(tempfile, "tempdir", str(workdir))
+    env = {**{k: v for k, v in child_env().items() if k != host_lock.ALLOW_ENV}, "TMPDIR": str(workdir)}
     with host_lock.hold(host_lock.device(), "the test"):
         result = subprocess.run([sys.executable, "-m", "fitspeed", "tune", "tiny", "--storage",
                                  f"sqlite:///{workdir / 's.db'}"], cwd=workdir, env=env, capture_output=True,

@@ -169,11 +169,11 @@ def design(scenario: sim.Scenario, cv: float, seed: int, trials: int, rng_tag: s
             index = int(np.argmax(score))
         config = CONFIGS[index]
         record = machine._record(TrialSpec(model="tiny", config=config, steps=64))
-        if record["status"] != "ok":
+        if record.throughput is None:
             failed |= CHANGES[index] & scenario.fails  # the error names the knob value
             continue
         rows.append(full[index])
-        ys.append(math.log(record["metrics"]["samples_per_s"]["median"]))
+        ys.append(math.log(record.throughput))
         timed += 1
     mean, _ = fit(np.stack(rows), np.array(ys), cv, prior)
     predicted = FEATURES @ mean[2:]

@@ -47,3 +47,16 @@ def test_one_world_end_to_end(diagnosis: ModuleType, monkeypatch: pytest.MonkeyP
     assert out["worlds"] == 1 and row["seed"] == 3_000_000
     assert row["trials"]["every"] >= row["trials"]["search"] >= row["trials"]["budgeted"] > 0
     assert (row["cause"] is None) == (out["right"] == out["helps"])
+
+
+def test_worlds_that_miss_for_every_kind_of_cause_run_through_cause(diagnosis: ModuleType,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # at the report's budget, six development worlds: misses whose cause is found past "no claim" (the branches
+    # that read the tuner's typed decisions and the measured configurations), so a script that rots there fails here
+    monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
+    out = diagnosis.diagnose(range(3_000_000, 3_000_006), trials=40, cv=0.10)
+    causes = [row["cause"] for row in out["rows"]]
+    known = {None, "no claim", "lean", "decided and lost", "never decided", "never measured", "hurt or wrong value"}
+    assert set(causes) <= known, causes
+    assert set(causes) - {None, "no claim"}, causes
+    assert sum(out["causes"].values()) == sum(c is not None for c in causes)

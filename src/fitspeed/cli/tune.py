@@ -168,7 +168,7 @@ def decision_line(decision: Decision) -> str:
     ...     "confidence": 0.02}))
     '   fitted jit_compile=True against defaults: not kept after 3 pair(s), estimate 0.96×'
     """
-    from fitspeed.search.phase import CHOICES, Phase
+    from fitspeed.search.phase import Phase
 
     if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
         return (f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
@@ -179,8 +179,8 @@ def decision_line(decision: Decision) -> str:
     interval = (f", {level(decision.confidence)} CI {decision.low:.2f}–{decision.high:.2f}"
                 if decision.low is not None and decision.high is not None else "")
     verdict = str(decision.verdict)
-    if decision.purpose in CHOICES:  # kept when the estimate leans its way: a choice, with no interval to speak of
-        verdict = "kept" if decision.verdict.is_faster() else "not kept"
+    if decision.is_choice:  # kept when the estimate leans its way: a choice, with no interval to speak of
+        verdict = decision.kept
         interval = f", estimate {decision.ratio:.2f}×" if decision.ratio is not None else ""
     said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished", Phase.MODEL: "fitted"}.get(decision.purpose, "decided")
     lost = (f" ({len(decision.lost_pairs)} more lost: the trial of {decision.a_label} "

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Noise, Verdict
-from fitspeed.search.phase import Phase
+from fitspeed.search.phase import CHOICES, Phase
 
 
 class LostPair(TypedDict):
@@ -71,6 +71,16 @@ class Decision:
     @property
     def b_label(self) -> str:
         return self.b.label()
+
+    @property
+    def is_choice(self) -> bool:
+        """A choice (`CHOICES`: B kept when its estimate leans its way over a fixed few pairs), never a claim."""
+        return self.purpose in CHOICES
+
+    @property
+    def kept(self) -> str:
+        """A choice's verdict as the tables and the terminal say it: kept or not kept."""
+        return "kept" if self.verdict.is_faster() else "not kept"
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Decision:

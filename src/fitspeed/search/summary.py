@@ -23,7 +23,7 @@ from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
 from fitspeed.search.decision import Decision
 from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
-from fitspeed.search.phase import CHOICES, Phase
+from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
 
@@ -105,9 +105,9 @@ def decision_row(decision: Decision) -> DecisionRow:
     low, high = decision.low, decision.high
     purpose = decision.purpose
     shown = str(decision.verdict)
-    if purpose == Phase.RACE or purpose in CHOICES:
+    if purpose == Phase.RACE or decision.is_choice:
         low = high = None
-        shown = "raced" if purpose == Phase.RACE else ("kept" if decision.verdict.is_faster() else "not kept")
+        shown = "raced" if purpose == Phase.RACE else decision.kept
     return DecisionRow(purpose=purpose, incumbent=a, candidate=b, change=change or b,
                        pairs=len(decision.pairs), figures=[list(p) for p in decision.pairs],
                        ratio=decision.ratio, low=low, high=high,

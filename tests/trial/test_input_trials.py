@@ -141,6 +141,23 @@ def test_make_images_then_doctor(workdir: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_trial_leaves_nothing_in_the_temporary_folder(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a trial forked from a server ends with os._exit: TensorFlow's atexit removals of autograph's converted
+    # tf.data functions never run there, so they must be written where the trial's own folder goes with it
+    made = fitspeed("make-images", "photos", "--count", "40", "--size", "16", cwd=workdir)
+    assert made.returncode == 0, made.stderr
+    tmp = workdir / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = fitspeed("measure", "tiny", "--data", "images:photos", "--augment", "--steps", "4", "--repeats", "1",
+                      "--json", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert json_out(result)["status"] == "ok"
+    left = sorted(path.name for path in tmp.iterdir())
+    assert not [name for name in left if name.startswith(("__autograph", "fitspeed-trial-", "fitspeed-cache-"))], left
+
+
+@pytest.mark.slow
 def test_doctor_profiles_a_python_loader(workdir: Path) -> None:
     result = fitspeed("doctor", "tiny", "--data", "pyloader", "--no-fixes", "--steps", "4", "--repeats", "1",
                       "--epochs", "2", "--json", cwd=workdir)

@@ -23,6 +23,8 @@ from fitspeed.core.stats import Spread
 
 SCHEMA_VERSION = 1
 MARKER = "--fitspeed-record--"
+# where a built-in trial puts its temporary files: its own folder (`measure.runner`), removed when it ends
+TRIAL_TMP = "FITSPEED_TRIAL_TMP"
 
 
 class Status(StrEnum):

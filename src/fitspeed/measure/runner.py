@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fitspeed.core.import_environment import import_environment
-from fitspeed.core.record import Status, TrialRecord, TrialSpec, decode, new_record
+from fitspeed.core.record import TRIAL_TMP, Status, TrialRecord, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
@@ -225,6 +225,8 @@ def run_trial(
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env["PYTHONUNBUFFERED"] = "1"
+        if spec.script is None:  # a built-in trial's temporary files are the trial's; a user's command keeps its TMPDIR
+            child_env[TRIAL_TMP] = tmp
         argv, record_path = [python, "-P", "-m", "fitspeed.trial", str(spec_path)], None  # -P: the working folder shadows no package
         proc: subprocess.Popen[bytes] | warm_start.WarmChild | None = None
         if spec.script is not None:  # a user's own command, hooked (fitspeed.measure.training_command); its output is one log

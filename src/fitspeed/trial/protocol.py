@@ -36,13 +36,15 @@ the one loop a user's script is timed by too):
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import DataError
-from fitspeed.core.record import TrialRecord, TrialSpec, write_record
+from fitspeed.core.record import TRIAL_TMP, TrialRecord, TrialSpec, write_record
 from fitspeed.trial import apply, driver, remat
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks, from_environment
 from fitspeed.trial.keras_import import import_keras
@@ -93,7 +95,22 @@ def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> TrialRecord:
     return driver.run(spec, lambda: subject(spec, hooks))
 
 
+def use_trial_tmp() -> None:
+    """Put this process's temporary files in the trial's folder, where the runner names one.
+
+    A trial forked from a server ends with `os._exit`, so the `atexit` removals
+    of what TensorFlow wrote to the temporary folder never run: autograph's
+    converted source of every tf.data function (`__autograph_generated_file*.py`),
+    a disk cache. In the trial's folder they go when the trial does, not pile up in /tmp.
+    """
+    folder = os.environ.get(TRIAL_TMP)
+    if folder:
+        os.environ["TMPDIR"] = folder
+        tempfile.tempdir = folder  # a fork inherits the server's choice, made before this trial's folder existed
+
+
 def main(argv: list[str]) -> int:
+    use_trial_tmp()
     spec = TrialSpec.from_dict(json.loads(Path(argv[1]).read_text()))
     write_record(run(spec, from_environment()).to_dict())  # a test's faults and holds, chosen once here
     return 0

@@ -104,11 +104,14 @@ def main() -> None:
     space = parse_grid(args.grid) if args.grid else GRID
     load_before = os.getloadavg()[0]
 
+    def spec(config: TrialConfig) -> TrialSpec:  # --steps rounded to whole executions, as the tuner rounds it
+        steps = TuneSettings(model=args.model, steps=args.steps).steps_for(config)
+        return TrialSpec(model=args.model, config=config, steps=steps, repeats=args.repeats)
+
     grid = []
     for values in itertools.product(*space.values()):
         config = TrialConfig.from_dict(dict(zip(space, values)))
-        steps = TuneSettings(model=args.model, steps=args.steps).steps_for(config)  # whole executions
-        record = run_trial(TrialSpec(model=args.model, config=config, steps=steps, repeats=args.repeats))
+        record = run_trial(spec(config))
         grid.append((config, record))
         print(f"grid  {config.label():55s} {record.status:7s} {record.throughput or 0:10.0f}", flush=True)
     grid_best = max(grid, key=lambda item: item[1].throughput or 0.0)[0]
@@ -144,8 +147,6 @@ def main() -> None:
     if tuner_best == grid_best:
         fraction, note = 1.0, "same configuration"
     else:
-        spec = lambda config: TrialSpec(model=args.model, config=config, steps=args.steps,  # noqa: E731
-                                        repeats=args.repeats)
         comparison = interleave(spec(grid_best), spec(tuner_best), args.pairs)
         estimate = comparison.estimate()
         fraction = estimate.median if estimate else float("nan")

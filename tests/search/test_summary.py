@@ -60,6 +60,35 @@ def test_outcomes_effects_and_rejections() -> None:
     assert summary.skipped == {"precision": "no GPU"}
 
 
+def test_a_knob_screened_faster_is_faster_only_where_the_answer_holds_it() -> None:
+    # a study that kept the defaults, and one whose answer left out a knob that screened faster: the table must
+    # not call that knob "faster" beside a verdict that does not hold it (a BN CNN's tune on a loaded machine)
+    base, spe, threads = TrialConfig(), TrialConfig(steps_per_execution=64), TrialConfig(inter_op_threads=1)
+    trials = [trial(base, "baseline", speed=100.0), trial(spe, "sweep", speed=167.0),
+              trial(threads, "sweep", speed=157.0)]
+    meta = {"model": "tiny", "base": base.to_dict(), "min_gain": 0.05}
+
+    def outcomes(verification: dict | None) -> tuple[dict[str, str], set[str]]:
+        summary = study_summary({"study": "s", "meta": meta, "trials": trials, "guards": {},
+                                 "verification": verification})
+        return {r["config"]: r["outcome"] for r in summary.trials}, {r["config"] for r in summary.rejected}
+
+    kept_defaults = {"config": base.to_dict(), "claimed": False, "verdict": "keep the defaults"}
+    rows, rejected = outcomes(kept_defaults)
+    assert rows["steps_per_execution=64"] == "screened faster (1.67×) but not in the answer"
+    assert rows["inter_op_threads=1"] == "screened faster (1.57×) but not in the answer"
+    assert rejected == {"steps_per_execution=64", "inter_op_threads=1"}
+    # an incumbent that was verified and not confirmed is no answer either
+    rows, _ = outcomes({"config": spe.to_dict(), "claimed": False, "verdict": "keep the defaults"})
+    assert rows["steps_per_execution=64"] == "screened faster (1.67×) but not in the answer"
+    rows, rejected = outcomes({"config": spe.to_dict(), "claimed": True, "verdict": "B is at least 1.5× faster"})
+    assert rows["steps_per_execution=64"] == "faster"
+    assert rows["inter_op_threads=1"] == "screened faster (1.57×) but not in the answer"
+    assert rejected == {"inter_op_threads=1"}
+    rows, rejected = outcomes(None)  # a study still running has no answer to hold it against
+    assert rows["steps_per_execution=64"] == rows["inter_op_threads=1"] == "faster" and not rejected
+
+
 def test_partial_study_without_verification() -> None:
     base = TrialConfig()
     data = {"study": "s", "meta": {"model": "tiny", "base": base.to_dict()},

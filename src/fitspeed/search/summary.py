@@ -206,6 +206,11 @@ def study_summary(data: StudyData) -> StudySummary:
     baseline_row: TrialRow | None = None
     baseline_curve: list[float | None] = []
     environment = meta.get("environment")  # the baseline child's, when it ran, is richer
+    verification = data.get("verification") or {}
+    best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
+    # what the user is told to change: the verified configuration, the defaults where nothing was claimed,
+    # unknown (None) while the study has no verification
+    answer = (best_config if verification.get("claimed") else base) if verification else None
     for key, trial in by_key.items():
         config = TrialConfig.from_dict(trial["config"])
         record: TrialRecord = trial["record"]
@@ -253,6 +258,9 @@ def study_summary(data: StudyData) -> StudySummary:
             outcome = (f"faster; its numerics passed the guard inside {carrier.label()}" if carrier
                        else f"screened faster ({ratio:.2f}×) but never kept, so its numerics were not checked"
                        if ratio is not None else "screened faster but never kept, so its numerics were not checked")
+        elif answer is not None and any(getattr(answer, k) != v for k, v in changes.items()):
+            outcome = (f"screened faster ({ratio:.2f}×) but not in the answer" if ratio is not None
+                       else "screened faster but not in the answer")
         else:
             outcome = "faster"
         row = TrialRow(config=config.label(), changes=changes, phase=trial["phase"],
@@ -274,8 +282,6 @@ def study_summary(data: StudyData) -> StudySummary:
                 and trial["phase"] != Phase.BATCH_SIZE:
             rejected.append(row)
 
-    verification = data.get("verification") or {}
-    best_config = TrialConfig.from_dict(verification.get("config") or base.to_dict())
     best_trial = by_key.get(config_key(best_config))
     best_speed = figures.get(config_key(best_config))
     if batch_sizes and baseline_row:

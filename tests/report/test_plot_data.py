@@ -189,12 +189,19 @@ def test_the_page_states_the_resolution() -> None:
 
 def test_a_screen_winner_kept_inside_a_guarded_bundle_says_so_and_is_not_listed_as_rejected() -> None:
     bundle = TrialConfig(steps_per_execution=16, precision="mixed_bfloat16")
-    data = study(VERIFIED, trial(bundle, "bundle", 190.0))
+    data = study({**VERIFIED, "config": bundle.to_dict()}, trial(bundle, "bundle", 190.0))
     data["guards"] = {config_key(bundle): {"ok": True, "reason": "within the band"}}
     summary = study_summary(data)
     bf16 = next(r for r in summary.effects if r["config"] == "precision=mixed_bfloat16")
     assert bf16["outcome"] == "faster; its numerics passed the guard inside " + bundle.label()
     assert "precision=mixed_bfloat16" not in [r["config"] for r in summary.rejected]
+    data = study(VERIFIED, trial(bundle, "bundle", 190.0))  # the answer is another: the bundle passed, then lost
+    data["guards"] = {config_key(bundle): {"ok": True, "reason": "within the band"}}
+    summary = study_summary(data)
+    bf16 = next(r for r in summary.effects if r["config"] == "precision=mixed_bfloat16")
+    assert bf16["outcome"] == ("screened faster (1.20×) but not in the answer; its numerics passed the guard inside "
+                               + bundle.label())
+    assert "precision=mixed_bfloat16" in [r["config"] for r in summary.rejected]
     data["guards"] = {}  # no guard anywhere: the screen winner's numerics were not checked, and it was not kept
     summary = study_summary(data)
     bf16 = next(r for r in summary.effects if r["config"] == "precision=mixed_bfloat16")

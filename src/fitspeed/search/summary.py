@@ -125,6 +125,16 @@ def held(check: JSONObject) -> str:
     return f"weights {'bit-identical' if check['identical'] else 'differed'} over {check['runs']} runs"
 
 
+def in_answer(answer: TrialConfig | None, changes: JSONObject) -> bool:
+    """Whether the study's answer holds every change of a row; True while there is no answer yet (None).
+
+    >>> answer = TrialConfig(steps_per_execution=64)
+    >>> in_answer(answer, {"steps_per_execution": 64}), in_answer(answer, {"inter_op_threads": 1}), in_answer(None, {})
+    (True, False, True)
+    """
+    return answer is None or all(getattr(answer, knob) == value for knob, value in changes.items())
+
+
 def determinism_summary(record: TrialRecord, label: str, ratio: float | None) -> JSONObject:
     """The deterministic knob's cost (its speed against the baseline's) and its weight-hash check."""
     check = record.extra["determinism"]
@@ -255,10 +265,11 @@ def study_summary(data: StudyData) -> StudySummary:
                 if ratio is not None else "sampled, not decided"
         elif numeric and not verdict:
             carrier = next((c for c in passed if all(getattr(c, k) == v for k, v in changes.items())), None)
-            outcome = (f"faster; its numerics passed the guard inside {carrier.label()}" if carrier
-                       else f"screened faster ({ratio:.2f}×) but never kept, so its numerics were not checked"
-                       if ratio is not None else "screened faster but never kept, so its numerics were not checked")
-        elif answer is not None and any(getattr(answer, k) != v for k, v in changes.items()):
+            screened = f"screened faster ({ratio:.2f}×)" if ratio is not None else "screened faster"
+            outcome = (f"{screened} but never kept, so its numerics were not checked" if carrier is None
+                       else f"faster; its numerics passed the guard inside {carrier.label()}" if in_answer(answer, changes)
+                       else f"{screened} but not in the answer; its numerics passed the guard inside {carrier.label()}")
+        elif not in_answer(answer, changes):
             outcome = (f"screened faster ({ratio:.2f}×) but not in the answer" if ratio is not None
                        else "screened faster but not in the answer")
         else:

@@ -85,6 +85,16 @@ def test_a_knob_screened_faster_is_faster_only_where_the_answer_holds_it() -> No
     assert rows["steps_per_execution=64"] == "faster"
     assert rows["inter_op_threads=1"] == "screened faster (1.57×) but not in the answer"
     assert rejected == {"inter_op_threads=1"}
+    # the other way round: a knob of the answer whose one screen trial read alone showed no gain (a BN CNN's
+    # steps_per_execution=64 at 1.04x, its lean share +10%) says it is in the answer, with its share
+    quiet = [trial(base, "baseline", speed=100.0), trial(spe, "sweep", speed=104.0), trial(threads, "sweep", speed=97.0)]
+    summary = study_summary({"study": "s", "meta": meta, "trials": quiet, "guards": {}, "verification": {
+        "config": spe.to_dict(), "claimed": True, "verdict": "B is at least 1.02× faster",
+        "shares": [{"knob": "steps_per_execution", "value": 64, "ratio": 1.104, "decision": "d", "how": "taken out"}]}})
+    rows = {r["config"]: r["outcome"] for r in summary.trials}
+    assert rows["steps_per_execution=64"] == "in the answer, its share +10% in pairs; screened alone at 1.04×"
+    assert rows["inter_op_threads=1"] == "slower (0.97×)"
+    assert {r["config"] for r in summary.rejected} == {"inter_op_threads=1"}
     rows, rejected = outcomes(None)  # a study still running has no answer to hold it against
     assert rows["steps_per_execution=64"] == rows["inter_op_threads=1"] == "faster" and not rejected
 

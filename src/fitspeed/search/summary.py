@@ -257,6 +257,11 @@ def study_summary(data: StudyData) -> StudySummary:
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
+            share = next((s["ratio"] for s in verification.get("shares") or ()
+                          if len(changes) == 1 and changes.get(s["knob"], object()) == s["value"]), None)
+            if answer is not None and changes and in_answer(answer, changes) and share is not None:
+                # one screen trial read alone, against a share the lean step or a step of its own measured in pairs
+                outcome = f"in the answer, its share {share - 1:+.0%} in pairs; screened alone at {ratio:.2f}×"
         elif trial["phase"] == Phase.FACTORIAL:  # one run of a joint estimate: it chose, it decided nothing
             outcome = ("measured with other changes, to estimate each one's effect: not decided"
                        + (f" ({ratio:.2f}×)" if ratio is not None else ""))
@@ -289,7 +294,7 @@ def study_summary(data: StudyData) -> StudySummary:
             batch_sizes.append(row)
         elif trial["phase"] in (Phase.SWEEP, Phase.MEASURE, Phase.COMPARE) and len(changes) == 1:
             effects.append(row)
-        if outcome not in ("baseline", "faster") and not outcome.startswith(("cost only", "faster; ")) \
+        if outcome not in ("baseline", "faster") and not outcome.startswith(("cost only", "faster; ", "in the answer")) \
                 and trial["phase"] != Phase.BATCH_SIZE:
             rejected.append(row)
 

@@ -221,6 +221,9 @@ def study_summary(data: StudyData) -> StudySummary:
     # what the user is told to change: the verified configuration, the defaults where nothing was claimed,
     # unknown (None) while the study has no verification
     answer = (best_config if verification.get("claimed") else base) if verification else None
+    # each knob's own share of a claimed answer (`search.lean`), by (knob, value)
+    shares = {(s["knob"], s["value"]): s["ratio"] for s in verification.get("shares") or ()} \
+        if verification.get("claimed") else {}
     for key, trial in by_key.items():
         config = TrialConfig.from_dict(trial["config"])
         record: TrialRecord = trial["record"]
@@ -257,9 +260,8 @@ def study_summary(data: StudyData) -> StudySummary:
                 determinism = determinism_summary(record, config.label(), ratio)
         elif ratio is not None and ratio <= 1 + min_gain:
             outcome = f"slower ({ratio:.2f}×)" if ratio < 1 else f"no gain ({ratio:.2f}×)"
-            share = next((s["ratio"] for s in verification.get("shares") or ()
-                          if len(changes) == 1 and changes.get(s["knob"], object()) == s["value"]), None)
-            if answer is not None and changes and in_answer(answer, changes) and share is not None:
+            share = shares.get(next(iter(changes.items()))) if len(changes) == 1 else None
+            if share is not None:
                 # one screen trial read alone, against a share the lean step or a step of its own measured in pairs
                 outcome = f"in the answer, its share {share - 1:+.0%} in pairs; screened alone at {ratio:.2f}×"
         elif trial["phase"] == Phase.FACTORIAL:  # one run of a joint estimate: it chose, it decided nothing
@@ -269,7 +271,7 @@ def study_summary(data: StudyData) -> StudySummary:
             outcome = f"sampled at {ratio:.2f}× the baseline, not ahead of the incumbent: not decided" \
                 if ratio is not None else "sampled, not decided"
         elif numeric and not verdict:
-            carrier = next((c for c in passed if all(getattr(c, k) == v for k, v in changes.items())), None)
+            carrier = next((c for c in passed if in_answer(c, changes)), None)
             screened = f"screened faster ({ratio:.2f}×)" if ratio is not None else "screened faster"
             outcome = (f"{screened} but never kept, so its numerics were not checked" if carrier is None
                        else f"faster; its numerics passed the guard inside {carrier.label()}" if in_answer(answer, changes)

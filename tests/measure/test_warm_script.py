@@ -125,3 +125,21 @@ def test_a_module_beside_the_script_named_as_one_the_server_imported_sends_it_co
     (tmp_path / "abc_data").mkdir()  # a folder without __init__.py shadows nothing
     assert warm_script.shadowed(tmp_path) is None
     assert runner.COLD == warm_script.COLD
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_script_trial_leaves_no_autograph_source_in_the_users_tmpdir(tmp_path: Path, warm: bool,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # TensorFlow removes autograph's converted source at exit (atexit); a trial ends with os._exit, so the hook
+    # must remove it. The script's TMPDIR stays the user's: only those files go.
+    user_tmp = tmp_path / "user-tmp"
+    user_tmp.mkdir()
+    (user_tmp / "kept.txt").write_text("the user's")
+    monkeypatch.setenv("TMPDIR", str(user_tmp))
+    listed = tmp_path / "generated.json"
+    record = trial(tmp_path, "mapped.py", str(listed), warm=warm)
+    assert record.status == Status.OK, record.log_tail
+    assert record.warm_start is warm
+    generated = json.loads(listed.read_text())
+    assert generated and all(Path(path).parent == user_tmp for path in generated), generated
+    assert sorted(path.name for path in user_tmp.iterdir()) == ["kept.txt"]

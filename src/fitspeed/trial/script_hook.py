@@ -130,6 +130,7 @@ class Hook:
         self.said: set[str] = set()  # `fitspeed run`'s one-line notes, each once
         self._real_exit = sys.exit
         self._real_os_exit = os._exit
+        self._sources_before = generated_sources()  # a forked trial's server's own, not this trial's to remove
 
     # -- start-up -------------------------------------------------------------
 
@@ -394,9 +395,43 @@ class Hook:
         """Write the record and end the process now: the rest of the script does not run."""
         self.done = True
         self._write(record)
+        remove_generated_sources(self._sources_before)
         sys.stdout.flush()
         sys.stderr.flush()
         self._real_os_exit(0)
+
+
+AUTOGRAPH_PREFIX = "__autograph_generated_file"  # tensorflow.python.autograph.pyct.loader's temporary modules
+
+
+def generated_sources() -> frozenset[str]:
+    """The names of the modules autograph has loaded in this process from the converted source it wrote."""
+    return frozenset(name for name in list(sys.modules) if name.startswith(AUTOGRAPH_PREFIX))
+
+
+def remove_generated_sources(kept: frozenset[str] = frozenset()) -> list[str]:
+    """Remove the converted source of every function autograph converted in this process, but `kept`'s.
+
+    TensorFlow writes the source of each function it converts (a tf.data
+    `map` function, a `tf.function` with Python control flow) to the
+    temporary folder as `__autograph_generated_file*.py`, loads it as a
+    module of that name, and removes the file at exit through `atexit`. A
+    trial ends with `os._exit` (the rest of the script must not run), so
+    those removals never ran, and every trial of a script with a `map` left
+    its files in the user's TMPDIR. Only a module of that name whose file
+    has that name is touched. Returns the paths removed.
+    """
+    removed = []
+    for name in sorted(generated_sources() - kept):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if not path or not os.path.basename(path).startswith(AUTOGRAPH_PREFIX) or not path.endswith(".py"):
+            continue
+        try:
+            os.remove(path)
+        except OSError:  # gone already, or not ours to remove: the trial's record is written either way
+            continue
+        removed.append(path)
+    return removed
 
 
 def _check_replicas(model: Any, placement: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec, new_record
@@ -134,3 +135,39 @@ def test_figures_that_disagree_with_the_verdict_say_why() -> None:
     line = study_summary(data).best.agreement
     assert line.startswith("the medians above put the best at 0.85× the baseline, the verdict at 1.59×")
     assert "3 pairs measured back to back, in a random order" in line
+
+
+def test_a_study_whose_defaults_slowed_says_the_load_changed_and_a_steady_one_says_nothing(tmp_path) -> None:
+    # a BN CNN tune on 2 cores: the defaults ran at about 1,750 samples/s, then a second job came and they ran
+    # at about 780 by the verification. The summary's tables, best.json and the page say so; a steady study has
+    # no such line, and a trial out of order by number is read in the order the study ran it
+    from fitspeed.cli.tune_tables import tune_text
+    from fitspeed.core import best_json
+    from fitspeed.report import html
+
+    base, spe = TrialConfig(), TrialConfig(steps_per_execution=64)
+
+    def study(speeds: list[float]) -> dict:
+        trials = [{**trial(base, "baseline" if i < 3 else "verify", speed=s), "number": i}
+                  for i, s in enumerate(speeds)]
+        trials.insert(0, {**trial(spe, "screen", speed=1900.0), "number": 3})
+        return {"study": "s", "meta": {"model": "tiny", "base": base.to_dict()}, "trials": trials[::-1],
+                "guards": {}, "verification": {"config": base.to_dict(), "claimed": False,
+                                               "verdict": "keep the defaults"}}
+
+    loaded = study_summary(study([1745.0, 1690.0, 1802.0, 1500.0, 800.0, 778.0, 760.0]))
+    assert loaded.baseline.load is not None
+    assert loaded.baseline.load.startswith("the defaults ran at 1,745 samples/s in their first 3 trials and at 778 "
+                                           "in their last 3 (0.45×): the machine's load changed during the study")
+    assert "load" in tune_text(loaded, width=200) and "(0.45×): the machine's load changed" in tune_text(loaded, 200)
+    written = json.loads(best_json.write(tmp_path / "best.json", loaded).read_text())
+    assert written["baseline"]["load"] == loaded.baseline.load
+    assert '<p id="load"><strong>Load:</strong> the defaults ran at 1,745' in html.render(loaded, {})
+    faster = study_summary(study([800.0, 790.0, 820.0, 1200.0, 1700.0, 1750.0, 1690.0]))  # a job went away
+    assert faster.baseline.load is not None and "at 1,700 in their last 3 (2.12×)" in faster.baseline.load
+
+    steady = study_summary(study([1745.0, 1690.0, 1802.0, 1500.0, 1650.0, 1600.0, 1580.0]))
+    assert steady.baseline.load is None and "load" not in steady.to_dict()["baseline"]
+    assert "machine's load" not in tune_text(steady, width=200)
+    assert 'id="load"' not in html.render(steady, {})
+    assert study_summary(study([1745.0, 700.0])).baseline.load is None  # one trial a side: no median to compare

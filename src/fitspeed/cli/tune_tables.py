@@ -78,6 +78,8 @@ def print_tune(console: Console, summary: StudySummary) -> None:
     head.add_row("verdict", Text.assemble((best.verdict, "bold"), f" — {best.why}" if best.why else ""))
     if best.agreement:
         head.add_row("why they differ", best.agreement)
+    if base.load:
+        head.add_row("load", base.load)
     determinism = summary.determinism
     if determinism:
         head.add_row("determinism", f"{determinism['config']}: {ratio(determinism['ratio'])} the baseline's speed; "

@@ -71,15 +71,20 @@ class Baseline:
     samples_per_s: float | None = None
     loss_curve: tuple[float | None, ...] = ()
     trials: int = 0
+    load: str | None = None  # how the defaults' own speed changed during the study, where it did (absent if not)
 
     def to_dict(self) -> JSONObject:
-        return {"config": self.config.to_dict(), "samples_per_s": self.samples_per_s,
-                "loss_curve": list(self.loss_curve), "trials": self.trials}
+        out: JSONObject = {"config": self.config.to_dict(), "samples_per_s": self.samples_per_s,
+                           "loss_curve": list(self.loss_curve), "trials": self.trials}
+        if self.load is not None:
+            out["load"] = self.load
+        return out
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Baseline:
         return cls(config=TrialConfig.from_dict(values.get("config") or {}), samples_per_s=values.get("samples_per_s"),
-                   loss_curve=tuple(values.get("loss_curve") or ()), trials=int(values.get("trials") or 0))
+                   loss_curve=tuple(values.get("loss_curve") or ()), trials=int(values.get("trials") or 0),
+                   load=values.get("load"))
 
 
 @dataclass(frozen=True)

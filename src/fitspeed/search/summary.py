@@ -189,6 +189,45 @@ def agreement(base_speed: float | None, best_speed: float | None, verification: 
             "machine's changing load")
 
 
+LOAD_CHANGE = 1.5  # the defaults' speed late in a study over early, beyond which (or below its inverse) it is said
+
+
+def load_change(trials: list[StudyTrial], base: TrialConfig) -> str | None:
+    """One line where the defaults' own speed changed during the study by LOAD_CHANGE or more; else None.
+
+    The defaults are timed at the start (the baseline, the screen's re-measures)
+    and at the end (the verification's pairs). It is one configuration, so a
+    change between the two is the machine's: another job came or went. The
+    medians of their first three and last three timed trials are compared (of
+    fewer than six trials, the first and last halves; two at least). Under a
+    trial-to-trial CV of 20% two medians of three differ by 1.5x about 3% of
+    the time; a second job on the same cores halves the speed.
+
+    >>> from fitspeed.core.record import TrialSpec, new_record
+    >>> def timed(number, speed):
+    ...     return StudyTrial(number=number, phase="baseline", config={}, record=new_record(
+    ...         TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": speed}}))
+    >>> print(load_change([timed(i, s) for i, s in enumerate([1745, 1690, 1802, 800, 778, 760])], TrialConfig()))
+    the defaults ran at 1,745 samples/s in their first 3 trials and at 778 in their last 3 (0.45×): the machine's load changed during the study. The pairs, each measured back to back, stay fair but are noisier, so fewer steps may be confirmed; the one-trial screen and the medians above mix both speeds. Tune on a quieter machine for a sharper answer
+    >>> load_change([timed(i, s) for i, s in enumerate([1745, 1690, 1802, 1500, 1650, 1600])], TrialConfig()) is None
+    True
+    """
+    key = config_key(base)
+    speeds = [t["record"].throughput for t in sorted(trials, key=lambda t: t["number"])
+              if t["record"].throughput and config_key(TrialConfig.from_dict(t["config"])) == key]
+    k = min(3, len(speeds) // 2)
+    if k < 2:
+        return None
+    early, late = statistics.median(speeds[:k]), statistics.median(speeds[-k:])
+    change = late / early
+    if 1 / LOAD_CHANGE < change < LOAD_CHANGE:
+        return None
+    return (f"the defaults ran at {early:,.0f} samples/s in their first {k} trials and at {late:,.0f} in their "
+            f"last {k} ({change:.2f}×): the machine's load changed during the study. The pairs, each measured back "
+            "to back, stay fair but are noisier, so fewer steps may be confirmed; the one-trial screen and the "
+            "medians above mix both speeds. Tune on a quieter machine for a sharper answer")
+
+
 def study_summary(data: StudyData) -> StudySummary:
     meta = data["meta"]
     base = TrialConfig.from_dict(meta["base"])
@@ -315,7 +354,8 @@ def study_summary(data: StudyData) -> StudySummary:
         refused=tuple(data.get("refused") or ()),
         baseline=Baseline(config=base, samples_per_s=base_speed, loss_curve=tuple(baseline_curve),
                           trials=sum(config_key(TrialConfig.from_dict(t["config"])) == config_key(base)
-                                     for t in data["trials"] if t["record"].throughput)),
+                                     for t in data["trials"] if t["record"].throughput),
+                          load=load_change(data["trials"], base)),
         best=Best(
             config=best_config,
             label=best_config.label(),

@@ -1,9 +1,10 @@
 """Does `fitspeed run best.json -- CMD` reproduce the speed-up `fitspeed tune` verified?
 
-    python benchmarks/script_run_check.py best.json [--pairs 3] -- python train.py --epochs 15
+    python benchmarks/script_run_check.py best.json [--pairs 3] [--seed N] -- python train.py --epochs 15
 
 Runs the whole command, to its end, as it is (A) and under `fitspeed run
-best.json` (B), interleaved in pairs. The speed of each run is read from Keras's
+best.json` (B), interleaved in pairs, in a random order each pair (`--seed`
+fixes it). The speed of each run is read from Keras's
 own progress bar: the median ms/step over its epochs after the first (the
 first holds tracing and compilation). Prints every run, then B's speed-up over
 A per pair and their median, next to the interval in best.json.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -41,19 +43,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("best")
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' random order (default: a fresh one)")
     args = parser.parse_args(argv[:split])
+    if not argv[split + 1:]:
+        parser.error("expected the training command after --, as in: best.json -- python train.py")
+    order = random.Random(args.seed)
     command = argv[split + 1:]
     best = json.loads(open(args.best).read())
     plain = command
     tuned = [sys.executable, "-m", "fitspeed", "run", args.best, "--", *command]
     ratios = []
     for pair in range(args.pairs):
-        a, a_wall, a_code = run(plain)
-        b, b_wall, b_code = run(tuned)
+        first = order.choice("AB")
+        runs = {side: run(plain if side == "A" else tuned) for side in (first, "B" if first == "A" else "A")}
+        (a, a_wall, a_code), (b, b_wall, b_code) = runs["A"], runs["B"]
         ratio = a / b if a and b else None
         if ratio:
             ratios.append(ratio)
-        print(f"pair {pair + 1}: as is {a} ms/step ({a_wall:.0f} s, exit {a_code}); "
+        print(f"pair {pair + 1} ({first}{'B' if first == 'A' else 'A'}): as is {a} ms/step ({a_wall:.0f} s, exit {a_code}); "
               f"fitspeed run {b} ms/step ({b_wall:.0f} s, exit {b_code}); speed-up {ratio and round(ratio, 3)}",
               flush=True)
     verified = (best.get("best") or {}).get("estimate") or (best.get("verification") or {}).get("estimate") or {}

@@ -1,12 +1,14 @@
 """Does best.json's snippet, pasted into a plain Keras script, give the speed-up tune measured?
 
-    python benchmarks/snippet_speed.py best.json [--pairs 3] [--steps 512]
+    python benchmarks/snippet_speed.py best.json [--pairs 3] [--steps 512] [--seed N]
 
 Runs a plain Keras script on the study's built-in model and synthetic data,
 twice per pair and interleaved: once as is (Keras's defaults), once with the
-snippet pasted in. Each script times `fit()` steps with a two-line
-LambdaCallback. Prints the per-pair speed-up, its median, and whether it
-falls inside the interval `fitspeed tune` verified.
+snippet pasted in, in a random order each pair (`--seed` fixes it). Each
+script times `fit()` steps with a two-line LambdaCallback, and reports what
+its compiled model holds (steps_per_execution, the dtype policy), so a paste
+that did not take shows. Prints the per-pair speed-up, its median, and
+whether it falls inside the interval `fitspeed tune` verified.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SCRIPT = """
 import json, time
@@ -41,7 +45,8 @@ clock = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: marks.
 model.fit(x_train[: 128 * {batch}], y_train[: 128 * {batch}], batch_size={batch}, epochs=1, verbose=0)
 model.fit(x_train, y_train, batch_size={batch}, epochs=1, verbose=0, callbacks=[clock])
 ends = sorted(marks)
-print(json.dumps({{"samples_per_s": (ends[-1] - ends[0]) and ({batch} * (ends[-1] - ends[0]) / (marks[ends[-1]] - marks[ends[0]]))}}))
+print(json.dumps({{"samples_per_s": (ends[-1] - ends[0]) and ({batch} * (ends[-1] - ends[0]) / (marks[ends[-1]] - marks[ends[0]])),
+                  "steps_per_execution": int(model.steps_per_execution), "policy": keras.config.dtype_policy().name}}))
 """
 
 
@@ -60,10 +65,11 @@ def script(snippet: str | None, model: str, batch: int, steps: int) -> str:
                          steps=steps)
 
 
-def run(code: str) -> float:
+def run(code: str) -> dict[str, Any]:
+    """The script's last line: its samples/s and what its model held."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return float(json.loads(result.stdout.strip().splitlines()[-1])["samples_per_s"])
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -71,16 +77,25 @@ def main() -> None:
     parser.add_argument("best", type=Path)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' random order (default: a fresh one)")
     args = parser.parse_args()
+    order = random.Random(args.seed)
     best = json.loads(args.best.read_text())
     model, batch = best["model"], best["best"]["config"]["batch_size"]
     plain = script(None, model, batch, args.steps)
     pasted = script(best["snippet"], model, batch, args.steps)
     ratios = []
     for pair in range(args.pairs):
-        a, b = run(plain), run(pasted)
+        first = order.choice("AB")
+        runs = {side: run(plain if side == "A" else pasted) for side in (first, "B" if first == "A" else "A")}
+        a, b = runs["A"]["samples_per_s"], runs["B"]["samples_per_s"]
         ratios.append(b / a)
-        print(f"pair {pair + 1}: plain {a:9.0f}  with snippet {b:9.0f}  speed-up {b / a:.3f}", flush=True)
+        print(f"pair {pair + 1} ({first}{'B' if first == 'A' else 'A'}): plain {a:9.0f}  with snippet {b:9.0f}  "
+              f"speed-up {b / a:.3f}", flush=True)
+        if pair == 0:
+            for side, name in (("A", "plain"), ("B", "with snippet")):
+                print(f"  {name}: steps_per_execution={runs[side]['steps_per_execution']}, "
+                      f"dtype policy {runs[side]['policy']}", flush=True)
     median = statistics.median(ratios)
     estimate = best["best"].get("estimate") or {}
     low, high = estimate.get("ci_low"), estimate.get("ci_high")

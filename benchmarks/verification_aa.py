@@ -18,8 +18,8 @@ The designs (`DESIGNS`): the verification, one-sided 2.5%, looks from 3 to 10
 pairs, whose prior is each side's own trial-to-trial noise Welch-combined, as
 `Ledger.pair_noise` measures it (the defaults from 5 screen baselines after
 the cold first, the answer from the 3 trials of the steps that chose it);
-`fitspeed doctor`'s confirmation (`confirm_design`: 2.5%, 3 to 5 pairs, no
-prior); a combination step with no prior. For each design, noise model and
+`fitspeed doctor`'s confirmation (`confirm_design`: 2.5%, 3 to 10 pairs, no
+prior, so each look has its own boundary); a combination step with no prior. For each design, noise model and
 true ratio it prints how often the decision said "faster" (with its 95%
 Wilson interval), "slower"/"no gain", "not confirmed", the mean pairs, and
 how often the interval held the true ratio: over all runs (unconditional)
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from fitspeed.core.sequential import Design, Noise, pair_order, pooled_noise, step, welch
 from fitspeed.core.stats import share_interval
-from fitspeed.measure.doctor import confirm_design
+from fitspeed.measure.doctor import CONFIRM_PAIRS, confirm_design
 from fitspeed.search.decider import combine_design, verify_design
 
 DEV_SEEDS, REPORT_SEEDS = 0, 10_000_000
@@ -168,10 +168,10 @@ def table(design: Design, ratios: tuple[float, ...], runs: int, model: NoiseMode
     return rows
 
 
-PAIRS, MIN_GAIN = 5, 0.05  # `fitspeed tune`'s and `fitspeed doctor`'s defaults
+PAIRS, MIN_GAIN = 5, 0.05  # `fitspeed tune`'s defaults (doctor's confirmation: CONFIRM_PAIRS)
 DESIGNS = {  # the designs as the tuner and doctor build them, and whether a decision starts from a prior
     "verification": (verify_design(PAIRS, MIN_GAIN, 1), True),
-    "doctor's confirmation (no prior)": (confirm_design(PAIRS), False),
+    "doctor's confirmation (no prior)": (confirm_design(CONFIRM_PAIRS), False),
     "combination step (no prior)": (combine_design(PAIRS, MIN_GAIN), False),
 }
 

@@ -58,3 +58,35 @@ def test_the_claim_s_estimate_is_median_unbiased_where_the_stopping_rule_biases_
     assert claims > 170
     assert 0.42 < above_unbiased / claims < 0.62, above_unbiased / claims
     assert above_at_stop > above_unbiased + 0.05 * claims
+
+
+def _no_prior_decisions(true: float, sd: float, runs: int, seed: int) -> list[str]:
+    """`fitspeed doctor`'s confirmation, run to its verdict `runs` times on Gaussian pairs of log sd `sd`."""
+    import math
+
+    from fitspeed.core.sequential import step
+    from fitspeed.measure.doctor import confirm_design
+
+    design, rng, verdicts = confirm_design(), random.Random(seed), []
+    for _ in range(runs):
+        ratios: list[float] = []
+        result = step(ratios, design)
+        while result.verdict is None:
+            ratios.append(math.exp(rng.gauss(math.log(true), sd)))
+            result = step(ratios, design)
+        verdicts.append(str(result.verdict))
+    return verdicts
+
+
+def test_a_decision_with_no_prior_sees_a_noisy_1_5x_and_holds_its_level() -> None:
+    # pairs whose log ratio scatters by 0.3 (a fix 3x noisier than the unchanged side): one constant boundary on
+    # t over looks 3..10 (4.9, set by the first look's 2 degrees of freedom) saw a true 1.5x about half the time;
+    # a boundary for each look at one nominal level sees it nearly always, and still claims at most 2.5% in A/A
+    from fitspeed.core.sequential import pocock_p, pocock_t
+
+    per_look = pocock_p(0.025, 3, 10)
+    assert per_look[9] < 3.3 < pocock_t(0.025, 3, 10, 0)
+    big = _no_prior_decisions(1.5, 0.3, 300, seed=1)
+    assert big.count("faster") / len(big) >= 0.8
+    null = _no_prior_decisions(1.0, 0.3, 1500, seed=2)
+    assert null.count("faster") <= 50  # 2.5% of 1,500 is 37.5; 50 or more has a chance of about 2% at 2.5%

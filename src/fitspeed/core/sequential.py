@@ -162,8 +162,57 @@ def pocock_t(alpha: float, first: int, last: int, prior_df: int | None) -> float
     return float(np.quantile(np.max(t, axis=1), 1 - alpha))
 
 
-def boundary(design: Design, prior_df: int) -> float:
-    """The design's boundary for a decision whose prior noise has `prior_df` degrees of freedom (0: none; capped at 200)."""
+@functools.lru_cache(maxsize=64)
+def pocock_p(alpha: float, first: int, last: int) -> tuple[float, ...]:
+    """Per-look boundaries on the t statistic of a design with no prior noise, at one nominal level at every look.
+
+    With no prior the noise at look n is the pairs' own, on n - 1 degrees of
+    freedom, and a t on 2 degrees of freedom has tails so heavy that one
+    constant boundary on t over looks 3..10 (`pocock_t`) is set by the first
+    look alone: 4.7-4.9, where a single t test of 10 pairs needs 2.3. Here
+    every look instead has the same nominal one-sided level alpha' (each
+    look's own t quantile, on its own degrees of freedom), alpha' calibrated
+    so that some look crosses with probability alpha under the null, by the
+    same fixed-seed Monte Carlo. A boundary for each look from 1 to `last`
+    (inf before `first`).
+
+    >>> c = pocock_p(0.025, 3, 10)
+    >>> c[:2], c[2] > 6, 2.9 < c[9] < 3.6
+    ((inf, inf), True, True)
+    """
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    x = rng.standard_normal((CALIBRATION_PATHS, last))
+    n = np.arange(1, last + 1, dtype=np.float64)
+    sums = np.cumsum(x, axis=1)
+    means = sums / n
+    squares = np.maximum(np.cumsum(x * x, axis=1) - sums * means, 0.0)
+    df = np.maximum(n - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = means / np.sqrt(squares / df) * np.sqrt(n)
+    t = np.where(np.isfinite(t), t, -np.inf)[:, first - 1:]
+    looks = range(first, last + 1)
+
+    def crossed(nominal: float) -> float:  # the share of null paths past some look's boundary at this level
+        bounds = np.array([scipy_stats.t.isf(nominal, look - 1) for look in looks])
+        return float(np.mean(np.any(t >= bounds, axis=1)))
+
+    low, high = math.log(alpha / (last - first + 1)), math.log(alpha)  # Bonferroni's level, and one look's
+    for _ in range(40):  # bisection on log(nominal): the crossing share rises with it
+        middle = (low + high) / 2
+        low, high = (middle, high) if crossed(math.exp(middle)) <= alpha else (low, middle)
+    nominal = math.exp(low)
+    return tuple(math.inf if look < first else float(scipy_stats.t.isf(nominal, look - 1))
+                 for look in range(1, last + 1))
+
+
+def boundary(design: Design, prior_df: int, pairs: int | None = None) -> float:
+    """The design's boundary at look `pairs` for a decision whose prior noise has `prior_df` degrees of freedom
+    (0: none, one nominal level a look, `pocock_p`; else one constant, `pocock_t`, capped at 200)."""
+    if prior_df <= 0 and pairs is not None and design.min_pairs >= 2:
+        return pocock_p(design.alpha, design.min_pairs, design.max_pairs)[min(pairs, design.max_pairs) - 1]
     return pocock_t(design.alpha, design.min_pairs, design.max_pairs, min(int(prior_df), 200))
 
 
@@ -367,7 +416,7 @@ def step(ratios: Sequence[float], design: Design, prior: Noise | None = None) ->
         else "this comparison's pairs"
     noise = Noise(scale, df, source)
     center = huber_location(logs, scale)
-    half = boundary(design, prior_df) * scale * math.sqrt(HUBER_VARIANCE / n)
+    half = boundary(design, prior_df, n) * scale * math.sqrt(HUBER_VARIANCE / n)
     futile_half = design.futility_z * scale * math.sqrt(HUBER_VARIANCE / n)
     low, high = math.exp(center - half), math.exp(center + half)
     verdict: Verdict | None = None
@@ -414,7 +463,7 @@ def median_unbiased(design: Design, pairs: int, ratio: float, noise: Noise, prio
 
     if pairs < 1 or ratio <= 0 or noise.sd <= 0:
         return ratio
-    c = boundary(design, prior_df)
+    c = np.array([boundary(design, prior_df, look) for look in range(1, design.max_pairs + 1)])
     se1 = noise.sd * math.sqrt(HUBER_VARIANCE)  # one pair's sd, as the estimate's standard error counts it
     rng = np.random.default_rng(CALIBRATION_SEED)
     n = np.arange(1, design.max_pairs + 1, dtype=np.float64)

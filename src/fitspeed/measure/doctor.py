@@ -22,7 +22,8 @@ input-bound". Then doctor tries the fixes that apply to this kind of data
 Each fix is one trial (a screen); the top fix is then confirmed against the
 unchanged configuration in fresh interleaved pairs, each in a random order
 (`fitspeed.core.sequential`: a one-sided 2.5% sequential test over its looks,
-from 3 pairs up to `pairs`, on the pairs' own noise), and only a confirmed gain
+from 3 pairs up to `pairs`, CONFIRM_PAIRS (10) unless a caller says otherwise,
+on the pairs' own noise), and only a confirmed gain
 is recommended; a fix that gained in its one trial but was not confirmed is
 listed as such. Gains under 5% are reported as none. The epoch-edge fix
 (data_autotune=False) is confirmed the same way, on fit()'s whole time.
@@ -46,6 +47,12 @@ HIGH = 0.20
 MODERATE = 0.05
 MIN_GAIN = 1.05
 STALL_SHARE = 0.03  # epoch-edge time worth a try of data_autotune=false
+# The confirmation's most pairs. With no prior noise each look's boundary is its own t quantile at one nominal
+# level (`sequential.pocock_p`): a 1.5x fix is confirmed in 85-100% of runs under ten of twelve noise models
+# (64% at CV 30%, 50% under "everything"), where 3-5 pairs and one constant boundary confirmed it in 35-38%
+# with one side 3-4x noisier; a fix that does nothing is "faster" in 1.1-2.4% and ends after 6-8 pairs on
+# average (docs/benchmarks/sequential_decisions.md, `benchmarks/verification_aa.py`).
+CONFIRM_PAIRS = 10
 
 
 
@@ -191,13 +198,14 @@ def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
         _confirm(top, base, pairs, lambda name, config: run_one(name, config).throughput)
 
 
-def confirm_design(pairs: int) -> Design:
+def confirm_design(pairs: int = CONFIRM_PAIRS) -> Design:
     """The confirmation's design: one-sided 2.5% over looks from 3 pairs to `pairs`, with no prior noise (each
-    side's noise is the confirmation's own pairs'; `benchmarks/verification_aa.py` measures its A/A rate).
+    side's noise is the confirmation's own pairs', so each look has its own boundary, `sequential.pocock_p`;
+    `benchmarks/verification_aa.py` measures its A/A rate and power).
 
-    >>> d = confirm_design(5)
+    >>> d = confirm_design()
     >>> d.alpha, d.min_pairs, d.max_pairs
-    (0.025, 3, 5)
+    (0.025, 3, 10)
     """
     return Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
 
@@ -239,7 +247,7 @@ def diagnose(
     seed: int = 0,
     timeout_s: float | None = 900.0,
     try_fixes: bool = True,
-    pairs: int = 5,
+    pairs: int = CONFIRM_PAIRS,
     run: TrialRunner | None = None,
     on_trial: OnTrial | None = None,
     script: JSONObject | None = None,

@@ -126,6 +126,7 @@ class Lean:
         changes = changed_knobs(incumbent, tuner.base)
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
+        open_: list[tuple[str, Any, TrialConfig]] = []  # taken out on pairs that leaned its way: (knob, value, at)
         for knob, value in changes.items():
             if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
                 continue
@@ -141,6 +142,23 @@ class Lean:
             with tuner.workers.lock.held():
                 added = tuner.ledger.chain_add(without, over=incumbent, again=True)
             incumbent = without if added else tuner.ledger.incumbent()
+            if added and decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE:
+                open_.append((knob, value, without))
+        for knob, value, at in open_:
+            if at == incumbent:
+                continue  # nothing went out after it: its pairs would be the same comparison again
+            back = tuner._config({**changed_knobs(incumbent, tuner.base), knob: value})
+            if back is None:
+                continue
+            decision = tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN, budgeted=False)
+            if not (decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE):
+                continue
+            verdict = tuner.guarded(back)
+            if verdict is not None and not verdict.ok:
+                continue
+            with tuner.workers.lock.held():
+                added = tuner.ledger.chain_add(back, over=incumbent, again=True)
+            incumbent = back if added else tuner.ledger.incumbent()
         return incumbent
 
 

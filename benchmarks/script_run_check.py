@@ -3,8 +3,9 @@
     python benchmarks/script_run_check.py best.json [--pairs 3] [--seed N] -- python train.py --epochs 15
 
 Runs the whole command, to its end, as it is (A) and under `fitspeed run
-best.json` (B), interleaved in pairs, in a random order each pair (`--seed`
-fixes it). The speed of each run is read from Keras's
+best.json` (B), interleaved in pairs, in a random order (`sequential.pair_order`: a coin
+for the first pair, then alternating, so a second slot's advantage cancels;
+`--seed` fixes it). The speed of each run is read from Keras's
 own progress bar: the median ms/step over its epochs after the first (the
 first holds tracing and compilation). Prints every run, then B's speed-up over
 A per pair and their median, next to the interval in best.json.
@@ -20,6 +21,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from fitspeed.core.sequential import pair_order
 
 STEP = re.compile(r"(\d+(?:\.\d+)?)(ms|s|us)/step")
 UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -43,18 +46,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("best")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=None, help="the pairs' random order (default: a fresh one)")
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for the first, then alternating (default: a fresh coin)")
     args = parser.parse_args(argv[:split])
     if not argv[split + 1:]:
         parser.error("expected the training command after --, as in: best.json -- python train.py")
-    order = random.Random(args.seed)
+    seed = random.randrange(2**31) if args.seed is None else args.seed
     command = argv[split + 1:]
     best = json.loads(open(args.best).read())
     plain = command
     tuned = [sys.executable, "-m", "fitspeed", "run", args.best, "--", *command]
     ratios = []
     for pair in range(args.pairs):
-        first = order.choice("AB")
+        first = "B" if pair_order(seed, "script_run_check", pair) else "A"  # a coin for the first pair, then alternating
         runs = {side: run(plain if side == "A" else tuned) for side in (first, "B" if first == "A" else "A")}
         (a, a_wall, a_code), (b, b_wall, b_code) = runs["A"], runs["B"]
         ratio = a / b if a and b else None

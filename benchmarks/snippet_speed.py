@@ -4,7 +4,8 @@
 
 Runs a plain Keras script on the study's built-in model and synthetic data,
 twice per pair and interleaved: once as is (Keras's defaults), once with the
-snippet pasted in, in a random order each pair (`--seed` fixes it). Each
+snippet pasted in, in a random order (`sequential.pair_order`: a coin for
+the first pair, then alternating; `--seed` fixes it). Each
 script times `fit()` steps with a two-line LambdaCallback, and reports what
 its compiled model holds (steps_per_execution, the dtype policy), so a paste
 that did not take shows. Prints the per-pair speed-up, its median, and
@@ -22,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from fitspeed.core.sequential import pair_order
 
 SCRIPT = """
 import json, time
@@ -77,16 +80,16 @@ def main() -> None:
     parser.add_argument("best", type=Path)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=512)
-    parser.add_argument("--seed", type=int, default=None, help="the pairs' random order (default: a fresh one)")
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for the first, then alternating (default: a fresh coin)")
     args = parser.parse_args()
-    order = random.Random(args.seed)
+    seed = random.randrange(2**31) if args.seed is None else args.seed
     best = json.loads(args.best.read_text())
     model, batch = best["model"], best["best"]["config"]["batch_size"]
     plain = script(None, model, batch, args.steps)
     pasted = script(best["snippet"], model, batch, args.steps)
     ratios = []
     for pair in range(args.pairs):
-        first = order.choice("AB")
+        first = "B" if pair_order(seed, "snippet_speed", pair) else "A"  # a coin for the first pair, then alternating
         runs = {side: run(plain if side == "A" else pasted) for side in (first, "B" if first == "A" else "A")}
         a, b = runs["A"]["samples_per_s"], runs["B"]["samples_per_s"]
         ratios.append(b / a)

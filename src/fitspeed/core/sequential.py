@@ -53,6 +53,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 HUBER_K = 1.345  # Huber's constant: 95% efficiency under Gaussian noise
 HUBER_VARIANCE = 1.0 / 0.95  # the M-estimate's variance relative to the mean's, at that constant
@@ -143,6 +144,18 @@ def pocock_t(alpha: float, first: int, last: int, prior_df: int | None) -> float
     """
     import numpy as np
 
+    t = _null_t(last, prior_df)[:, first - 1:]
+    return float(np.quantile(np.max(t, axis=1), 1 - alpha))
+
+
+def _null_t(last: int, prior_df: int | None) -> Any:
+    """The t statistic at looks 1..`last` of CALIBRATION_PATHS null paths (fixed seed), -inf where undefined.
+
+    The noise pools a prior on `prior_df` degrees of freedom with each path's own squared deviations (0: its own
+    alone; None: known, so t is the Gaussian random walk's z).
+    """
+    import numpy as np
+
     rng = np.random.default_rng(CALIBRATION_SEED)
     x = rng.standard_normal((CALIBRATION_PATHS, last))
     n = np.arange(1, last + 1, dtype=np.float64)
@@ -158,8 +171,7 @@ def pocock_t(alpha: float, first: int, last: int, prior_df: int | None) -> float
             sd = np.sqrt((prior + squares) / df)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = means / sd * np.sqrt(n)
-    t = np.where(np.isfinite(t), t, -np.inf)[:, first - 1:]
-    return float(np.quantile(np.max(t, axis=1), 1 - alpha))
+    return np.where(np.isfinite(t), t, -np.inf)
 
 
 @functools.lru_cache(maxsize=64)
@@ -183,16 +195,7 @@ def pocock_p(alpha: float, first: int, last: int) -> tuple[float, ...]:
     import numpy as np
     from scipy import stats as scipy_stats
 
-    rng = np.random.default_rng(CALIBRATION_SEED)
-    x = rng.standard_normal((CALIBRATION_PATHS, last))
-    n = np.arange(1, last + 1, dtype=np.float64)
-    sums = np.cumsum(x, axis=1)
-    means = sums / n
-    squares = np.maximum(np.cumsum(x * x, axis=1) - sums * means, 0.0)
-    df = np.maximum(n - 1, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = means / np.sqrt(squares / df) * np.sqrt(n)
-    t = np.where(np.isfinite(t), t, -np.inf)[:, first - 1:]
+    t = _null_t(last, 0)[:, first - 1:]
     looks = range(first, last + 1)
 
     def crossed(nominal: float) -> float:  # the share of null paths past some look's boundary at this level
@@ -208,10 +211,10 @@ def pocock_p(alpha: float, first: int, last: int) -> tuple[float, ...]:
                  for look in range(1, last + 1))
 
 
-def boundary(design: Design, prior_df: int, pairs: int | None = None) -> float:
+def boundary(design: Design, prior_df: int, pairs: int) -> float:
     """The design's boundary at look `pairs` for a decision whose prior noise has `prior_df` degrees of freedom
     (0: none, one nominal level a look, `pocock_p`; else one constant, `pocock_t`, capped at 200)."""
-    if prior_df <= 0 and pairs is not None and design.min_pairs >= 2:
+    if prior_df <= 0 and design.min_pairs >= 2:
         return pocock_p(design.alpha, design.min_pairs, design.max_pairs)[min(pairs, design.max_pairs) - 1]
     return pocock_t(design.alpha, design.min_pairs, design.max_pairs, min(int(prior_df), 200))
 

@@ -144,32 +144,34 @@ class Lean:
             if without is None:
                 continue  # another knob needs it: it stays, with that knob's evidence
             decision = tuner.decider.decide(Phase.LEAN, without, incumbent, LEAN_DESIGN, budgeted=False)
-            if decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE:
+            if _shows_share(decision):
                 continue
-            verdict = tuner.guarded(without)
-            if verdict is not None and not verdict.ok:
-                continue  # the rest cannot train the same without it
-            with tuner.workers.lock.held():
-                added = tuner.ledger.chain_add(without, over=incumbent, again=True)
-            incumbent = without if added else tuner.ledger.incumbent()
-            if added and decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE:
+            incumbent, moved = self._move(incumbent, without)  # not where the rest cannot train the same without it
+            if moved and decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE:
                 leaned_its_way.append((knob, value, without))
         for knob, value, at in leaned_its_way:
             if at == incumbent:
                 continue  # nothing went out after it: its pairs would be the same comparison again
             back = tuner._config({**changed_knobs(incumbent, tuner.base), knob: value})
-            if back is None:
-                continue
-            decision = tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN, budgeted=False)
-            if not (decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE):
-                continue
-            verdict = tuner.guarded(back)
-            if verdict is not None and not verdict.ok:
-                continue
-            with tuner.workers.lock.held():
-                added = tuner.ledger.chain_add(back, over=incumbent, again=True)
-            incumbent = back if added else tuner.ledger.incumbent()
+            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN,
+                                                                      budgeted=False)):
+                incumbent, _ = self._move(incumbent, back)
         return incumbent
+
+    def _move(self, incumbent: TrialConfig, to: TrialConfig) -> tuple[TrialConfig, bool]:
+        """Make `to` the incumbent where its numerics pass the guard; the incumbent after, and whether it moved."""
+        tuner = self.tuner
+        verdict = tuner.guarded(to)
+        if verdict is not None and not verdict.ok:
+            return incumbent, False
+        with tuner.workers.lock.held():
+            added = tuner.ledger.chain_add(to, over=incumbent, again=True)
+        return (to if added else tuner.ledger.incumbent()), added
+
+
+def _shows_share(decision: Decision) -> bool:
+    """The with-knob side was found faster by MIN_SHARE: the knob's own evidence."""
+    return decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE
 
 
 def shares_of(decisions: list[Decision], config: TrialConfig, base: TrialConfig) -> list[JSONObject]:

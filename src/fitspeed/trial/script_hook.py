@@ -409,7 +409,7 @@ def generated_sources() -> frozenset[str]:
     return frozenset(name for name in list(sys.modules) if name.startswith(AUTOGRAPH_PREFIX))
 
 
-def remove_generated_sources(kept: frozenset[str] = frozenset()) -> list[str]:
+def remove_generated_sources(kept: frozenset[str]) -> None:
     """Remove the converted source of every function autograph converted in this process, but `kept`'s.
 
     TensorFlow writes the source of each function it converts (a tf.data
@@ -419,9 +419,8 @@ def remove_generated_sources(kept: frozenset[str] = frozenset()) -> list[str]:
     trial ends with `os._exit` (the rest of the script must not run), so
     those removals never ran, and every trial of a script with a `map` left
     its files in the user's TMPDIR. Only a module of that name whose file
-    has that name is touched. Returns the paths removed.
+    has that name is touched.
     """
-    removed = []
     for name in sorted(generated_sources() - kept):
         path = getattr(sys.modules.get(name), "__file__", None)
         if not path or not os.path.basename(path).startswith(AUTOGRAPH_PREFIX) or not path.endswith(".py"):
@@ -429,9 +428,7 @@ def remove_generated_sources(kept: frozenset[str] = frozenset()) -> list[str]:
         try:
             os.remove(path)
         except OSError:  # gone already, or not ours to remove: the trial's record is written either way
-            continue
-        removed.append(path)
-    return removed
+            pass
 
 
 def _check_replicas(model: Any, placement: Any) -> None:

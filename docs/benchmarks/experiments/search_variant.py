@@ -46,11 +46,12 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=3_000_000, help="the first development world's seed")
     parser.add_argument("--worlds", type=int, default=600)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--against", type=Path, help="a run of this script on the same worlds to pair with")
     args = parser.parse_args()
     if args.variant == "nocombine":
         combination.Combination.combine = lambda self, promising, hold: None  # type: ignore[method-assign]
-    result = search_diagnosis.diagnose(range(args.first, args.first + args.worlds), 40, 0.10, 1)
+    result = search_diagnosis.diagnose(range(args.first, args.first + args.worlds), 40, 0.10, args.jobs)
     args.out.write_text(json.dumps(result))
     print(args.variant, result["right"], result["helps"], round(result["captured"], 4),
           {name: round(count, 1) for name, count in result["trials"].items()})

@@ -17,15 +17,18 @@ of the final incumbent must show its own share of the speed-up:
   nothing to leave out, and among answers within the noise the one with
   fewer changes is preferred.
 
-A knob taken out on pairs that leaned its way (its estimate at least
-MIN_SHARE, but "not confirmed" or "no gain") is looked at once more after the
-pass, put back on top of the leaner incumbent, where a knob taken out after
-it may have left quieter pairs: a value that makes every trial of a
-configuration 3-4x noisier sits on both sides of every other knob's pairs
-until it goes. It comes back only where its pairs now show it faster by
-MIN_SHARE, the same evidence as any knob's (on 1,713 development worlds the
-answer kept 0.003 more of the best speed, 33 more within 3%, at 2 more lean
-trials a study).
+A knob taken out is looked at once more after the pass, put back on top of
+the leaner incumbent, wherever a knob taken out after it changed that
+incumbent: the later one may have left quieter pairs, since a value that
+makes every trial of a configuration 3-4x noisier sits on both sides of
+every other knob's pairs until it goes, and its scatter can end them early
+as "slower" or "no gain" as easily as "not confirmed". It comes back only
+where its pairs now show it faster by MIN_SHARE, the same evidence as any
+knob's. Looking again only where the first pairs leaned its way (estimate at
+least MIN_SHARE) kept 0.003 more of the best speed on 1,713 development
+worlds, at 2 more lean trials a study; looking again at every knob taken out
+kept a further 0.004 (se 0.0007) on 1,035 fresh ones, 30 more within 3%, at 7
+more (docs/benchmarks/search_simulation.md, sixteenth round).
 
 A knob that cannot be taken out alone (another knob needs it) stays, and so
 does one whose removal would fail the numerics guard. Each knob's share, the
@@ -136,7 +139,7 @@ class Lean:
         changes = changed_knobs(incumbent, tuner.base)
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
-        leaned_its_way: list[tuple[str, Any, TrialConfig]] = []  # (knob, value, the incumbent without it)
+        taken_out: list[tuple[str, Any, TrialConfig]] = []  # (knob, value, the incumbent without it)
         for knob, value in changes.items():
             if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
                 continue
@@ -147,9 +150,9 @@ class Lean:
             if _shows_share(decision):
                 continue
             incumbent, moved = self._move(incumbent, without)  # not where the rest cannot train the same without it
-            if moved and decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE:
-                leaned_its_way.append((knob, value, without))
-        for knob, value, at in leaned_its_way:
+            if moved:
+                taken_out.append((knob, value, without))
+        for knob, value, at in taken_out:
             if at == incumbent:
                 continue  # nothing went out after it: its pairs would be the same comparison again
             back = tuner._config({**changed_knobs(incumbent, tuner.base), knob: value})

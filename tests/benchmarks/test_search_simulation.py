@@ -196,6 +196,8 @@ def test_dev_and_report_seed_ranges_never_meet(sim: ModuleType) -> None:
     assert sim.NULL_SEEDS["report7"][0] == 24_000_000
     assert sim.WORLD_SEEDS["report8"] == range(25_000_000, 25_000_500)  # fixed on 2026-11-28 before any run on it
     assert sim.NULL_SEEDS["report8"][0] == 26_000_000
+    assert sim.WORLD_SEEDS["report9"] == range(27_000_000, 27_000_500)  # fixed on 2026-11-28 before any run on it
+    assert sim.NULL_SEEDS["report9"][0] == 28_000_000
 
 
 def _log_sds(sim: ModuleType, noise, calls: int = 1500) -> tuple[float, float]:

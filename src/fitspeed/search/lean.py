@@ -17,18 +17,26 @@ of the final incumbent must show its own share of the speed-up:
   nothing to leave out, and among answers within the noise the one with
   fewer changes is preferred.
 
-A knob taken out is looked at once more after the pass, put back on top of
-the leaner incumbent, wherever a knob taken out after it changed that
-incumbent: the later one may have left quieter pairs, since a value that
-makes every trial of a configuration 3-4x noisier sits on both sides of
-every other knob's pairs until it goes, and its scatter can end them early
-as "slower" or "no gain" as easily as "not confirmed". It comes back only
-where its pairs now show it faster by MIN_SHARE, the same evidence as any
-knob's. Looking again only where the first pairs leaned its way (estimate at
-least MIN_SHARE) kept 0.003 more of the best speed on 1,713 development
-worlds, at 2 more lean trials a study; looking again at every knob taken out
-kept a further 0.004 (se 0.0007) on 1,035 fresh ones, 30 more within 3%, at 7
-more (docs/benchmarks/search_simulation.md, sixteenth round).
+A knob taken out may be looked at once more after the pass, put back on
+top of the leaner incumbent, where a knob taken out after it changed that
+incumbent: a value that makes every trial of a configuration 3-4x noisier
+sits on both sides of every other knob's pairs until it goes. It comes back
+only where its pairs now show it faster by MIN_SHARE, the same evidence as
+any knob's. It is looked at again
+
+- where its pairs leaned its way (estimate at least MIN_SHARE, but "not
+  confirmed" or "no gain"), at the first look's level: on 1,713 development
+  worlds the answer kept 0.003 more of the best speed, 33 more within 3%, at
+  2 more lean trials a study;
+- or where the incumbent's own trial-to-trial noise (`Ledger.trial_noise`)
+  has fallen by QUIETER since: the scatter can end pairs early as "slower"
+  as easily as "not confirmed". At half the level (`LEAN_AGAIN`), since a
+  neutral knob then has two chances: 0.002 more (se 0.0005) on 1,542 fresh
+  development worlds, 17 more within 3%, at 2 more lean trials a study.
+  Looking again at every knob taken out kept about as much at 7 more trials,
+  and at the first look's level it kept two neutral knobs 31 and 41 times in
+  100 lean steps against 24-26 with one look (docs/benchmarks/search_simulation.md,
+  sixteenth round).
 
 A knob that cannot be taken out alone (another knob needs it) stays, and so
 does one whose removal would fail the numerics guard. Each knob's share, the
@@ -38,12 +46,12 @@ the tables (`shares`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
-from fitspeed.core.sequential import Design
+from fitspeed.core.sequential import Design, Noise
 from fitspeed.search import studies
 from fitspeed.search.decision import Decision
 from fitspeed.search.ledger import LEANED
@@ -65,6 +73,21 @@ LEAN_FUTILE_FROM = 4  # nor taken out ("slower", "no gain") on fewer than four
 # the answer kept 0.005 more of the best speed at 2 more lean trials a study (thirteenth round)
 LEAN_DESIGN = Design(alpha=0.25, max_pairs=16, min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1,
                      futile_from=LEAN_FUTILE_FROM)
+# the second look at a knob taken out on pairs that did not lean its way: the same pairs and evidence at half the
+# level, so that a neutral knob's two chances together keep it about as often as one look did
+LEAN_AGAIN = replace(LEAN_DESIGN, alpha=LEAN_DESIGN.alpha / 2)
+QUIETER = 1.5  # ... once the incumbent's own trial noise has fallen by this factor since the knob went
+
+
+@dataclass(frozen=True)
+class _TakenOut:
+    """A knob the lean pass took out: where it went, and whether its second look is due."""
+
+    knob: str
+    value: Any
+    at: TrialConfig  # the incumbent without it
+    leaned: bool  # its pairs leaned its way: "not confirmed" or "no gain" at an estimate of MIN_SHARE or more
+    noise: Noise | None  # the incumbent's own trial noise when it went
 
 
 @dataclass(frozen=True)
@@ -139,7 +162,7 @@ class Lean:
         changes = changed_knobs(incumbent, tuner.base)
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
-        taken_out: list[tuple[str, Any, TrialConfig]] = []  # (knob, value, the incumbent without it)
+        taken_out: list[_TakenOut] = []
         for knob, value in changes.items():
             if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
                 continue
@@ -149,17 +172,25 @@ class Lean:
             decision = tuner.decider.decide(Phase.LEAN, without, incumbent, LEAN_DESIGN, budgeted=False)
             if _shows_share(decision):
                 continue
+            noise = tuner.ledger.trial_noise(incumbent)
             incumbent, moved = self._move(incumbent, without)  # not where the rest cannot train the same without it
             if moved:
-                taken_out.append((knob, value, without))
-        for knob, value, at in taken_out:
-            if at == incumbent:
+                leaned = decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE
+                taken_out.append(_TakenOut(knob, value, without, leaned, noise))
+        for out in taken_out:
+            if out.at == incumbent:
                 continue  # nothing went out after it: its pairs would be the same comparison again
-            back = tuner._config({**changed_knobs(incumbent, tuner.base), knob: value})
-            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN,
-                                                                      budgeted=False)):
+            design = LEAN_DESIGN if out.leaned else LEAN_AGAIN if self._quieter(out.noise, incumbent) else None
+            back = tuner._config({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
+            if design is not None and back is not None \
+                    and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design, budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)
         return incumbent
+
+    def _quieter(self, then: Noise | None, incumbent: TrialConfig) -> bool:
+        """Whether `incumbent`'s own trial noise is below `then` by QUIETER (both known)."""
+        now = self.tuner.ledger.trial_noise(incumbent)
+        return then is not None and now is not None and now.sd * QUIETER < then.sd
 
     def _move(self, incumbent: TrialConfig, to: TrialConfig) -> tuple[TrialConfig, bool]:
         """Make `to` the incumbent where its numerics pass the guard; the incumbent after, and whether it moved."""

@@ -97,7 +97,7 @@ def test_a_neutral_knob_is_kept_about_as_often_with_its_second_look_as_with_one(
     # Two neutral knobs beside steps_per_execution=64 (1.5x): the first taken out may be looked at again once the
     # second goes, a second chance to be kept. Looking again at every knob taken out, at 25% both times, kept them
     # 31 and 41 times of 100; looking again only where the pairs leaned its way (at 25%) or the incumbent became
-    # quieter (at LEAN_AGAIN's 12.5%) keeps them about as often as one look did (24-26 of 100).
+    # quieter (at LEAN_AGAIN's 12.5%) keeps them about as often as one look did (26 and 27 of 100).
     from fitspeed.search.lean import LEAN_AGAIN
 
     assert LEAN_AGAIN.alpha == LEAN_DESIGN.alpha / 2 and LEAN_AGAIN.max_pairs == LEAN_DESIGN.max_pairs

@@ -35,7 +35,7 @@ any knob's. It is looked at again
   development worlds, 17 more within 3%, at 2 more lean trials a study.
   Looking again at every knob taken out kept about as much at 7 more trials,
   and at the first look's level it kept two neutral knobs 31 and 41 times in
-  100 lean steps against 24-26 with one look (docs/benchmarks/search_simulation.md,
+  100 lean steps against 26 and 27 with one look (docs/benchmarks/search_simulation.md,
   sixteenth round).
 
 A knob that cannot be taken out alone (another knob needs it) stays, and so

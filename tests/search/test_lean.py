@@ -74,8 +74,8 @@ def test_a_knob_taken_out_beside_a_noisy_one_is_looked_at_again_once_that_one_is
     # pairs; data_autotune=False then went too. A second look, on the quieter incumbent, keeps it where its pairs
     # show it. 60 lean steps on the simulator, the same seeds each run: one look kept the knob in 38 of 60.
     leaned = _lean_steps({("inter_op_threads", 1): 1.2, ("steps_per_execution", 64): 1.5},
-                                        {"steps_per_execution": 64, "inter_op_threads": 1, "data_autotune": False},
-                                        ("data_autotune", False))
+                         {"steps_per_execution": 64, "inter_op_threads": 1, "data_autotune": False},
+                         ("data_autotune", False))
     kept = sum(c.inter_op_threads == 1 for c in leaned)
     assert kept >= 45, kept
     assert sum(c.data_autotune is not False for c in leaned) >= 40

@@ -181,9 +181,11 @@ class Lean:
             if out.at == incumbent:
                 continue  # nothing went out after it: its pairs would be the same comparison again
             design = LEAN_DESIGN if out.leaned else LEAN_AGAIN if self._quieter(out.noise, incumbent) else None
+            if design is None:
+                continue  # no second look is due: its configuration is not even built (nor a refusal of it said)
             back = tuner._config({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
-            if design is not None and back is not None \
-                    and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design, budgeted=False)):
+            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design,
+                                                                      budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)
         return incumbent
 

@@ -2,11 +2,13 @@
 
     python benchmarks/script_overhead.py [--pairs 10] [--steps 64] [--repeats 3]
 
-Each pair runs the module:function trial (A) and then the script trial (B),
-each in a fresh process, on the same model, data, batch size and compile
-arguments (`script_overhead_workload.py` is both). Prints every pair's
-samples/s side by side, then B/A with its 95% interval: the hook may cost at
-most 2%, so the interval's low end should be 0.98 or more.
+Each pair runs the module:function trial (A) and the script trial (B), in
+the random order `interleave` gives each pair (AB, BA, AB, ...), each in a
+fresh process, on the same model, data, batch size and compile arguments
+(`script_overhead_workload.py` is both). Prints every pair's samples/s side
+by side, by `--statistic`, once both of its trials ran, then B/A with its 95%
+interval: the hook may cost at most 2%, so the interval's low end should be
+0.98 or more.
 """
 
 from __future__ import annotations
@@ -21,11 +23,29 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.measure import training_command
-from fitspeed.measure.comparison import interleave
+from fitspeed.measure.comparison import interleave, speed
 from fitspeed.measure.runner import run_trial
 
 HERE = Path(__file__).parent.absolute()
 WORKLOAD = HERE / "script_overhead_workload.py"
+
+
+def pair_line(pair: int, a: TrialRecord, b: TrialRecord, statistic: str) -> str:
+    """One pair's row: each arm's samples/s by `statistic` (0 where it has none) and B/A, or why there is no ratio.
+
+    >>> from fitspeed.core.record import Status, new_record
+    >>> ok = lambda median: new_record(TrialSpec(model="m"), Status.OK, metrics={"samples_per_s": {"median": median}})
+    >>> pair_line(0, ok(1000.0), ok(980.0), "median")
+    '   1             1,000         980          0.980'
+    >>> pair_line(2, ok(1000.0), new_record(TrialSpec(model="m"), Status.CRASHED, reason="exit -9"), "median")
+    '   3             1,000           0     b: exit -9'
+    """
+    speeds = speed(a, statistic), speed(b, statistic)
+    if speeds[0] and speeds[1]:
+        ratio = f"{speeds[1] / speeds[0]:.3f}"
+    else:
+        ratio = "; ".join(f"{arm}: {r.reason or r.status}" for arm, r, figure in zip("ab", (a, b), speeds) if not figure)
+    return f"{pair + 1:>4}  {speeds[0] or 0:>16,.0f}  {speeds[1] or 0:>10,.0f}  {ratio:>13}"
 
 
 def main() -> None:
@@ -39,6 +59,8 @@ def main() -> None:
     parser.add_argument("--until-width", type=float, default=None, help="add pairs until the interval is this narrow")
     parser.add_argument("--max-pairs", type=int, default=40)
     args = parser.parse_args()
+    if args.pairs < 2:
+        parser.error(f"--pairs must be at least 2: one pair gives no interval. Received: {args.pairs}.")
 
     config = TrialConfig.from_assignments(args.set)
     common = {"config": config, "steps": args.steps, "repeats": args.repeats}
@@ -49,16 +71,14 @@ def main() -> None:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     started = time.perf_counter()
     print(f"{'pair':>4}  {'module:function':>16}  {'script':>10}  {'script/module':>13}", flush=True)
-    seen: dict[int, float] = {}
+    landed: dict[int, dict[str, TrialRecord]] = {}
 
     def show(arm: str, record: TrialRecord) -> None:
-        pair, speed = record.extra["pair"], record.throughput
-        if arm == "a":
-            seen[pair] = speed or 0.0
-            return
-        a = seen.get(pair) or 0.0
-        ratio = f"{speed / a:.3f}" if speed and a else record.reason
-        print(f"{pair + 1:>4}  {a:>16,.0f}  {speed or 0:>10,.0f}  {ratio:>13}", flush=True)
+        index = record.extra["pair"]
+        both = landed.setdefault(index, {})
+        both[arm] = record
+        if len(both) == 2:
+            print(pair_line(index, both["a"], both["b"], args.statistic), flush=True)
 
     comparison = interleave(builder, scripted, args.pairs, run=lambda spec: run_trial(spec, env=env), on_trial=show,
                             statistic=args.statistic, until_width=args.until_width, max_pairs=args.max_pairs)

@@ -1,9 +1,9 @@
 """fitspeed from Python against `fitspeed tune` on the same model: the same kind of verdict, within each other's intervals.
 
-    python benchmarks/notebook_api.py [--out FOLDER] [--knobs steps_per_execution]
+    python benchmarks/notebook_api.py [--out FOLDER] [--knobs steps_per_execution] [--pairs 5] [--trials N]
 
-One small CNN (examples/notebook.ipynb's) on one set of arrays, tuned five ways
-at the same budget, each in its own study:
+One small CNN (examples/notebook.ipynb's) on one set of arrays, tuned four ways
+at the same budget (`--trials`, by default what the search needs), each in its own study:
 
 1. `fitspeed tune nb_model:model --data nb_model:data` (the CLI, the model written as a module);
 2. `fitspeed.tune(model, x, y)` with the compiled model in memory;
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from fitspeed.core.study_summary import StudySummary
 
 MODULE = '''
 import numpy as np
@@ -59,11 +61,12 @@ def data():
 '''
 
 
-def verdict_of(summary: dict) -> dict:
-    best = summary["best"]
-    estimate = best.get("estimate") or {}
-    return {"study": summary["study"], "answer": best["label"] if best.get("claimed") else "defaults",
-            "claimed": bool(best.get("claimed")), "verdict": best["verdict"],
+def verdict_of(summary: StudySummary) -> dict:
+    """A study's row: its answer, the verification's verdict, and its estimate with the interval (None unclaimed)."""
+    best = summary.best
+    estimate = best.estimate or {}
+    return {"study": summary.study, "answer": best.label if best.claimed else "defaults",
+            "claimed": best.claimed, "verdict": best.verdict,
             "estimate": estimate.get("median"), "ci": [estimate.get("ci_low"), estimate.get("ci_high")]}
 
 
@@ -72,7 +75,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("notebook-api-bench"))
     parser.add_argument("--knobs", default="steps_per_execution")
     parser.add_argument("--pairs", type=int, default=5, help="measure pairs for the applied model")
+    parser.add_argument("--trials", type=int, default=None,
+                        help="trial processes per study [default: what the search needs]; too few to verify an "
+                             "answer keep the defaults")
     args = parser.parse_args()
+    for name in ("pairs", "trials"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1. Received: {value}.")
     out = args.out.absolute()
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(out)
@@ -84,16 +94,18 @@ def main() -> None:
     import fitspeed
 
     storage = f"sqlite:///{out / 'studies.db'}"
-    budget = {"knobs": args.knobs, "steps": 64, "repeats": 2, "storage": storage, "progress": False}
+    budget = {"knobs": args.knobs, "steps": 64, "repeats": 2, "trials": args.trials, "storage": storage,
+              "progress": False}
     rows: dict[str, dict] = {}
     started = time.time()
     cli = subprocess.run([sys.executable, "-m", "fitspeed", "tune", "nb_model:model", "--data", "nb_model:data",
                           "--knobs", args.knobs, "--steps", "64", "--repeats", "2", "--storage", storage,
-                          "--study", "cli", "--json", "--best", str(out / "cli-best.json")],
+                          "--study", "cli", "--json", "--best", str(out / "cli-best.json"),
+                          *(["--trials", str(args.trials)] if args.trials else [])],
                          capture_output=True, text=True)
     if cli.returncode != 0:
         sys.exit(cli.stderr)
-    rows["cli: fitspeed tune nb_model:model --data nb_model:data"] = verdict_of(json.loads(cli.stdout))
+    rows["cli: fitspeed tune nb_model:model --data nb_model:data"] = verdict_of(StudySummary.from_dict(json.loads(cli.stdout)))
     x, y = nb_model.arrays()
     train, held = (x[:-256], y[:-256]), (x[-256:], y[-256:])
     model = nb_model.model()

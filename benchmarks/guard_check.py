@@ -3,7 +3,8 @@
     PYTHONPATH=examples python benchmarks/guard_check.py --model bn_cnn:model --batch-size 256 \
         --candidate precision=mixed_bfloat16 --fault lr_x100
 
-Trains the baseline at the guard's MAX_SEEDS seeds (`fitspeed.search.guard.seeds`),
+Trains the baseline at the guard's MAX_SEEDS seeds (`fitspeed.search.guard.seeds`;
+`--seeds N` trains N of them, FIRST_SEEDS at the least, and caps the rule's count at N),
 then each candidate at the same seeds, each run a real train-mode trial in its
 own process, as `fitspeed tune` does for a configuration that changes
 numerics; then judges each with `guard.judge` on the seeds the tuner's rule
@@ -22,6 +23,7 @@ import os
 import time
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
 from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialSpec
 from fitspeed.measure.runner import run_trial
@@ -29,10 +31,10 @@ from fitspeed.search import guard
 from fitspeed.trial import faults
 
 
-def runs(spec: TrialSpec, config: TrialConfig, fault: str | None) -> list[guard.GuardRun]:
+def runs(spec: TrialSpec, config: TrialConfig, fault: str | None, count: int) -> list[guard.GuardRun]:
     env = {k: v for k, v in os.environ.items() if k != faults.ENV} | ({faults.ENV: fault} if fault else {})
     out = []
-    for seed in guard.seeds(spec, guard.MAX_SEEDS):
+    for seed in guard.seeds(spec, count):
         record = run_trial(guard.guard_spec(dataclasses.replace(spec, config=config), spec.config, seed), env=env)
         out.append(guard.GuardRun.from_record(record))
     return out
@@ -52,25 +54,40 @@ def main() -> None:
     parser.add_argument("--candidate", action="append", default=[], help="knob=value; repeat for more candidates")
     parser.add_argument("--fault", default=None, help="a learning-rate fault for a baseline candidate, as lr_x100")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=guard.MAX_SEEDS,
+                        help=f"seeds each side trains at, {guard.FIRST_SEEDS} to {guard.MAX_SEEDS}: the most the "
+                             "guard's rule may take here")
     args = parser.parse_args()
+    if not guard.FIRST_SEEDS <= args.seeds <= guard.MAX_SEEDS:
+        parser.error(f"--seeds must be from {guard.FIRST_SEEDS} (the rule's first stage) to {guard.MAX_SEEDS}. "
+                     f"Received: {args.seeds}.")
     started = time.perf_counter()
     base = TrialConfig() if args.batch_size is None else TrialConfig(batch_size=args.batch_size)
     spec = TrialSpec(model=args.model, config=base, seed=args.seed)
-    baseline = runs(spec, base, None)
-    print(f"baseline {base.label()} at seeds {guard.seeds(spec, guard.MAX_SEEDS)}:")
-    show("baseline", baseline)
-    candidates = []
+    candidates = []  # read before any training: a typo fails at once, not after the baseline's runs
     for text in args.candidate:
         name, _, value = text.partition("=")
-        candidates.append((text, base.replace(**{name: get_knob(name).parse(value)}), None))
+        try:
+            candidates.append((text, base.replace(**{name: get_knob(name).parse(value)}), None))
+        except UserError as error:
+            parser.error(f"--candidate {text}: {error}")
     if args.fault:
+        try:
+            faults.parse(args.fault)
+        except ValueError as error:
+            parser.error(f"--fault {args.fault}: {error}")
         candidates.append((f"{base.label()} with {faults.ENV}={args.fault}", base, args.fault))
+    baseline = runs(spec, base, None, args.seeds)
+    print(f"baseline {base.label()} at seeds {guard.seeds(spec, args.seeds)}:")
+    show("baseline", baseline)
     for label, config, fault in candidates:
-        found = runs(spec, config, fault)
+        found = runs(spec, config, fault, args.seeds)
         show(label, found)
-        n = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], found[:guard.FIRST_SEEDS])
+        asked = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], found[:guard.FIRST_SEEDS])
+        n = min(asked, args.seeds)
         verdict = guard.judge(baseline[:n], found[:n])
-        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds: {verdict.reason}")
+        capped = f" (the rule asks for {asked}; --seeds {args.seeds})" if asked > n else ""
+        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds{capped}: {verdict.reason}")
     print(f"{time.perf_counter() - started:.0f} s")
 
 

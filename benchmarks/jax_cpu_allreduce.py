@@ -45,13 +45,25 @@ print("finished")
 """
 
 
+def fatal_line(stderr: str) -> str:
+    r"""The rendezvous line XLA logged at FATAL before it aborted ('' if none); its warnings (E...) are not it.
+
+    >>> fatal_line("E1128 23:31:15.5 23956 rendezvous.cc:116] [id=0] This thread has been waiting for 20 seconds\n"
+    ...            "F1128 23:31:55.5 23956 rendezvous.cc:161] [id=0] Termination timeout of 40 seconds exceeded.\n"
+    ...            "*** Check failure stack trace: ***")
+    'F1128 23:31:55.5 23956 rendezvous.cc:161] [id=0] Termination timeout of 40 seconds exceeded.'
+    >>> fatal_line("Traceback (most recent call last):\nValueError: not divisible by 3")
+    ''
+    """
+    return next((line for line in stderr.splitlines() if line.startswith("F") and "rendezvous" in line), "")
+
+
 def run(steps: int, devices: int, wait: bool) -> tuple[int, str]:
     """One fresh process: its exit status and XLA's fatal line ('' if none)."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu"}
     code = STEP.format(steps=steps, wait=".block_until_ready()" if wait else "")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    fatal = next((line for line in done.stderr.splitlines() if line.startswith("F") and "rendezvous" in line), "")
-    return done.returncode, fatal
+    return done.returncode, fatal_line(done.stderr)
 
 
 def main() -> None:

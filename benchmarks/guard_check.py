@@ -4,10 +4,11 @@
         --candidate precision=mixed_bfloat16 --fault lr_x100
 
 Trains the baseline at the guard's MAX_SEEDS seeds (`fitspeed.search.guard.seeds`;
-`--seeds N` trains N of them, FIRST_SEEDS at the least, and caps the rule's count at N),
+`--seeds N` trains N of them, FIRST_SEEDS to twice MAX_SEEDS, and caps the rule's count at N),
 then each candidate at the same seeds, each run a real train-mode trial in its
 own process, as `fitspeed tune` does for a configuration that changes
-numerics; then judges each with `guard.judge` on the seeds the tuner's rule
+numerics; then judges each with `guard.judge` (and `guard.replicate`, where a
+failure on the gap alone is replicated and --seeds holds the fresh seeds) on the seeds the tuner's rule
 takes (`guard.seeds_needed` on the first FIRST_SEEDS) and prints every run's held-out
 loss and accuracy, the verdict and its reason. `--fault lr_x100` adds a
 candidate that is the baseline's configuration with its learning rate
@@ -55,11 +56,12 @@ def main() -> None:
     parser.add_argument("--fault", default=None, help="a learning-rate fault for a baseline candidate, as lr_x100")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=guard.MAX_SEEDS,
-                        help=f"seeds each side trains at, {guard.FIRST_SEEDS} to {guard.MAX_SEEDS}: the most the "
+                        help=f"seeds each side trains at, {guard.FIRST_SEEDS} to {2 * guard.MAX_SEEDS}: the most the "
                              "guard's rule may take here")
     args = parser.parse_args()
-    if not guard.FIRST_SEEDS <= args.seeds <= guard.MAX_SEEDS:
-        parser.error(f"--seeds must be from {guard.FIRST_SEEDS} (the rule's first stage) to {guard.MAX_SEEDS}. "
+    if not guard.FIRST_SEEDS <= args.seeds <= 2 * guard.MAX_SEEDS:
+        parser.error(f"--seeds must be from {guard.FIRST_SEEDS} (the rule's first stage) to {2 * guard.MAX_SEEDS} "
+                     "(the rule's most, and as many fresh seeds to replicate a failure). "
                      f"Received: {args.seeds}.")
     started = time.perf_counter()
     base = TrialConfig() if args.batch_size is None else TrialConfig(batch_size=args.batch_size)
@@ -87,6 +89,12 @@ def main() -> None:
         n = min(asked, args.seeds)
         verdict = guard.judge(baseline[:n], found[:n])
         capped = f" (the rule asks for {asked}; --seeds {args.seeds})" if asked > n else ""
+        if asked <= n and guard.replicates(baseline[:n], found[:n], verdict):  # the tuner replicates it on N more
+            if 2 * n <= args.seeds:
+                verdict = guard.replicate(verdict, baseline[n:2 * n], found[n:2 * n])
+                capped = f" and {n} fresh seeds"
+            else:
+                capped = f" (the tuner replicates this failure on {n} fresh seeds; --seeds {args.seeds})"
         print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds{capped}: {verdict.reason}")
     print(f"{time.perf_counter() - started:.0f} s")
 

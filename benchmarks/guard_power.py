@@ -1,4 +1,4 @@
-"""The numerics guard's three rates, measured through the real rule (`guard.seeds_needed`, `guard.judge`).
+"""The numerics guard's three rates, measured through the real rule (`guard.seeds_needed`, `guard.judge`, `guard.replicate`).
 
     python benchmarks/guard_power.py --json            # simulated seeds: about 130 s of CPU at 2,000 studies
     python benchmarks/guard_power.py --real --models tiny --seeds 10   # trained for real: minutes to hours
@@ -9,7 +9,9 @@ Simulated: each study draws a baseline's held-out loss at MAX_SEEDS seeds,
 (the same init and data order), the noise e is normal, heavy-tailed (t, 3
 degrees of freedom) or skewed (a centred lognormal), each scaled to sd 1. The
 runs become `GuardRun`s; the first FIRST_SEEDS pairs go to
-`guard.seeds_needed`, the first N of each to `guard.judge`, as the tuner does.
+`guard.seeds_needed`, the first N of each to `guard.judge`, and where they
+fail on the paired gap alone, seeds N to 2N - 1 to `guard.replicate`, as the
+tuner does (`replicated`: the share of studies that replicated a failure).
 Four candidates, in baseline sds: one worse by one sd (`power_at_1sd`: share
 rejected, at worst; `power_at_1sd_rho_0.8_or_more` where the pairs
 correlate), one that learns the same (`false_rejections`), one lower by one sd
@@ -76,17 +78,21 @@ def _runs(losses: list[float]) -> list[guard.GuardRun]:
 
 
 def study(rng: random.Random, rho: float, gap: float, noise: Callable[[random.Random], float],
-          sigma: float = 0.05) -> tuple[bool, float, int]:
-    """One guard decision on simulated seeds: (rejected, the observed mean gap, the seeds it took)."""
+          sigma: float = 0.05) -> tuple[bool, float, int, bool]:
+    """One guard decision on simulated seeds, as the tuner makes it: (rejected, the observed mean gap over the
+    rule's N seeds, the seeds it took a side, whether a failure was replicated on N fresh seeds)."""
     base, cand = [], []
-    for _ in range(guard.MAX_SEEDS):
+    for _ in range(2 * guard.MAX_SEEDS):  # the rule's N, and N fresh seeds where a failure is replicated
         shared, own = noise(rng), noise(rng)
         base.append(1.0 + sigma * shared)
         cand.append(1.0 + gap * sigma + sigma * (rho * shared + math.sqrt(1 - rho * rho) * own))
     baseline, candidate = _runs(base), _runs(cand)
     n = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], candidate[:guard.FIRST_SEEDS])
     verdict = guard.judge(baseline[:n], candidate[:n])
-    return not verdict.ok, statistics.fmean(cand[:n]) - statistics.fmean(base[:n]), n
+    again = guard.replicates(baseline[:n], candidate[:n], verdict)
+    if again:
+        verdict = guard.replicate(verdict, baseline[n:2 * n], candidate[n:2 * n])
+    return not verdict.ok, statistics.fmean(cand[:n]) - statistics.fmean(base[:n]), 2 * n if again else n, again
 
 
 def simulate(studies: int, seed: int) -> dict[str, Any]:
@@ -97,11 +103,12 @@ def simulate(studies: int, seed: int) -> dict[str, Any]:
             row: dict[str, Any] = {"shape": shape, "rho": rho}
             for name, gap in GAPS.items():
                 found = [study(rng, rho, gap, noise) for _ in range(studies)]
-                rejected = sum(r for r, _, _ in found)
+                rejected = sum(r for r, _, _, _ in found)
                 row[name] = rejected / studies
                 row[name + "_ci"] = share_interval(rejected, studies)
-                row[name + "_at_or_below_0"] = sum(r and d <= 0 for r, d, _ in found)
-                row[name + "_seeds"] = statistics.fmean(n for _, _, n in found)
+                row[name + "_at_or_below_0"] = sum(r and d <= 0 for r, d, _, _ in found)
+                row[name + "_seeds"] = statistics.fmean(n for _, _, n, _ in found)
+                row[name + "_replicated"] = sum(again for _, _, _, again in found) / studies
             rows.append(row)
     worst = {"power_at_1sd": min(r["power_at_1sd"] for r in rows),
              "false_rejections": max(r["false_rejections"] for r in rows),
@@ -116,7 +123,7 @@ def simulate(studies: int, seed: int) -> dict[str, Any]:
         "mean_seeds": statistics.fmean(r[n + "_seeds"] for r in rows for n in GAPS),
         "studies_per_setting": studies, "seed": seed,
         "rule": {"first_seeds": guard.FIRST_SEEDS, "max_seeds": guard.MAX_SEEDS, "level": guard.LEVEL, "gap_level": guard.GAP_LEVEL,
-                 "power": guard.POWER},
+                 "power": guard.POWER, "replication_level": guard.REPLICATION_LEVEL},
         "settings": rows,
     }
 
@@ -175,7 +182,8 @@ def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...]
     """One workload trained for real through the guard's rule: the baseline and each candidate.
 
     Each side runs the first FIRST_SEEDS seeds (and at least `seeds`, for the
-    correlation), then the seeds `guard.seeds_needed` asks for, at most `most`
+    correlation), then the seeds `guard.seeds_needed` asks for, at most `most`, and N fresh seeds where a
+    failure on the gap alone is replicated (`guard.replicates`; where 2N is over `most`, the first N's verdict stands)
     (where the rule asks for more, the verdict is at `most` and says so).
     """
     from fitspeed.core.config import TrialConfig
@@ -226,8 +234,19 @@ def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...]
             runs = train(label, precision, fault, upto)
             loss_alone = [dataclasses.replace(r, output_dtype=None) for r in runs]
         n = min(needed, len(runs))
-        verdict = guard.judge(baseline[:n], runs[:n], script=name == "script")
-        alone = guard.judge(baseline[:n], loss_alone[:n], script=name == "script")
+        script = name == "script"
+        verdict = guard.judge(baseline[:n], runs[:n], script=script)
+        alone = guard.judge(baseline[:n], loss_alone[:n], script=script)
+        again = [guard.replicates(baseline[:n], side[:n], judged) for side, judged in ((runs, verdict),
+                                                                                        (loss_alone, alone))]
+        if any(again) and n == needed and 2 * n <= most:  # a failure on the gap alone: N fresh seeds replicate it
+            baseline = train("baseline", "float32", None, max(2 * n, len(baseline)))
+            runs = train(label, precision, fault, max(2 * n, len(runs)))
+            loss_alone = [dataclasses.replace(r, output_dtype=None) for r in runs]
+            if again[0]:
+                verdict = guard.replicate(verdict, baseline[n:2 * n], runs[n:2 * n], script=script)
+            if again[1]:
+                alone = guard.replicate(alone, baseline[n:2 * n], loss_alone[n:2 * n], script=script)
         measure, base, cand = _losses(baseline[:len(runs)], runs)
         pairs = [(b, c) for b, c in zip(base, cand) if math.isfinite(b) and math.isfinite(c)]
         sd = statistics.stdev(b for b, _ in pairs) if len(pairs) > 1 else None
@@ -239,6 +258,7 @@ def real_model(name: str, seeds: int, most: int, out: str, only: tuple[str, ...]
             "gap_in_sds": statistics.fmean(c - b for b, c in pairs) / sd if pairs and sd else None,
             "sd": statistics.stdev(cand) if len(cand) > 1 else None,
             "output_dtype": runs[0].output_dtype, "seeds_run": len(runs), "seeds_needed": needed, "seeds_judged": n,
+            "replicated": again[0] and verdict.runs[0] > n, "replication_wanted": again[0],
             "ok": verdict.ok, "reason": verdict.reason, "ok_on_loss_alone": alone.ok, "reason_on_loss_alone": alone.reason,
             "wall_s_per_run": statistics.fmean(walls), "fault_notes": sorted({n for s in guard.seeds(spec, len(runs))
                                                                               for n in done[f"{name}/{label}/{s}"]["notes"]
@@ -266,7 +286,8 @@ def _print_real(result: dict[str, Any]) -> None:
         for label, c in model["candidates"].items():
             rho = f"{c['rho']:.3f}" if c["rho"] is not None else "-"
             gap = f"{c['gap_in_sds']:+.2f} sd" if c["gap_in_sds"] is not None else "-"
-            print(f"  {label}: rho {rho}, gap {gap}, {c['seeds_judged']} seeds judged (rule {c['seeds_needed']}), "
+            print(f"  {label}: rho {rho}, gap {gap}, {c['seeds_judged']} seeds judged (rule {c['seeds_needed']})"
+                  f"{', replicated on as many fresh seeds' if c['replicated'] else ''}, "
                   f"{c['wall_s_per_run']:.0f} s a run: {'passes' if c['ok'] else 'REJECTED'}: {c['reason']}")
             if c["ok_on_loss_alone"] != c["ok"]:
                 print(f"    on the loss alone: {'passes' if c['ok_on_loss_alone'] else 'REJECTED'}: "

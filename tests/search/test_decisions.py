@@ -518,6 +518,45 @@ def test_a_precision_that_learns_worse_at_every_seed_is_rejected() -> None:
     assert bf16 == [check]
 
 
+def _worse_at_first(replicates: bool) -> Callable[[TrialConfig, int], float]:
+    """bf16's held-out loss 0.03 above the baseline's at the first five seeds, give or take 0.01 (not settled: t 6.7),
+    and at the seeds after them too where `replicates`; else the baseline's, give or take 0.01."""
+    def val_loss(config: TrialConfig, seed: int) -> float:
+        gap = 0.01 * ((seed * 2) % 3 - 1) + (0.03 if seed < guard.FIRST_SEEDS or replicates else 0.0)
+        return by_seed(seed) + (gap if config.precision != "float32" else 0.0)
+    return val_loss
+
+
+@pytest.mark.parametrize("replicates", [False, True], ids=["not_replicated", "replicated"])
+def test_a_failure_on_the_paired_gap_is_replicated_on_fresh_seeds_before_it_stands(replicates: bool) -> None:
+    truth = effects({("precision", "mixed_bfloat16"): 2.0})
+    fake = HeldOut(truth, _worse_at_first(replicates))
+    tuner, verdict = tune(fake, "precision", trials=40)
+    check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert check is not None and check.ok is not replicates, check.reason
+    # the first five seeds fail on the gap alone; five fresh seeds of each side judge it again, on their own
+    first, again = check.checks
+    assert first.pairs == again.pairs == guard.FIRST_SEEDS and first.low > 0 and first.level == guard.GAP_LEVEL
+    assert again.level == guard.REPLICATION_LEVEL and (again.low > 0) is replicates
+    assert check.runs == (10, 10)
+    guarded = sorted((s.config.precision, s.seed) for s in fake.calls
+                     if s.mode == "train" and s.config.precision in ("float32", "mixed_bfloat16"))
+    assert guarded == sorted((p, s) for p in ("float32", "mixed_bfloat16") for s in range(10))
+    said = "so the failure is replicated" if replicates else "so the failure is not replicated and the candidate passes"
+    assert check.reason.endswith(said) and "again on fresh seeds, held-out loss" in check.reason
+    precision = TrialConfig.from_dict(verdict["config"]).precision if verdict["claimed"] else "float32"
+    assert precision == ("float32" if replicates else "mixed_bfloat16")
+
+
+def test_a_failure_the_first_stage_settles_is_not_replicated() -> None:
+    fake = HeldOut(effects({("precision", "mixed_bfloat16"): 2.0}),
+                   lambda config, seed: by_seed(seed) + (0.8 if config.precision != "float32" else 0.0))
+    tuner, _ = tune(fake, "precision")
+    check = tuner.guarded(TrialConfig(precision="mixed_bfloat16"))
+    assert check is not None and not check.ok and len(check.checks) == 1
+    assert check.runs == (guard.FIRST_SEEDS, guard.FIRST_SEEDS) and "again on fresh seeds" not in check.reason
+
+
 def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Path) -> None:
     notes: list[str] = []
     settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]

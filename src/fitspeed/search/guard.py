@@ -22,6 +22,9 @@ against a gap of one baseline seed-to-seed sd (`seeds_needed`), up to
 MAX_SEEDS (24), where a seed's two runs disagree; the candidate fails when the
 lower bound of the mean gap lies above 0, or when its mean gap is above 0 and
 its own spread over seeds is far above the baseline's (`PairedGap.unstable`).
+A failure on the paired gap alone is replicated before it stands: N fresh
+seeds of each side, judged on their own at REPLICATION_LEVEL (`replicates`,
+`replicate`).
 The two tests reject a candidate that learns the same at most LEVEL (2.5%) of
 the time, and one whose mean gap is at most 0 never (the bound lies below the
 mean, and the spread test asks for a gap above 0). `benchmarks/guard_power.py`
@@ -36,8 +39,9 @@ more than MAX_SPREAD of its mean cannot judge any candidate (`unreproducible`).
 Budget, in trial processes: the baseline's FIRST_SEEDS to MAX_SEEDS runs,
 stored per seed and shared by every candidate of the search; the candidate's
 as many (N), fewer when a run fails or is not finite (the verdict is known
-then). `compare`, the unpaired band over seeds, is what `fitspeed reproduce`'s
-accuracy mark uses; the guard does not.
+then); N more of each where a failure is replicated. `compare`, the unpaired
+band over seeds, is what `fitspeed reproduce`'s accuracy mark uses; the guard
+does not.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +62,7 @@ from fitspeed.search.guard_stats import GAP_LEVEL as GAP_LEVEL
 from fitspeed.search.guard_stats import LEVEL as LEVEL
 from fitspeed.search.guard_stats import MAX_SEEDS as MAX_SEEDS
 from fitspeed.search.guard_stats import POWER as POWER
+from fitspeed.search.guard_stats import REPLICATION_LEVEL as REPLICATION_LEVEL
 from fitspeed.search.guard_stats import PairedGap as PairedGap
 from fitspeed.search.guard_stats import paired_gap as paired_gap
 from fitspeed.search.guard_stats import settled
@@ -340,8 +346,12 @@ def seeds_needed(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun]) ->
     return stein_seeds(statistics.stdev(gaps), target_sd(base, cand))
 
 
-def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: bool = False) -> GuardVerdict:
+def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: bool = False,
+          level: float = GAP_LEVEL) -> GuardVerdict:
     """The verdict on a candidate from its guard runs and the baseline's, paired seed by seed (the same order).
+
+    `level` is the paired test's, one-sided: GAP_LEVEL, or REPLICATION_LEVEL where fresh seeds replicate a
+    failure (`replicate`).
 
     >>> runs = lambda losses, accs: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v, val_accuracy=a)
     ...                              for v, a in zip(losses, accs)]
@@ -385,7 +395,7 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
         unsteady = unreproducible(measure, base)
         if unsteady:
             return verdict(False, unsteady)
-    loss = paired_gap(measure, base, cand)
+    loss = paired_gap(measure, base, cand, level=level)
     reason = note + loss.text()
     pairs = loss.pairs
     accuracies = [[run.val_accuracy for run in side[:pairs] if run.val_accuracy is not None]
@@ -394,6 +404,59 @@ def judge(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], script: b
         reason += (f"; held-out accuracy {100 * statistics.fmean(accuracies[1]):.1f}% against the baseline's "
                    f"{100 * statistics.fmean(accuracies[0]):.1f}% (reported; the loss decides)")
     return verdict(loss.ok, reason, (loss,))
+
+
+def replicates(baseline: Sequence[GuardRun], candidate: Sequence[GuardRun], verdict: GuardVerdict) -> bool:
+    """Whether `verdict`, `judge`'s on these runs (the rule's N seeds), fails on the paired gap alone, so that N
+    fresh seeds must replicate it before it stands (`replicate`).
+
+    A failure the first stage settles (a label shuffle), a spread far above the baseline's (`PairedGap.unstable`),
+    a loss that is not finite or an output that is not float32 stands at once:
+
+    >>> runs = lambda losses: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in losses]
+    >>> base = runs([1.60, 1.65, 1.70, 1.62, 1.68])
+    >>> worse = runs([1.66, 1.67, 1.74, 1.66, 1.72])
+    >>> replicates(base, worse, judge(base, worse))
+    True
+    >>> shuffled = runs([2.30, 2.41, 2.33, 2.29, 2.38])
+    >>> replicates(base, shuffled, judge(base, shuffled)), replicates(base, base, judge(base, base))
+    (False, False)
+    """
+    if verdict.ok or not verdict.checks:
+        return False
+    gap = verdict.checks[0]
+    if gap.low <= 0 or gap.unstable or gap.pairs < 2:
+        return False
+    _, base, cand = _losses(baseline[:FIRST_SEEDS], candidate[:FIRST_SEEDS])
+    return not settled(base, cand)
+
+
+def replicate(verdict: GuardVerdict, baseline: Sequence[GuardRun], candidate: Sequence[GuardRun],
+              script: bool = False) -> GuardVerdict:
+    """`verdict`, a failure on the paired gap over the rule's N seeds, judged again on N fresh seeds of each side.
+
+    The fresh runs are judged on their own (`judge` at REPLICATION_LEVEL): the
+    candidate fails only where they fail too. Both checks are kept, the first N's first.
+
+    >>> runs = lambda losses: [GuardRun("ok", curve=(2.3, 1.7), val_loss=v) for v in losses]
+    >>> base = runs([1.60, 1.65, 1.70, 1.62, 1.68])
+    >>> first = judge(base, runs([1.66, 1.67, 1.74, 1.66, 1.72]))
+    >>> again = replicate(first, runs([1.61, 1.66, 1.64, 1.69, 1.63]), runs([1.60, 1.67, 1.63, 1.70, 1.62]))
+    >>> again.ok, again.runs, len(again.checks)
+    (True, (10, 10), 2)
+    >>> again.reason.split("; ")[1]
+    "again on fresh seeds, held-out loss 1.64 is 0.002 below the baseline's 1.65 over 5 paired seeds (50% interval of the gap -0.0056 to 0.0016, that is -0.18 to 0.053 of the baseline's seed-to-seed sd 0.03): within, so the failure is not replicated and the candidate passes"
+    >>> replicate(first, runs([1.61, 1.66, 1.64, 1.69, 1.63]), runs([1.66, 1.70, 1.69, 1.74, 1.69])).ok
+    False
+    """
+    again = judge(baseline, candidate, script=script, level=REPLICATION_LEVEL)
+    checks = tuple(dataclasses.replace(check, needed=None) for check in again.checks)  # the rule asks no more
+    said = checks[0].text() if checks else again.reason
+    outcome = "so the failure is not replicated and the candidate passes" if again.ok else "so the failure is replicated"
+    return GuardVerdict(again.ok, f"{verdict.reason}; again on fresh seeds, {said}, {outcome}",
+                        verdict.baseline_curve, verdict.curve,
+                        runs=(verdict.runs[0] + again.runs[0], verdict.runs[1] + again.runs[1]),
+                        checks=verdict.checks + checks)
 
 
 UNSTEADY = "the script's training varies too much over seeds to judge a candidate"

@@ -288,8 +288,10 @@ class Tuner:
         """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
 
         The first stage, guard.FIRST_SEEDS seeds of each, sets how many seeds the verdict takes
-        (`guard.seeds_needed`, at most guard.MAX_SEEDS); both then run to that many. A script whose baseline
-        varies too much over seeds (`guard.settled_by_baseline`) is settled by one candidate run.
+        (`guard.seeds_needed`, at most guard.MAX_SEEDS); both then run to that many. A failure on the paired
+        gap alone is replicated on as many fresh seeds of each side before it stands (`guard.replicates`). A
+        script whose baseline varies too much over seeds (`guard.settled_by_baseline`) is settled by one
+        candidate run.
         """
         spec = self.settings.spec(config)
         first = guard.seeds(spec)
@@ -302,6 +304,12 @@ class Tuner:
             baseline = self._guard_curve(self.base, every, baseline)
             candidate = self._guard_curve(config, every, candidate)
         judged = guard.judge(baseline, candidate, script=script)
+        if guard.replicates(baseline, candidate, judged):
+            n = len(baseline)
+            again = guard.seeds(spec, 2 * n)
+            baseline = self._guard_curve(self.base, again, baseline)
+            candidate = self._guard_curve(config, again, candidate)
+            judged = guard.replicate(judged, baseline[n:], candidate[n:], script=script)
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, judged))

@@ -88,14 +88,14 @@ def main() -> None:
         asked = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], found[:guard.FIRST_SEEDS])
         n = min(asked, args.seeds)
         verdict = guard.judge(baseline[:n], found[:n])
-        capped = f" (the rule asks for {asked}; --seeds {args.seeds})" if asked > n else ""
+        seeds = f" (the rule asks for {asked}; --seeds {args.seeds})" if asked > n else ""
         if asked <= n and guard.replicates(baseline[:n], found[:n], verdict):  # the tuner replicates it on N more
             if 2 * n <= args.seeds:
                 verdict = guard.replicate(verdict, baseline[n:2 * n], found[n:2 * n])
-                capped = f" and {n} fresh seeds"
+                seeds = f" and {n} fresh seeds"
             else:
-                capped = f" (the tuner replicates this failure on {n} fresh seeds; --seeds {args.seeds})"
-        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds{capped}: {verdict.reason}")
+                seeds = f" (the tuner replicates this failure on {n} fresh seeds; --seeds {args.seeds})"
+        print(f"{label}: {'passes' if verdict.ok else 'REJECTED'} on {n} seeds{seeds}: {verdict.reason}")
     print(f"{time.perf_counter() - started:.0f} s")
 
 

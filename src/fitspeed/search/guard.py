@@ -46,10 +46,10 @@ does not.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 

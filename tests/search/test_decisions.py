@@ -184,8 +184,8 @@ def test_the_verification_spends_most_of_its_error_and_pairs_on_the_newest_incum
     assert len(alphas) == 2 and verdict["claimed"] is True
     assert alphas == pytest.approx([0.025 * 2 / 3, 0.025 / 3]) and sum(alphas) == pytest.approx(0.025)
     assert verdict["design"]["alpha"] == pytest.approx(0.025 / 3)  # the claim states its own level
-    # the newest may take 10 pairs (2 x --pairs), a fallback at most 5 (--pairs)
-    assert [d.design["max_pairs"] for d in verified] == [10, 5]
+    # the newest may take 20 pairs (VERIFY_PAIRS x --pairs), a fallback at most 5 (--pairs)
+    assert [d.design["max_pairs"] for d in verified] == [20, 5]
 
 
 def test_a_failing_knob_is_recorded_and_skipped() -> None:
@@ -458,7 +458,7 @@ def test_runs_of_the_joint_estimate_are_never_evidence_in_a_decision() -> None:
     assert all(r["outcome"] != "faster" for r in rows if r["config"] not in decided)
 
 
-@pytest.mark.parametrize(("trials", "pairs"), [(40, 5), (22, 3)])
+@pytest.mark.parametrize(("trials", "pairs"), [(40, 5), (26, 3)])
 def test_a_head_to_head_choice_takes_five_pairs_where_the_budget_has_room(trials: int, pairs: int) -> None:
     # two precisions 7% apart, both big: chosen head to head, in 5 pairs where the budget has room, else 3
     truth = effects({("precision", "mixed_bfloat16"): 1.8, ("precision", "mixed_float16"): 1.8 * 1.07})
@@ -785,3 +785,19 @@ def test_a_knob_another_backend_cannot_run_is_compared_on_its_own_backend_in_the
     assert ("choose", "backend=jax", "intra_op_threads=1", "faster") in decided, decided
     assert verdict["claimed"] is True, decided
     assert TrialConfig.from_dict(verdict["config"]) == TrialConfig(intra_op_threads=1), decided
+
+
+@pytest.mark.parametrize("trials", [24, 40])
+def test_two_values_of_one_knob_are_chosen_between_after_the_bundle(trials: int) -> None:
+    # two precisions 4% apart both screen big and take MAX_ALONE's places; steps_per_execution=64 (1.5x) and two
+    # smaller wins wait for the bundle. The bundle comes first, so a short budget spends itself on the 2x it holds
+    # rather than on the 4% between the precisions; the choice is then made beside what the bundle built
+    truth = effects({("precision", "mixed_bfloat16"): 1.8 * 1.04, ("precision", "mixed_float16"): 1.8,
+                     ("steps_per_execution", 64): 1.5, ("inter_op_threads", 1): 1.15, ("data_autotune", False): 1.15})
+    tuner, verdict = tune(Fake(truth), "precision,steps_per_execution,inter_op_threads,data_autotune", trials=trials)
+    order = [d.purpose for d in tuner.decisions() if d.purpose in ("bundle", "choose")]
+    assert "bundle" in order and order[0] == "bundle", [(d.purpose, d.b_label) for d in tuner.decisions()]
+    chosen = [d for d in tuner.decisions() if d.purpose == "choose"]
+    assert all(d.a.steps_per_execution == 64 for d in chosen), [(d.a_label, d.b_label) for d in chosen]
+    answer = TrialConfig.from_dict(verdict["config"])
+    assert verdict["claimed"] is True and answer.steps_per_execution == 64, verdict["config"]

@@ -1,7 +1,7 @@
 """Verification: the one claim a study makes, on fresh trials, at its stated level.
 
 The newest incumbent is compared with the defaults in fresh pairs
-(`Decider`, `verify_design`), one-sided at 2.5%, in up to 2 x `--pairs`
+(`Decider`, `verify_design`), one-sided at 2.5%, in up to 4 x `--pairs`
 pairs. With MAX_FALLBACKS above 1, an incumbent not confirmed faster would
 be followed by the one before it, and so on, the 2.5% split over them
 (Bonferroni with weights fixed before the first pair, halving from the

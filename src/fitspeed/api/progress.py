@@ -7,7 +7,9 @@
 | anything else (a kernel without ipywidgets, a log) | a plain line for each trial, on stdout  |
 
 `choose()` picks once per call of `fitspeed.tune`; each kind has the same
-three methods, so the tuning code never asks where it runs.
+methods, so the tuning code never asks where it runs. `start` again begins
+the next stage (a tune's search, then its lean step and verification): the
+bar before it ends where it stands, marked done at what it counted.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ class Lines:
         self.total: int | None = None
 
     def start(self, total: int | None, what: str) -> None:
-        self.total = total
+        if self.total:  # the stage before: what it took of its total
+            print(f"{self.done} of {self.total} trial processes", flush=True)
+        self.total, self.done = total, 0
         print(f"{what}: up to {total} trial processes" if total else what, flush=True)
 
     def describe(self, text: str) -> None:
@@ -66,6 +70,10 @@ class NotebookBar:
     def start(self, total: int | None, what: str) -> None:
         from tqdm.notebook import tqdm
 
+        if self.bar is not None:  # the stage before ends done at what it counted, never red (short of its total)
+            self.bar.total = self.bar.n
+            self.bar.refresh()
+            self.bar.close()
         self.bar = tqdm(total=total, desc=what, unit="trial")
 
     def describe(self, text: str) -> None:

@@ -42,7 +42,11 @@ class TerminalProgress:
         self.task: Any = None
 
     def start(self, total: int | None, what: str) -> None:
-        self.progress.start()
+        if self.task is None:
+            self.progress.start()
+        else:  # the stage before ends done at what it counted
+            done = next(task.completed for task in self.progress.tasks if task.id == self.task)
+            self.progress.update(self.task, total=done, completed=done)
         self.task = self.progress.add_task(what, total=total)
 
     def describe(self, text: str) -> None:

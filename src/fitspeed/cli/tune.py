@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @workload_command(after="set_", through="pairs")
 def tune(
     workload: Workload,
-    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
+    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included; the lean step's pairs and the guard's runs come on top (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage: sqlite:///FILE, postgresql://USER:PW@HOST/DB (many machines), or journal:PATH (a file on a shared disk). Workers started on one study share its search (docs/distributed.md).")] = "sqlite:///fitspeed.db",
@@ -93,14 +93,28 @@ def tune(
 
 
 class Shown(Protocol):
-    """Where a tune's progress goes: a bar's description, and a line per event (`fitspeed.api.progress`)."""
+    """Where a tune's progress goes: a bar (a new one for each stage), its description, and a line per event
+    (`fitspeed.api.progress`)."""
 
+    def start(self, total: int | None, what: str) -> None: ...
     def describe(self, text: str) -> None: ...
     def line(self, text: str, advance: bool = False) -> None: ...
 
 
+AFTER_SEARCH = "after the search: the lean step (outside --trials) and the verification"  # the second stage's bar
+
+
 def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
-    """What a tune shows of each event as it happens: the same lines from the CLI and from `fitspeed.tune`."""
+    """What a tune shows of each event as it happens: the same lines from the CLI and from `fitspeed.tune`.
+
+    The bar the caller started counts the search's trial processes against
+    `--trials` (a batch-size sweep's are not counted). The lean step and the
+    verification come after it, their trials as many as their pairs need (the
+    lean step's are outside `--trials`, and in the simulator about as many as
+    the search's; a verification may run past the share it was left): the
+    first of their trials ends that bar where it stands and starts one with no
+    total, so that no bar runs past its end (a notebook's showed 125/40).
+    """
     from fitspeed.search.events import (
         DecisionMade,
         GuardChecked,
@@ -111,9 +125,15 @@ def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
     )
     from fitspeed.search.phase import Phase
 
+    searching = True  # until a trial of the lean step or the verification starts
+
     def event(event: TuneEvent) -> None:
+        nonlocal searching
         match event:
             case TrialStarted(phase, config):
+                if searching and phase in (Phase.LEAN, Phase.VERIFY):
+                    searching = False
+                    shown.start(None, AFTER_SEARCH)
                 shown.describe(f"{phase}: {config.label()}")
             case TrialFinished(phase, record):
                 shown.line(trial_line(phase, record, base), advance=phase != Phase.BATCH_SIZE)

@@ -73,7 +73,7 @@ def test_the_notebook_bar_never_runs_past_its_total_and_the_search_bar_ends_done
     shown.close()
     (_, search), (stage, after) = shown.bars
     assert (search.n, search.total) == (trials["search"], trials["search"])  # done, not red short of --trials
-    assert search.n <= TRIALS
+    assert search.n <= TRIALS and search.desc == f"tuning: {trials['search']} trial processes"
     assert stage == AFTER_SEARCH and after.total is None and after.n == trials["after"] > 0
     assert after.desc.startswith("verify: ")  # each trial says what it measures: the last, the verification's
 
@@ -86,5 +86,6 @@ def test_the_terminal_bar_counts_the_search_against_trials_and_the_rest_without_
     finally:
         shown.close()
     assert search.completed == search.total == trials["search"] <= TRIALS
+    assert search.description == f"tuning: {trials['search']} trial processes"
     assert after.total is None and after.completed == trials["after"] > 0
     assert after.description.startswith("verify: ")

@@ -66,14 +66,16 @@ class NotebookBar:
 
     def __init__(self) -> None:
         self.bar: Any = None
+        self.what = ""
 
     def start(self, total: int | None, what: str) -> None:
         from tqdm.notebook import tqdm
 
-        if self.bar is not None:  # the stage before ends done at what it counted, never red (short of its total)
-            self.bar.total = self.bar.n
-            self.bar.refresh()
+        if self.bar is not None:  # the stage before ends done at what it counted (never red short of its total),
+            self.bar.total = self.bar.n  # named as it started
+            self.bar.set_description_str(f"{self.what}: {self.bar.n} trial processes"[:60])
             self.bar.close()
+        self.what = what
         self.bar = tqdm(total=total, desc=what, unit="trial")
 
     def describe(self, text: str) -> None:

@@ -40,13 +40,16 @@ class TerminalProgress:
 
         self.progress = Progress(console=err, transient=True)
         self.task: Any = None
+        self.what = ""
 
     def start(self, total: int | None, what: str) -> None:
         if self.task is None:
             self.progress.start()
-        else:  # the stage before ends done at what it counted
+        else:  # the stage before ends done at what it counted, named as it started
             done = next(task.completed for task in self.progress.tasks if task.id == self.task)
-            self.progress.update(self.task, total=done, completed=done)
+            self.progress.update(self.task, total=done, completed=done,
+                                 description=f"{self.what}: {done:.0f} trial processes")
+        self.what = what
         self.task = self.progress.add_task(what, total=total)
 
     def describe(self, text: str) -> None:

@@ -751,7 +751,7 @@ class FakeMachine:
         if stop_below and speed < stop_below:  # the child stops after its first window
             self.seconds += STARTUP_S + WORK_S * base / true * 0.2
             metrics = {"samples_per_s": {"median": speed, "min": speed, "max": speed, "cv": 0.0, "n": 1},
-                       "stopped_early": True}
+                       "stopped_early": {"after": "its first timed window", "stop_below": stop_below}}  # as a child says
             self.log.append((spec.config.label(), speed))
             return new_record(spec, Status.OK, metrics=metrics, notes=["stopped early: clearly slower"])
         self.seconds += STARTUP_S + WORK_S * base / true

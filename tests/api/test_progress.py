@@ -28,8 +28,9 @@ TRIALS = 40
 WORLD = 3_011_600  # a development world: 6 lean and 6 verification trials after 33 of the search's
 
 
-def _tune(shown: Any) -> dict[str, int]:
-    """Tune the world with `shown` started as `fitspeed tune` starts it; the study's trials by stage."""
+def _tune(shown: Any, out: dict[str, Any] | None = None) -> dict[str, int]:
+    """Tune the world with `shown` started as `fitspeed tune` starts it; the study's trials by stage (the tuner
+    and the machine in `out`)."""
     sim = load_script(Path(__file__).parents[2] / "benchmarks" / "search_simulation.py")
     sim.pretend_cpu_host()
     scenario = sim.draw_world(WORLD).scenario
@@ -39,6 +40,8 @@ def _tune(shown: Any) -> dict[str, int]:
     tuner = Tuner(settings, run=machine, on_event=tune_events(shown, TrialConfig()))
     shown.start(tuner.ledger.trials, "tuning")
     tuner.run()
+    if out is not None:
+        out.update(tuner=tuner, machine=machine)
     phases = [t.user_attrs["phase"] for t in tuner.study.get_trials(deepcopy=False) if "record" in t.user_attrs]
     after = sum(p in (Phase.LEAN, Phase.VERIFY) for p in phases)
     return {"search": len(phases) - after - phases.count(Phase.BATCH_SIZE), "after": after,
@@ -89,3 +92,22 @@ def test_the_terminal_bar_counts_the_search_against_trials_and_the_rest_without_
     assert search.description == f"tuning: {trials['search']} trial processes"
     assert after.total is None and after.completed == trials["after"] > 0
     assert after.description.startswith("verify: ")
+
+
+def test_the_tables_say_where_the_trial_processes_went() -> None:
+    from fitspeed.cli.tune_tables import tune_text
+    from fitspeed.search.summary import study_data, study_summary
+
+    out: dict[str, Any] = {}
+    trials = _tune(Lines(), out)
+    summary = study_summary(study_data(out["tuner"].study))
+    processes = summary.processes
+    timed = trials["search"] + trials["after"]
+    assert processes["search"] == trials["search"] and processes["lean"] == trials["lean"] > 0
+    assert processes["verification"] == trials["after"] - trials["lean"] > 0 and processes["trials"] == TRIALS
+    assert out["machine"].calls > timed and processes["guarded"] > 0  # the guard ran, on runs of its own
+    text = " ".join(tune_text(summary, width=200).split())
+    assert f"{timed} trial processes: {trials['search']} for the search (of --trials {TRIALS}), " \
+           f"{trials['lean']} for the lean step, {processes['verification']} for the verification; " \
+           f"the numerics guard checked {processes['guarded']} configuration" in text
+    assert type(summary).from_dict(summary.to_dict()).processes == processes  # report.json keeps it

@@ -51,6 +51,22 @@ def share_line(shares: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"{s['knob']}={s['value']} {share(s['ratio'])} ({s['how']})" for s in shares)
 
 
+def processes_line(processes: Mapping[str, int]) -> str:
+    """Where a study's trial processes went (`search.summary.processes`): `--trials` bounds the search's alone.
+
+    >>> processes_line({"search": 33, "lean": 36, "verification": 6, "batch sizes": 0, "guarded": 2, "trials": 40})
+    '75 trial processes: 33 for the search (of --trials 40), 36 for the lean step, 6 for the verification; the numerics guard checked 2 configurations besides'
+    """
+    parts = [(processes.get("search", 0), "for the search" + (f" (of --trials {processes['trials']})"
+                                                              if processes.get("trials") else "")),
+             (processes.get("lean", 0), "for the lean step"), (processes.get("verification", 0), "for the verification"),
+             (processes.get("batch sizes", 0), "for the batch sizes")]
+    guarded = processes.get("guarded", 0)
+    return (f"{sum(n for n, _ in parts)} trial processes: " + ", ".join(f"{n} {what}" for n, what in parts if n)
+            + (f"; the numerics guard checked {guarded} configuration{'s' if guarded != 1 else ''} besides"
+               if guarded else ""))
+
+
 def tune_text(summary: StudySummary, width: int = 100) -> str:
     """The tables `print_tune` prints, as plain text `width` columns wide (`fitspeed.TuneResult.table`)."""
     buffer = io.StringIO()
@@ -91,6 +107,8 @@ def print_tune(console: Console, summary: StudySummary) -> None:
     resolution = plot_data.resolution(summary)
     if resolution:
         head.add_row("resolution", resolution)
+    if summary.processes:
+        head.add_row("trials", processes_line(summary.processes))
     print_table(console, head)
 
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "

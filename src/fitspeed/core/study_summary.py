@@ -147,6 +147,7 @@ class StudySummary:
     determinism: JSONObject | None = None
     read_notes: tuple[str, ...] = ()
     failures: tuple[dict[str, str], ...] | None = None  # each crash's stderr tail, where a report loaded it
+    processes: dict[str, int] = field(default_factory=dict)  # trial processes by stage (`search.summary.processes`)
 
     @property
     def answer(self) -> TrialConfig:
@@ -162,7 +163,7 @@ class StudySummary:
             "best": self.best.to_dict(), "effects": [dict(r) for r in self.effects],
             "rejected": [dict(r) for r in self.rejected], "batch_sizes": self.batch_sizes,
             "trials": [dict(r) for r in self.trials], "decisions": [dict(r) for r in self.decisions],
-            "determinism": self.determinism, "read_notes": list(self.read_notes)}
+            "determinism": self.determinism, "read_notes": list(self.read_notes), "processes": dict(self.processes)}
         if self.failures is not None:
             out["failures"] = [dict(f) for f in self.failures]
         return out
@@ -180,4 +181,5 @@ class StudySummary:
             rejected=tuple(values.get("rejected") or ()), batch_sizes=values.get("batch_sizes") or {"rows": []},
             trials=tuple(values.get("trials") or ()), decisions=tuple(values.get("decisions") or ()),
             determinism=values.get("determinism"), read_notes=tuple(values.get("read_notes") or ()),
-            failures=None if failures is None else tuple(failures))
+            failures=None if failures is None else tuple(failures),
+            processes={str(k): int(v) for k, v in (values.get("processes") or {}).items()})

@@ -22,7 +22,7 @@ from fitspeed.core.study_summary import NOT_VERIFIED, Baseline, Best, DecisionRo
 from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
 from fitspeed.search.decision import Decision
-from fitspeed.search.ledger import decisions_of, guards_of, meta_of, refusals_of
+from fitspeed.search.ledger import BUDGET, decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
@@ -228,6 +228,31 @@ def load_change(trials: list[StudyTrial], base: TrialConfig) -> str | None:
             "medians above mix both speeds. Tune on a quieter machine for a sharper answer")
 
 
+def processes(data: StudyData) -> dict[str, int]:
+    """The study's trial processes by stage, the configurations the numerics guard checked (its runs are no
+    study trials), and the `--trials` it was given ("trials", where stored).
+
+    "search" counts every timed trial but the lean step's, the verification's
+    and a batch-size sweep's: `--trials` bounds it with the verification's
+    first look. A tune at `--trials 40` runs about as many again in the lean
+    step in the simulator, and the guard's runs on top.
+
+    >>> trial = lambda phase: {"phase": phase}
+    >>> data = {"trials": [trial("baseline"), trial("sweep"), trial("lean"), trial("lean"), trial("verify")],
+    ...         "guards": {"a": {"ok": True}}, "meta": {"budget": {"trials": 40}}}
+    >>> processes(data)  # doctest: +NORMALIZE_WHITESPACE
+    {'search': 2, 'lean': 2, 'verification': 1, 'batch sizes': 0, 'guarded': 1, 'trials': 40}
+    """
+    phases = [t.get("phase") for t in data["trials"]]
+    out = {"search": sum(p not in (Phase.LEAN, Phase.VERIFY, Phase.BATCH_SIZE) for p in phases),
+           "lean": phases.count(Phase.LEAN), "verification": phases.count(Phase.VERIFY),
+           "batch sizes": phases.count(Phase.BATCH_SIZE), "guarded": len(data.get("guards") or {})}
+    budget = (data.get("meta") or {}).get(BUDGET)
+    if isinstance(budget, dict) and budget.get("trials"):
+        out["trials"] = int(budget["trials"])
+    return out
+
+
 def study_summary(data: StudyData) -> StudySummary:
     meta = data["meta"]
     base = TrialConfig.from_dict(meta["base"])
@@ -378,4 +403,5 @@ def study_summary(data: StudyData) -> StudySummary:
         decisions=tuple(decision_row(d) for d in data.get("decisions") or []),
         determinism=determinism,
         read_notes=tuple(data.get("read_notes") or ()),
+        processes=processes(data),
     )

@@ -19,6 +19,8 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.search.decider import STOP_SHARE, Measure, Once, decision_id
@@ -117,37 +119,18 @@ def effects(rows: Sequence[Sequence[int]], logs: Sequence[float | None]) -> list
 
     >>> rows = design(4)
     >>> logs = [0.1 * r[0] + 0.02 * r[1] for r in rows]
-    >>> [round(e, 3) for e in effects(rows, logs)]
+    >>> [round(e, 3) + 0.0 for e in effects(rows, logs)]  # + 0.0: no -0.0
     [0.2, 0.04, 0.0, 0.0]
     >>> logs[3] = None  # a run that failed: the other seven still estimate four effects
-    >>> [round(e, 3) for e in effects(rows, logs)]
+    >>> [round(e, 3) + 0.0 for e in effects(rows, logs)]  # + 0.0: no -0.0
     [0.2, 0.04, 0.0, 0.0]
     """
-    data = [([1.0, *map(float, r)], y) for r, y in zip(rows, logs, strict=True) if y is not None]
+    kept = [(r, y) for r, y in zip(rows, logs, strict=True) if y is not None]
     k = len(rows[0]) if rows else 0
-    coef = _fit(data) if len(data) >= k + 1 else None
-    return [2.0 * c for c in coef[1:]] if coef else None  # a coefficient is half the on-minus-off difference
-
-
-def _fit(data: list[tuple[list[float], float]]) -> list[float] | None:
-    """Least squares by the normal equations (a handful of unknowns); None if singular."""
-    p = len(data[0][0])
-    a = [[sum(xs[i] * xs[j] for xs, _ in data) for j in range(p)] for i in range(p)]
-    return _solve(a, [sum(xs[i] * y for xs, y in data) for i in range(p)])
-
-
-def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
-    """x with a x = b, by Gauss-Jordan with partial pivoting; None if singular."""
-    p = len(b)
-    a, b = [list(row) for row in a], list(b)
-    for col in range(p):
-        pivot = max(range(col, p), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-9:
-            return None
-        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
-        for r in range(p):
-            if r != col:
-                f = a[r][col] / a[col][col]
-                a[r] = [x - f * y for x, y in zip(a[r], a[col], strict=True)]
-                b[r] -= f * b[col]
-    return [b[i] / a[i][i] for i in range(p)]
+    if len(kept) < k + 1:
+        return None
+    x = np.array([[1.0, *map(float, r)] for r, _ in kept])
+    if np.linalg.matrix_rank(x) < k + 1:
+        return None
+    coef = np.linalg.lstsq(x, np.array([y for _, y in kept]), rcond=None)[0]
+    return [2.0 * float(c) for c in coef[1:]]  # a coefficient is half the on-minus-off difference

@@ -22,7 +22,7 @@ from fitspeed.core.study_summary import NOT_VERIFIED, Baseline, Best, DecisionRo
 from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
 from fitspeed.search.decision import Decision
-from fitspeed.search.ledger import BUDGET, decisions_of, guards_of, meta_of, refusals_of
+from fitspeed.search.ledger import BUDGET, BUDGET_FREE, decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
@@ -244,7 +244,7 @@ def processes(data: StudyData) -> dict[str, int]:
     {'search': 2, 'lean': 2, 'verification': 1, 'batch sizes': 0, 'guarded': 1, 'trials': 40}
     """
     phases = [t.get("phase") for t in data["trials"]]
-    out = {"search": sum(p not in (Phase.LEAN, Phase.VERIFY, Phase.BATCH_SIZE) for p in phases),
+    out = {"search": sum(p not in BUDGET_FREE for p in phases),
            "lean": phases.count(Phase.LEAN), "verification": phases.count(Phase.VERIFY),
            "batch sizes": phases.count(Phase.BATCH_SIZE), "guarded": len(data.get("guards") or {})}
     budget = (data.get("meta") or {}).get(BUDGET)

@@ -54,17 +54,20 @@ def share_line(shares: Sequence[Mapping[str, Any]]) -> str:
 def processes_line(processes: Mapping[str, int]) -> str:
     """Where a study's trial processes went (`search.summary.processes`): `--trials` bounds the search's alone.
 
-    >>> processes_line({"search": 33, "lean": 36, "verification": 6, "batch sizes": 0, "guarded": 2, "trials": 40})
-    '75 trial processes: 33 for the search (of --trials 40), 36 for the lean step, 6 for the verification; the numerics guard checked 2 configurations besides'
+    >>> processes_line({"search": 33, "lean": 36, "verification": 6, "batch sizes": 0, "guarded": 2,
+    ...                 "guard runs": 20, "trials": 40})
+    '75 trial processes: 33 for the search (of --trials 40), 36 for the lean step, 6 for the verification; besides, the numerics guard checked 2 configurations in 20 training runs'
+    >>> processes_line({"search": 12, "verification": 3, "guarded": 1})  # a results file keeps no guard runs
+    '15 trial processes: 12 for the search, 3 for the verification; besides, the numerics guard checked 1 configuration'
     """
     parts = [(processes.get("search", 0), "for the search" + (f" (of --trials {processes['trials']})"
                                                               if processes.get("trials") else "")),
              (processes.get("lean", 0), "for the lean step"), (processes.get("verification", 0), "for the verification"),
              (processes.get("batch sizes", 0), "for the batch sizes")]
-    guarded = processes.get("guarded", 0)
+    guarded, runs = processes.get("guarded", 0), processes.get("guard runs")
     return (f"{sum(n for n, _ in parts)} trial processes: " + ", ".join(f"{n} {what}" for n, what in parts if n)
-            + (f"; the numerics guard checked {guarded} configuration{'s' if guarded != 1 else ''} besides"
-               if guarded else ""))
+            + (f"; besides, the numerics guard checked {guarded} configuration{'s' if guarded != 1 else ''}"
+               + (f" in {runs} training run{'s' if runs != 1 else ''}" if runs else "") if guarded else ""))
 
 
 def tune_text(summary: StudySummary, width: int = 100) -> str:

@@ -22,7 +22,7 @@ from fitspeed.core.study_summary import NOT_VERIFIED, Baseline, Best, DecisionRo
 from fitspeed.core.sequential import level
 from fitspeed.search import batch_figures, guard
 from fitspeed.search.decision import Decision
-from fitspeed.search.ledger import BUDGET, BUDGET_FREE, decisions_of, guards_of, meta_of, refusals_of
+from fitspeed.search.ledger import BUDGET, BUDGET_FREE, GUARD_RUN, decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
@@ -46,6 +46,7 @@ class StudyData(TypedDict):
     verification: JSONObject | None
     decisions: NotRequired[list[Decision]]
     refused: NotRequired[list[dict[str, str]]]
+    guard_runs: NotRequired[int]  # the guard's training runs, each stored once by configuration and seed
     read_notes: NotRequired[list[str]]
 
 
@@ -66,6 +67,7 @@ def study_data(study: optuna.Study) -> StudyData:
         "verification": attrs.get("verification"),
         "decisions": decisions_of(attrs),
         "refused": refusals_of(attrs),
+        "guard_runs": sum(key.startswith(GUARD_RUN) for key in attrs),
     }
 
 
@@ -229,8 +231,9 @@ def load_change(trials: list[StudyTrial], base: TrialConfig) -> str | None:
 
 
 def processes(data: StudyData) -> dict[str, int]:
-    """The study's trial processes by stage, the configurations the numerics guard checked (its runs are no
-    study trials), and the `--trials` it was given ("trials", where stored).
+    """The study's trial processes by stage, the configurations the numerics guard checked and its training
+    runs (no study trials: each is stored once, by configuration and seed), and the `--trials` it was given
+    ("trials", where stored). A results file keeps no guard runs: "guard runs" is there only where known.
 
     "search" counts every timed trial but the lean step's, the verification's
     and a batch-size sweep's: `--trials` bounds it with the verification's
@@ -239,14 +242,16 @@ def processes(data: StudyData) -> dict[str, int]:
 
     >>> trial = lambda phase: {"phase": phase}
     >>> data = {"trials": [trial("baseline"), trial("sweep"), trial("lean"), trial("lean"), trial("verify")],
-    ...         "guards": {"a": {"ok": True}}, "meta": {"budget": {"trials": 40}}}
+    ...         "guards": {"a": {"ok": True}}, "guard_runs": 10, "meta": {"budget": {"trials": 40}}}
     >>> processes(data)  # doctest: +NORMALIZE_WHITESPACE
-    {'search': 2, 'lean': 2, 'verification': 1, 'batch sizes': 0, 'guarded': 1, 'trials': 40}
+    {'search': 2, 'lean': 2, 'verification': 1, 'batch sizes': 0, 'guarded': 1, 'guard runs': 10, 'trials': 40}
     """
     phases = [t.get("phase") for t in data["trials"]]
     out = {"search": sum(p not in BUDGET_FREE for p in phases),
            "lean": phases.count(Phase.LEAN), "verification": phases.count(Phase.VERIFY),
            "batch sizes": phases.count(Phase.BATCH_SIZE), "guarded": len(data.get("guards") or {})}
+    if "guard_runs" in data:
+        out["guard runs"] = data["guard_runs"]
     budget = (data.get("meta") or {}).get(BUDGET)
     if isinstance(budget, dict) and budget.get("trials"):
         out["trials"] = int(budget["trials"])

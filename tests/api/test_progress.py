@@ -21,6 +21,7 @@ from fitspeed.api.progress import Lines, NotebookBar
 from fitspeed.cli.console import TerminalProgress
 from fitspeed.cli.tune import AFTER_SEARCH, tune_events
 from fitspeed.core.config import TrialConfig
+from fitspeed.search.lean import changed_knobs
 from fitspeed.search.phase import Phase
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -50,13 +51,19 @@ def _tune(shown: Any, out: dict[str, Any] | None = None) -> dict[str, int]:
 
 def test_plain_lines_say_what_the_search_took_of_trials_and_when_the_lean_step_begins(
         capsys: pytest.CaptureFixture[str]) -> None:
-    trials = _tune(Lines())
+    ran: dict[str, Any] = {}
+    trials = _tune(Lines(), ran)
     assert trials["lean"] > 0 and trials["search"] <= TRIALS
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"tuning: up to {TRIALS} trial processes"
     at = out.index(AFTER_SEARCH)
     assert out[at - 1] == f"{trials['search']} of {TRIALS} trial processes"
     assert sum(line.lstrip().startswith("lean") for line in out[:at]) == 0  # no lean trial before the stage's line
+    # the stage's first line names the knobs the lean step then took out and timed, each in its own decisions
+    taken_out = {f"{knob}={value}" for d in ran["tuner"].decisions() if d.purpose == Phase.LEAN
+                 for knob, value in changed_knobs(d.b, d.a).items()}
+    named = out[at + 1].removeprefix("lean step: ").split(" ha")[0].split(", ")
+    assert out[at + 1].startswith("lean step: ") and taken_out and set(named) == taken_out
 
 
 def test_the_notebook_bar_never_runs_past_its_total_and_the_search_bar_ends_done() -> None:

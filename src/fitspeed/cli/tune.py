@@ -118,6 +118,7 @@ def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
     from fitspeed.search.events import (
         DecisionMade,
         GuardChecked,
+        LeanStarted,
         Note,
         TrialFinished,
         TrialStarted,
@@ -130,6 +131,11 @@ def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
     def event(event: TuneEvent) -> None:
         nonlocal searching
         match event:
+            case LeanStarted(config, knobs, pairs, share):
+                if searching:
+                    searching = False
+                    shown.start(None, AFTER_SEARCH)
+                shown.line(lean_line(config, knobs, pairs, share))
             case TrialStarted(phase, config):
                 if searching and phase in (Phase.LEAN, Phase.VERIFY):
                     searching = False
@@ -147,6 +153,18 @@ def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
                 shown.line(text)
 
     return event
+
+
+def lean_line(config: TrialConfig, knobs: tuple[str, ...], pairs: int, share: float) -> str:
+    """The line that starts the lean step (`search.events.LeanStarted`).
+
+    >>> lean_line(TrialConfig(jit_compile=True, inter_op_threads=1), ("inter_op_threads=1",), 16, 1.02)
+    'lean step: inter_op_threads=1 has no evidence of its own in the answer jit_compile=True inter_op_threads=1; it is taken out and timed against the answer in up to 16 pairs, and stays only where it is worth 1.02x or more'
+    """
+    one = len(knobs) == 1
+    return (f"lean step: {', '.join(knobs)} {'has' if one else 'have'} no evidence of {'its' if one else 'their'} own "
+            f"in the answer {config.label()}; {'it is' if one else 'each is'} taken out and timed against the answer "
+            f"in up to {pairs} pairs, and stays only where it is worth {share:.2f}x or more")
 
 
 def trial_line(phase: str, record: TrialRecord, base: TrialConfig) -> str:

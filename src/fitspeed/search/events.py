@@ -52,6 +52,17 @@ class VerificationStarted:
 
 
 @dataclass(frozen=True)
+class LeanStarted:
+    """The lean step begins on `config`: `knobs` ("knob=value") have no evidence of their own, and each is taken
+    out and timed against it in up to `pairs` pairs (outside --trials); it stays only where worth `share`x."""
+
+    config: TrialConfig
+    knobs: tuple[str, ...]
+    pairs: int
+    share: float
+
+
+@dataclass(frozen=True)
 class DecisionMade:
     """A paired comparison decided (or ran out of pairs): `decision` holds its pairs, interval and verdict."""
 
@@ -66,6 +77,6 @@ class Note:
 
 
 TuneEvent = Union[
-    TrialStarted, TrialFinished, GuardChecked, DecisionMade, VerificationStarted, Note
+    TrialStarted, TrialFinished, GuardChecked, DecisionMade, VerificationStarted, LeanStarted, Note
 ]
 OnEvent = Callable[[TuneEvent], None]

@@ -54,6 +54,7 @@ from fitspeed.core.json_data import JSONObject
 from fitspeed.core.sequential import Design, Noise
 from fitspeed.search import studies
 from fitspeed.search.decision import Decision
+from fitspeed.search.events import LeanStarted
 from fitspeed.search.ledger import LEANED
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
@@ -163,6 +164,11 @@ class Lean:
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
         taken_out: list[_TakenOut] = []
+        looked_at = [f"{knob}={value}" for knob, value in changes.items()
+                     if own_evidence(tuner.ledger.decisions(), knob, value) is None
+                     and tuner._config({**changes, knob: getattr(tuner.base, knob)}, quiet=True) is not None]
+        if looked_at:
+            tuner.emit(LeanStarted(incumbent, tuple(looked_at), LEAN_DESIGN.max_pairs, MIN_SHARE))
         for knob, value in changes.items():
             if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
                 continue

@@ -18,6 +18,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
 from fitspeed.search.decider import Decider
+from fitspeed.search.events import OnEvent
 from fitspeed.search.guard import GuardVerdict
 from fitspeed.search.ledger import Ledger
 from fitspeed.search.phase import Phase
@@ -35,6 +36,7 @@ class Searcher(Protocol):
     decider: Decider
     study: optuna.Study
     workers: Workers
+    emit: OnEvent
 
     def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
                 stop_below: float | None = None, ahead: int = 0) -> TrialRecord | None: ...

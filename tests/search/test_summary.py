@@ -171,3 +171,38 @@ def test_a_study_whose_defaults_slowed_says_the_load_changed_and_a_steady_one_sa
     assert "machine's load" not in tune_text(steady, width=200)
     assert 'id="load"' not in html.render(steady, {})
     assert study_summary(study([1745.0, 700.0])).baseline.load is None  # one trial a side: no median to compare
+
+
+def test_a_configuration_the_lean_step_built_says_which_knob_it_left_out_and_what_that_knob_showed() -> None:
+    # the real tuner on a drawn development world whose lean step takes data_autotune=False out and keeps three
+    # knobs: the configurations without one of those were measured only there, and are neither screened nor the
+    # answer (they read "screened faster (1.25×) but not in the answer")
+    import random
+    from pathlib import Path
+
+    import optuna
+    from conftest import load_script
+
+    from fitspeed.search.lean import changed_knobs
+    from fitspeed.search.phase import Phase
+    from fitspeed.search.summary import study_data
+    from fitspeed.search.tuner import Tuner, TuneSettings
+
+    world = 3_011_601
+    sim = load_script(Path(__file__).parents[2] / "benchmarks" / "search_simulation.py")
+    sim.pretend_cpu_host()
+    scenario = sim.draw_world(world).scenario
+    settings = TuneSettings(trials=40, storage=optuna.storages.InMemoryStorage(), seed=world, steps=64,  # type: ignore[arg-type]
+                            repeats=3, **scenario.settings("tiny"))
+    tuner = Tuner(settings, run=sim.FakeMachine(scenario, 0.10, random.Random(world), False, 0.0, 1.0))
+    tuner.run()
+    summary = study_summary(study_data(tuner.study))
+    kept = [d for d in tuner.decisions() if d.purpose == Phase.LEAN and d.verdict.is_faster()]
+    rows = {row["config"]: row for row in summary.trials}
+    assert len(kept) == 3
+    for decision in kept:
+        row = rows[decision.a.label()]  # the incumbent without one knob
+        (knob, value), = changed_knobs(decision.b, decision.a).items()
+        assert decision.a != summary.answer and row["phase"] == Phase.LEAN
+        assert row["outcome"] == (f"the lean step without {knob}={value}, which stays: its share "
+                                  f"{decision.ratio:.2f}× in {len(decision.pairs)} pair(s)"), row["outcome"]

@@ -258,6 +258,23 @@ def processes(data: StudyData) -> dict[str, int]:
     return out
 
 
+def lean_outcome(decision: Decision) -> str:
+    """The outcome of a configuration the lean step built by taking one knob out of its incumbent (`decision.a`),
+    where it is not the answer: the knob stayed, or went and the lean step changed more after it.
+
+    >>> made = Decision.from_dict({"purpose": "lean", "a": {"jit_compile": True},
+    ...                            "b": {"jit_compile": True, "inter_op_threads": 1}, "verdict": "faster",
+    ...                            "ratio": 1.05, "pairs": [[1.0, 1.05]] * 6, "id": "l1"})
+    >>> lean_outcome(made)
+    'the lean step without inter_op_threads=1, which stays: its share 1.05× in 6 pair(s)'
+    """
+    knobs = " ".join(f"{k}={v}" for k, v in decision.b.to_dict().items() if v != getattr(decision.a, k))
+    if decision.verdict.is_faster():
+        return f"the lean step without {knobs}, which stays: its share {decision.ratio or 0.0:.2f}× in " \
+               f"{len(decision.pairs)} pair(s)"
+    return f"the lean step took {knobs} out here ({decision.verdict} in {len(decision.pairs)} pair(s)) and changed more after it"
+
+
 def study_summary(data: StudyData) -> StudySummary:
     meta = data["meta"]
     base = TrialConfig.from_dict(meta["base"])
@@ -271,12 +288,15 @@ def study_summary(data: StudyData) -> StudySummary:
 
     decided: dict[str, Decision] = {}  # the newest search decision on each candidate
     raced: dict[str, Decision] = {}  # a race pair that no decision followed
+    taken_out: dict[str, Decision] = {}  # the lean step's configurations without one knob, by the decision on it
     for decision in data.get("decisions") or []:
         key = config_key(decision.b)
         if decision.purpose == Phase.RACE:
             raced[key] = decision
         elif decision.purpose != Phase.VERIFY:
             decided[key] = decision
+        if decision.purpose == Phase.LEAN:
+            taken_out.setdefault(config_key(decision.a), decision)
     rows: list[TrialRow] = []
     effects: list[TrialRow] = []
     rejected: list[TrialRow] = []
@@ -317,6 +337,8 @@ def study_summary(data: StudyData) -> StudySummary:
             outcome = f"{decision.verdict} on top of {decision.a_label} ({len(decision.pairs)} pair(s))"
             if decision.verdict.is_faster():
                 outcome = "faster"
+        elif trial["phase"] == Phase.LEAN and key in taken_out and answer is not None and config != answer:
+            outcome = lean_outcome(taken_out[key])
         elif metrics.stopped_early:
             outcome = (f"slower: cut short after {metrics.stopped_early['after']}"
                        + (f" ({ratio:.2f}×)" if ratio is not None else ""))

@@ -1,0 +1,122 @@
+"""The lean step as a star, paired against main: the 2026-11-29 (day) development note.
+
+    PYTHONPATH=$PWD/src python docs/benchmarks/experiments/star_lean.py --first 3014000 --worlds 1200 --jobs 2 \
+        --out star.json --against main.json [--most-pairs 24]
+
+First pass: every knob with no evidence of its own is looked at together against one incumbent. Each round
+measures the incumbent once and the incumbent less each knob still open once, in a random order; each knob's
+sequential test (LEAN_DESIGN, its prior as on main) takes the pair (incumbent less it, the round's incumbent).
+Then each knob that showed no share goes, smallest estimate first (through the guard, as on main). A knob that
+went while its pairs leaned its way (estimate >= MIN_SHARE) is looked at once more on top of the leaner
+incumbent, in ordinary pairs, where more than one went. `--most-pairs` sets the lean step's most pairs (16 on
+main) for both passes. Development seeds only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import search_diagnosis  # noqa: E402
+import search_variant  # noqa: E402
+
+from fitspeed.core.sequential import step  # noqa: E402
+from fitspeed.core.config import TrialConfig  # noqa: E402
+from fitspeed.search import lean as lean_module  # noqa: E402
+from fitspeed.search.decider import decision_id, search_noise, wider  # noqa: E402
+from fitspeed.search.lean import MIN_SHARE, Lean, _shows_share, changed_knobs, own_evidence  # noqa: E402
+from fitspeed.search.phase import Phase  # noqa: E402
+
+
+def run(self: Lean) -> TrialConfig:
+    design = lean_module.LEAN_DESIGN
+    tuner = self.tuner
+    incumbent = tuner.ledger.incumbent()
+    changes = changed_knobs(incumbent, tuner.base)
+    if len(changes) < 2:
+        return incumbent
+    arms: dict[str, TrialConfig] = {}
+    for knob, value in changes.items():
+        if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
+            continue
+        without = tuner._config({**changes, knob: getattr(tuner.base, knob)})
+        if without is not None:
+            arms[knob] = without
+    if not arms:
+        return incumbent
+    ident = decision_id(Phase.LEAN, incumbent, incumbent) + "star"
+    pairs: dict[str, list[tuple[float, float]]] = {k: [] for k in arms}
+    priors = {k: search_noise(wider(tuner.ledger.noise(), tuner.ledger.pair_noise(w, incumbent))) for k, w in arms.items()}
+    results = {k: step([], design, priors[k]) for k in arms}
+    rng = random.Random(f"{tuner.settings.seed}/{ident}")
+    for r in range(design.max_pairs):
+        active = [k for k in arms if not results[k].verdict]
+        if not active:
+            break
+        order: list[str | None] = [None, *active]
+        rng.shuffle(order)
+        speeds: dict[str | None, float | None] = {}
+        for k in order:
+            config = incumbent if k is None else arms[k]
+            record = tuner.measure(config, Phase.LEAN, f"#{ident}:{r}{k or 'inc'}", budgeted=False)
+            speeds[k] = record.throughput if record else None
+        middle = speeds[None]
+        if middle is None:
+            continue
+        for k in active:
+            side = speeds[k]
+            if side is None:
+                continue
+            pairs[k].append((side, middle))
+            results[k] = step([b / a for a, b in pairs[k]], design, priors[k])
+    decisions = {k: tuner.decider.store(Phase.LEAN, arms[k], incumbent, pairs[k], results[k], design)
+                 for k in arms}
+    out = sorted((k for k in arms if not _shows_share(decisions[k])), key=lambda k: decisions[k].ratio or 0.0)
+    gone = []
+    for k in out:
+        to = tuner._config({**changed_knobs(incumbent, tuner.base), k: getattr(tuner.base, k)})
+        if to is None:
+            continue
+        incumbent, moved = self._move(incumbent, to)
+        if moved:
+            gone.append(k)
+    if len(gone) > 1:
+        for k in gone:
+            if (decisions[k].ratio or 0.0) < MIN_SHARE:
+                continue
+            back = tuner._config({**changed_knobs(incumbent, tuner.base), k: changes[k]})
+            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design,
+                                                                      budgeted=False)):
+                incumbent, _ = self._move(incumbent, back)
+    return incumbent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--first", type=int, default=3_014_000)
+    parser.add_argument("--worlds", type=int, default=600)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--against", type=Path)
+    parser.add_argument("--most-pairs", type=int, default=lean_module.LEAN_DESIGN.max_pairs)
+    args = parser.parse_args()
+    lean_module.LEAN_DESIGN = dataclasses.replace(lean_module.LEAN_DESIGN, max_pairs=args.most_pairs)
+    lean_module.LEAN_AGAIN = dataclasses.replace(lean_module.LEAN_DESIGN, alpha=lean_module.LEAN_DESIGN.alpha / 2)
+    lean_module.Lean.run = run  # type: ignore[method-assign]
+    result = search_diagnosis.diagnose(range(args.first, args.first + args.worlds), 40, 0.10, args.jobs)
+    args.out.write_text(json.dumps(result))
+    print("star", result["right"], result["helps"], round(result["captured"], 4),
+          {name: round(count, 1) for name, count in result["trials"].items()})
+    if args.against:
+        print(search_variant.paired(json.loads(args.against.read_text()), result))
+
+
+if __name__ == "__main__":
+    main()

@@ -64,10 +64,13 @@ def processes_line(processes: Mapping[str, int]) -> str:
                                                               if processes.get("trials") else "")),
              (processes.get("lean", 0), "for the lean step"), (processes.get("verification", 0), "for the verification"),
              (processes.get("batch sizes", 0), "for the batch sizes")]
+    line = f"{sum(n for n, _ in parts)} trial processes: " + ", ".join(f"{n} {what}" for n, what in parts if n)
     guarded, runs = processes.get("guarded", 0), processes.get("guard runs")
-    return (f"{sum(n for n, _ in parts)} trial processes: " + ", ".join(f"{n} {what}" for n, what in parts if n)
-            + (f"; besides, the numerics guard checked {guarded} configuration{'s' if guarded != 1 else ''}"
-               + (f" in {runs} training run{'s' if runs != 1 else ''}" if runs else "") if guarded else ""))
+    if guarded:
+        line += f"; besides, the numerics guard checked {guarded} configuration{'s' if guarded != 1 else ''}"
+    if guarded and runs:
+        line += f" in {runs} training run{'s' if runs != 1 else ''}"
+    return line
 
 
 def tune_text(summary: StudySummary, width: int = 100) -> str:

@@ -164,14 +164,14 @@ class Lean:
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
         taken_out: list[_TakenOut] = []
-        looked_at = [f"{knob}={value}" for knob, value in changes.items()
-                     if own_evidence(tuner.ledger.decisions(), knob, value) is None
-                     and tuner._config({**changes, knob: getattr(tuner.base, knob)}, quiet=True) is not None]
+        # a lean decision is evidence for its own knob only, so what has none is known before the first
+        unproven = [(knob, value) for knob, value in changes.items()
+                    if own_evidence(tuner.ledger.decisions(), knob, value) is None]
+        looked_at = [f"{knob}={value}" for knob, value in unproven
+                     if tuner._config({**changes, knob: getattr(tuner.base, knob)}, quiet=True) is not None]
         if looked_at:
             tuner.emit(LeanStarted(incumbent, tuple(looked_at), LEAN_DESIGN.max_pairs, MIN_SHARE))
-        for knob, value in changes.items():
-            if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
-                continue
+        for knob, value in unproven:
             without = tuner._config({**changed_knobs(incumbent, tuner.base), knob: getattr(tuner.base, knob)})
             if without is None:
                 continue  # another knob needs it: it stays, with that knob's evidence

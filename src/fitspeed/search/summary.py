@@ -85,6 +85,17 @@ def skipped_groups(skipped: dict[str, str]) -> list[tuple[list[str], str]]:
     return [(knobs, text) for text, knobs in groups.items()]
 
 
+def change_of(decision: Decision) -> str:
+    """What B changes on top of A, as a label ("" where nothing: B takes a change of A out).
+
+    >>> change_of(Decision.from_dict({"id": "l1", "purpose": "lean", "a": {"jit_compile": True},
+    ...                               "b": {"jit_compile": True, "inter_op_threads": 1}}))
+    'inter_op_threads=1'
+    """
+    a, b = decision.a_label, decision.b_label
+    return " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
+
+
 def decision_row(decision: Decision) -> DecisionRow:
     """One paired decision as a table row: what was compared, in how many pairs, the interval, the verdict.
 
@@ -103,7 +114,7 @@ def decision_row(decision: Decision) -> DecisionRow:
     'raced'
     """
     a, b = decision.a_label, decision.b_label
-    change = " ".join(part for part in b.split() if part not in a.split()) if a != "defaults" else b
+    change = change_of(decision)
     low, high = decision.low, decision.high
     purpose = decision.purpose
     shown = str(decision.verdict)
@@ -268,7 +279,7 @@ def lean_outcome(decision: Decision) -> str:
     >>> lean_outcome(made)
     'the lean step without inter_op_threads=1, which stays: its share 1.05× in 6 pair(s)'
     """
-    knobs = " ".join(f"{k}={v}" for k, v in decision.b.to_dict().items() if v != getattr(decision.a, k))
+    knobs = change_of(decision)
     if decision.verdict.is_faster():
         return f"the lean step without {knobs}, which stays: its share {decision.ratio or 0.0:.2f}× in " \
                f"{len(decision.pairs)} pair(s)"

@@ -801,3 +801,24 @@ def test_two_values_of_one_knob_are_chosen_between_after_the_bundle(trials: int)
     assert all(d.a.steps_per_execution == 64 for d in chosen), [(d.a_label, d.b_label) for d in chosen]
     answer = TrialConfig.from_dict(verdict["config"])
     assert verdict["claimed"] is True and answer.steps_per_execution == 64, verdict["config"]
+
+
+def test_a_knob_that_means_nothing_beside_the_rest_is_never_searched_into_a_configuration() -> None:
+    # auto_scale_loss=False where the trials read it as 10% faster everywhere (the luck that let the model phase
+    # put it beside bfloat16 on an AMD Zen 4): only mixed_float16 scales the loss, so beside bfloat16 it is the
+    # same training with one more knob for the lean step to take out
+    fake = Fake(effects({("precision", "mixed_bfloat16"): 1.5, ("auto_scale_loss", False): 1.1}))
+    tuner, verdict = tune(fake, "precision,auto_scale_loss,steps_per_execution", trials=40)
+    measured = [s.config for s in fake.calls]
+    assert any(c.precision == "mixed_float16" and c.auto_scale_loss is False for c in measured)  # screened there
+    assert not [c for c in measured if c.auto_scale_loss is False and c.precision != "mixed_float16"]
+    assert TrialConfig.from_dict(verdict["config"]).precision == "mixed_bfloat16"
+    assert TrialConfig.from_dict(verdict["config"]).auto_scale_loss is True
+    bf16 = {**TrialConfig().to_dict(), "precision": "mixed_bfloat16"}
+    assert tuner._config({**bf16, "auto_scale_loss": False}) is None
+    assert tuner._config({**bf16, "precision": "mixed_float16", "auto_scale_loss": False}) is not None
+    # a user's own setting is theirs: with --set auto_scale_loss=false the search may still change the precision
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("precision",), base=TrialConfig(auto_scale_loss=False))
+    mine = Tuner(settings, run=Fake(lambda config, call: 1.0))
+    assert mine._config({**mine.base.to_dict(), "precision": "mixed_bfloat16"}) is not None

@@ -167,6 +167,20 @@ class Knob:
     stage: Stage
     parse: Callable[[object], Any]
     changes_numerics: bool = False
+    # the other knob's value without which this knob's values all do the same (auto_scale_loss: only mixed_float16
+    # scales the loss), or None: a search never sets it elsewhere, where it would ride along with no effect
+    only_under: tuple[str, Any] | None = None
+
+    def idle_in(self, config: Any) -> bool:
+        """Whether every value of this knob trains the same in `config` (a `KnobValues`): `only_under` unmet.
+
+        >>> from fitspeed.core.config import TrialConfig
+        >>> scaling = get_knob("auto_scale_loss")
+        >>> scaling.idle_in(TrialConfig(precision="mixed_bfloat16")), scaling.idle_in(TrialConfig(
+        ...     precision="mixed_float16"))
+        (True, False)
+        """
+        return self.only_under is not None and getattr(config, self.only_under[0]) != self.only_under[1]
 
     def unsupported(self, value: Any, backend: str) -> str | None:
         """Why `backend` cannot run this knob at `value`, or None; every backend runs the default.
@@ -186,11 +200,12 @@ class Knob:
 
 
 def knob(default: Any, description: str, values: str, scope: Scope, stage: Stage,
-         parse: Callable[[object], Any], changes_numerics: bool = False) -> Any:
+         parse: Callable[[object], Any], changes_numerics: bool = False,
+         only_under: tuple[str, Any] | None = None) -> Any:
     """A field of the knob table: its default, and the rest of its `Knob`."""
     return dataclasses.field(default=default, metadata={"knob": {
         "description": description, "values": values, "scope": scope, "stage": stage, "parse": parse,
-        "changes_numerics": changes_numerics}})
+        "changes_numerics": changes_numerics, "only_under": only_under}})
 
 
 @dataclass(frozen=True)
@@ -269,6 +284,7 @@ class KnobValues:
         stage="compile",
         parse=lambda raw: _bool("auto_scale_loss", raw),
         changes_numerics=True,
+        only_under=("precision", "mixed_float16"),
     )
     data_format: str = knob(
         description="Image layout: the model is rewritten (layers' data_format, BatchNormalization axis, Flatten "

@@ -142,9 +142,10 @@ def _loss_scaling(base: TrialConfig) -> Dimension:
     >>> _loss_scaling(TrialConfig(precision="mixed_float16")).name
     'auto_scale_loss'
     """
-    if base.precision == "mixed_float16":
+    under = get_knob("auto_scale_loss").only_under
+    if under is None or getattr(base, under[0]) == under[1]:
         return Dimension("auto_scale_loss", (False,))
-    return Dimension("auto_scale_loss", (False,), on=("precision", "mixed_float16"))
+    return Dimension("auto_scale_loss", (False,), on=under)
 
 
 def _backend_knob(knob: str, backend: Backend, has_gpu: bool, cores: int) -> Dimension:

@@ -67,6 +67,7 @@ from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.input_kinds import check as check_input_knobs
 from fitspeed.core.json_data import JSONObject
+from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.runner import run_trial
@@ -74,7 +75,7 @@ from fitspeed.search import guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.budget import VERIFY_RESERVE, budget_plan, shortfall
 from fitspeed.search.combination import Combination
-from fitspeed.search.lean import Lean
+from fitspeed.search.lean import Lean, changed_knobs
 from fitspeed.search.decision import Decision
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
@@ -488,6 +489,8 @@ class Tuner:
             return None
         if self.most_steps_per_execution and config.steps_per_execution > self.most_steps_per_execution:
             return None  # past the script's epoch, or past its batch callbacks' rhythm (`_fit_epoch`): never measured
+        if any(get_knob(name).idle_in(config) for name in changed_knobs(config, self.base)):
+            return None  # auto_scale_loss=False beside bfloat16: the same training with one more knob to justify
         return config
 
     # -- the answer ---------------------------------------------------------

@@ -39,6 +39,19 @@ from fitspeed.search.decision import Decision  # noqa: E402
 from fitspeed.core.sequential import Verdict  # noqa: E402
 
 
+def measure_round(self: Lean, incumbent: TrialConfig, arms: dict[str, TrialConfig], rng: random.Random,
+                  label: str) -> dict[str | None, float | None]:
+    """One round: the incumbent (key None) and each arm once, in a random order; each one's samples/s or None."""
+    order: list[str | None] = [None, *arms]
+    rng.shuffle(order)
+    speeds: dict[str | None, float | None] = {}
+    for k in order:
+        config = incumbent if k is None else arms[k]
+        record = self.tuner.measure(config, Phase.LEAN, f"{label}{k or 'inc'}", budgeted=False)
+        speeds[k] = record.throughput if record else None
+    return speeds
+
+
 def run(self: Lean) -> TrialConfig:
     design = lean_module.LEAN_DESIGN
     tuner = self.tuner
@@ -64,13 +77,7 @@ def run(self: Lean) -> TrialConfig:
         active = [k for k in arms if not results[k].verdict]
         if not active:
             break
-        order: list[str | None] = [None, *active]
-        rng.shuffle(order)
-        speeds: dict[str | None, float | None] = {}
-        for k in order:
-            config = incumbent if k is None else arms[k]
-            record = tuner.measure(config, Phase.LEAN, f"#{ident}:{r}{k or 'inc'}", budgeted=False)
-            speeds[k] = record.throughput if record else None
+        speeds = measure_round(self, incumbent, {k: arms[k] for k in active}, rng, f"#{ident}:{r}")
         middle = speeds[None]
         if middle is None:
             continue
@@ -130,13 +137,7 @@ def run_sequential(self: Lean) -> TrialConfig:
         active = [k for k in arms if not results[k].verdict]
         if not active:
             break
-        order: list[str | None] = [None, *active]
-        rng.shuffle(order)
-        speeds: dict[str | None, float | None] = {}
-        for k in order:
-            config = incumbent if k is None else arms[k]
-            record = tuner.measure(config, Phase.LEAN, f"#{ident}:{r}{k or 'inc'}", budgeted=False)
-            speeds[k] = record.throughput if record else None
+        speeds = measure_round(self, incumbent, {k: arms[k] for k in active}, rng, f"#{ident}:{r}")
         middle = speeds[None]
         if middle is not None:
             for k in active:

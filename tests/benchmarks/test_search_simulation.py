@@ -204,6 +204,8 @@ def test_dev_and_report_seed_ranges_never_meet(sim: ModuleType) -> None:
     assert sim.NULL_SEEDS["report11"][0] == 32_000_000
     assert sim.WORLD_SEEDS["report12"] == range(33_000_000, 33_000_500)  # fixed on 2026-11-29 before any run on it
     assert sim.NULL_SEEDS["report12"][0] == 34_000_000
+    assert sim.WORLD_SEEDS["report13"] == range(35_000_000, 35_000_500)  # fixed on 2026-11-29 before any run on it
+    assert sim.NULL_SEEDS["report13"][0] == 36_000_000
 
 
 def _log_sds(sim: ModuleType, noise, calls: int = 1500) -> tuple[float, float]:

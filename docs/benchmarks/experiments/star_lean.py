@@ -12,6 +12,10 @@ incumbent, in ordinary pairs, where more than one went. `--most-pairs` sets the 
 main) for both passes. `--sequential` keeps main's one-at-a-time pass instead: a knob whose test ends without a
 share goes at once, and the knobs still open are measured against the leaner incumbent from the next round on
 (the 2026-11-29 (afternoon) note). Development seeds only.
+
+Both variants patch the one-at-a-time lean step of main at 998ef94, the tree they were measured on: run them
+there (`git worktree add /tmp/t 998ef94`, PYTHONPATH=/tmp/t/src). The sequential variant, with each test's prior
+widened by its two sides' own noise, is the lean step since the nineteenth round (`fitspeed.search.lean`).
 """
 
 from __future__ import annotations

@@ -158,13 +158,20 @@ def tune_events(shown: Shown, base: TrialConfig) -> Callable[[TuneEvent], None]:
 def lean_line(config: TrialConfig, knobs: tuple[str, ...], pairs: int, share: float) -> str:
     """The line that starts the lean step (`search.events.LeanStarted`).
 
-    >>> lean_line(TrialConfig(jit_compile=True, inter_op_threads=1), ("inter_op_threads=1",), 16, 1.02)
-    'lean step: inter_op_threads=1 has no evidence of its own in the answer jit_compile=True inter_op_threads=1; it is taken out and timed against the answer in up to 16 pairs, and stays only where it is worth 1.02x or more'
+    >>> lean_line(TrialConfig(jit_compile=True, inter_op_threads=1), ("inter_op_threads=1",), 24, 1.02)
+    'lean step: inter_op_threads=1 has no evidence of its own in the answer jit_compile=True inter_op_threads=1; it is taken out and timed against the answer in up to 24 pairs, and stays only where it is worth 1.02x or more'
+
+    Several are timed in one pass, each round timing the answer once for all of them:
+
+    >>> lean_line(TrialConfig(jit_compile=True, inter_op_threads=1), ("jit_compile=True", "inter_op_threads=1"), 24,
+    ...           1.02).split("; ")[1]
+    'each is taken out and timed against the answer in up to 24 pairs, in rounds that time the answer once for all, and stays only where it is worth 1.02x or more'
     """
     one = len(knobs) == 1
     return (f"lean step: {', '.join(knobs)} {'has' if one else 'have'} no evidence of {'its' if one else 'their'} own "
             f"in the answer {config.label()}; {'it is' if one else 'each is'} taken out and timed against the answer "
-            f"in up to {pairs} pairs, and stays only where it is worth {share:.2f}x or more")
+            f"in up to {pairs} pairs{'' if one else ', in rounds that time the answer once for all'}, and stays only "
+            f"where it is worth {share:.2f}x or more")
 
 
 def trial_line(phase: str, record: TrialRecord, base: TrialConfig) -> str:
@@ -221,8 +228,9 @@ def decision_line(decision: Decision) -> str:
         verdict = decision.kept
         interval = f", estimate {decision.ratio:.2f}×" if decision.ratio is not None else ""
     said = {Phase.BUNDLE: "bundled", Phase.POLISH: "polished", Phase.MODEL: "fitted"}.get(decision.purpose, "decided")
-    lost = (f" ({len(decision.lost_pairs)} more lost: the trial of {decision.a_label} "
-            f"{decision.lost_pairs[0].get('status', 'failed')}: {decision.lost_pairs[0].get('reason')})"
-            if decision.lost_pairs else "")
+    first = decision.lost_pairs[0] if decision.lost_pairs else None
+    lost = (f" ({len(decision.lost_pairs)} more lost: the trial of "
+            f"{decision.b_label if first.get('side') == 'b' else decision.a_label} "
+            f"{first.get('status', 'failed')}: {first.get('reason')})" if first else "")
     return (f"{said:>9} {decision.b_label} against {decision.a_label}: {verdict} after "
             f"{len(decision.pairs)} pair(s){lost}{interval}" + (f" ({decision.why})" if decision.why else ""))

@@ -276,8 +276,8 @@ class Decider:
             if speed_a is None or speed_b is None:
                 # the incumbent's trial failed this time: the pair is kept in the record with its reason, and
                 # it uses one of the design's pairs, but a ratio it does not have cannot enter the estimate
-                lost.append(LostPair(pair=index, order="BA" if b_first else "AB", status=str(record_a.status),
-                                     reason=record_a.reason or "no reason given"))
+                lost.append(LostPair(pair=index, order="BA" if b_first else "AB", side="a",
+                                     status=str(record_a.status), reason=record_a.reason or "no reason given"))
                 continue
             pairs.append((speed_a, speed_b))
             orders.append("BA" if b_first else "AB")

@@ -18,12 +18,15 @@ from fitspeed.search.phase import CHOICES, Phase
 
 
 class LostPair(TypedDict):
-    """A pair whose incumbent's trial failed: kept in the decision with its status and reason, without a ratio."""
+    """A pair one of whose trials failed (`side`: "a" or "b"): kept in the decision with the trial's status and
+    reason, without a ratio. The decider loses a pair to A's trial only (B's failure ends its decision); the lean
+    step's pass to either side's."""
 
     pair: int
     order: str
     status: str
     reason: str
+    side: str
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,8 @@ class Decision:
     """`b` against `a`, for `purpose` (a `Phase`: screen, combine, bundle, choose, race, sampler, verify, ...).
 
     `pairs` holds each pair's samples/s as (a, b), `orders` the order each
-    ran in ("AB" or "BA"), `lost_pairs` each pair whose A trial failed (its
-    index, order, status and reason: kept, though it has no ratio); `ratio` is the estimate of b/a and `low`..`high`
+    ran in ("AB" or "BA"), `lost_pairs` each pair one of whose trials failed (its
+    index, order, side, status and reason: kept, though it has no ratio); `ratio` is the estimate of b/a and `low`..`high`
     its interval at `confidence`, None where there were too few pairs.
 
     >>> decision = Decision.from_dict({"id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True},
@@ -95,7 +98,8 @@ class Decision:
             noise=Noise(float(noise["sd"]), int(noise["df"]), str(noise.get("source", ""))) if noise else None,
             min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"),
             lost_pairs=tuple(LostPair(pair=int(p["pair"]), order=str(p["order"]), status=str(p["status"]),
-                                      reason=str(p["reason"])) for p in values.get("lost_pairs") or ()))
+                                      reason=str(p["reason"]), side=str(p.get("side", "a")))
+                             for p in values.get("lost_pairs") or ()))
 
     def to_dict(self) -> JSONObject:
         """The stored form (`Ledger.put_decision`): plain data, in the order the study has always stored it."""

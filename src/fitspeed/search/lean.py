@@ -8,35 +8,42 @@ of the final incumbent must show its own share of the speed-up:
 
 - a knob that a step added alone, decided faster on top of the incumbent of
   its time by at least MIN_SHARE (`own_evidence`), has shown it;
-- every other knob is taken out of the incumbent, one at a time, and the
-  incumbent is compared with that (`LEAN_DESIGN`: 2 to 16 fresh pairs, each in a
-  random order, outside the budget like the verification; a knob is taken out
-  on 4 pairs at the fewest). It stays only
-  where taking it out is slower: a "faster" verdict for the incumbent with an
-  estimate of at least MIN_SHARE. Otherwise it goes: a neutral knob costs
-  nothing to leave out, and among answers within the noise the one with
-  fewer changes is preferred.
+- every other knob is taken out of the incumbent and timed against it, all
+  of them in one pass of rounds, outside the budget like the verification.
+  Each round measures the incumbent once and the incumbent less each knob
+  still open once, in a random order, and each knob's sequential test
+  (`LEAN_DESIGN`: 2 to 24 pairs; taken out on 4 at the fewest) takes the
+  pair (the incumbent less it, that round's incumbent). A knob stays only
+  where taking it out is slower: a "faster" verdict for the incumbent with
+  an estimate of at least MIN_SHARE. A knob whose test ends otherwise goes
+  at once: a neutral knob costs nothing to leave out, and among answers
+  within the noise the one with fewer changes is preferred. The knobs still
+  open are measured against the leaner incumbent from the next round on,
+  their earlier pairs kept, and each one's decision says after which pair
+  the knob went out of both its sides.
 
-A knob taken out may be looked at once more after the pass, put back on
-top of the leaner incumbent, where a knob taken out after it changed that
-incumbent: a value that makes every trial of a configuration 3-4x noisier
-sits on both sides of every other knob's pairs until it goes. It comes back
-only where its pairs now show it faster by MIN_SHARE, the same evidence as
-any knob's. It is looked at again
+One trial of the incumbent stands in each round for every open knob's pair,
+where the one-at-a-time decider measured it once for each knob: on 1,200
+development worlds (1,032 where something helps; CV 10%, `--trials 40`) the
+pass made 35.3 lean trials a study against 39.1, and answered within 3% of
+the best in 505 against 497, keeping 0.0007 more of the best speed (se
+0.0014; docs/benchmarks/search_simulation.md, nineteenth round).
 
-- where its pairs leaned its way (estimate at least MIN_SHARE, but "not
-  confirmed" or "no gain"), at the first look's level: on 1,713 development
-  worlds the answer kept 0.003 more of the best speed, 33 more within 3%, at
-  2 more lean trials a study;
-- or where the incumbent's own trial-to-trial noise (`Ledger.trial_noise`)
-  has fallen by QUIETER since: the scatter can end pairs early as "slower"
-  as easily as "not confirmed". At half the level (`LEAN_AGAIN`), since a
-  neutral knob then has two chances: 0.002 more (se 0.0005) on 1,542 fresh
-  development worlds, 17 more within 3%, at 2 more lean trials a study.
-  Looking again at every knob taken out kept about as much at 7 more trials,
-  and at the first look's level it kept two neutral knobs 31 and 41 times in
-  100 lean steps against 26 and 27 with one look (docs/benchmarks/search_simulation.md,
-  sixteenth round).
+Each knob's test starts from the study's noise, or from its two sides' own
+where that is wider (as any search step), and after every round from its two
+sides' own noise over all their trials so far where that is wider still
+(`Ledger.pair_noise`, this pass's trials included): a value that makes every
+trial of a configuration 3-4x noisier sits on the incumbent's side of every
+pair until it goes, and read at the study's quieter noise its own pairs kept
+it 37% of the time in 300 simulated lean steps (29% with the sides' own).
+A pair whose trial failed on either side is kept in the knob's decision with
+the side, status and reason, and counts against the most pairs.
+
+A knob that went while its pairs leaned its way (an estimate of at least
+MIN_SHARE, but "not confirmed" or "no gain") is looked at once more after
+the pass, put back on top of the leaner incumbent, where a knob taken out
+after it changed that incumbent; it comes back only where its pairs now show
+it faster by MIN_SHARE, the same evidence as any knob's.
 
 A knob that cannot be taken out alone (another knob needs it) stays, and so
 does one whose removal would fail the numerics guard. Each knob's share, the
@@ -46,14 +53,18 @@ the tables (`shares`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import itertools
+import random
+from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
-from fitspeed.core.sequential import Design, Noise
+from fitspeed.core.record import TrialRecord
+from fitspeed.core.sequential import Design, Noise, Step, step
 from fitspeed.search import studies
-from fitspeed.search.decision import Decision
+from fitspeed.search.decider import decision_id, search_noise, wider
+from fitspeed.search.decision import Decision, LostPair
 from fitspeed.search.events import LeanStarted
 from fitspeed.search.ledger import LEANED
 from fitspeed.search.phase import Phase
@@ -62,7 +73,7 @@ from fitspeed.search.searcher import Searcher
 MIN_SHARE = 1.02  # a knob whose own evidence is below this ratio is no part of the answer
 LEAN_FIRST_LOOK = 2  # no knob is kept on one pair: one starved trial decided it
 LEAN_FUTILE_FROM = 4  # nor taken out ("slower", "no gain") on fewer than four
-# one-sided 25% over looks at 2 to 16 pairs: a neutral knob is kept at most one time in four, and then only when its
+# one-sided 25% over looks at 2 to 24 pairs: a neutral knob is kept at most one time in four, and then only when its
 # estimate is at least MIN_SHARE, so a knob of the answer has shown a share of its own. Looks from the first pair
 # took knobs worth 1.2-1.3x out on one pair at 0.6-0.7x (a load burst on the incumbent's side): 6 of 262 lean
 # decisions on 100 development worlds (`benchmarks/search_simulation.py --worlds 100 --seeds dev`), and 6 pairs
@@ -71,24 +82,70 @@ LEAN_FUTILE_FROM = 4  # nor taken out ("slower", "no gain") on fewer than four
 # 174 development worlds within 3%), so what it took was power; 16 pairs made 12 answers right and 2 wrong of 174
 # (eleventh round), at 11 trial processes a study outside --trials. Taking a knob out from the second pair still
 # took knobs worth 1.1-1.3x out on two pairs such as 1.03x and 0.58x; from the fourth, on 600 development worlds,
-# the answer kept 0.005 more of the best speed at 2 more lean trials a study (thirteenth round)
-LEAN_DESIGN = Design(alpha=0.25, max_pairs=16, min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1,
+# the answer kept 0.005 more of the best speed at 2 more lean trials a study (thirteenth round). Up to 24 since the
+# pass measures the incumbent once a round for every open knob (nineteenth round)
+LEAN_DESIGN = Design(alpha=0.25, max_pairs=24, min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1,
                      futile_from=LEAN_FUTILE_FROM)
-# the second look at a knob taken out on pairs that did not lean its way: the same pairs and evidence at half the
-# level, so that a neutral knob's two chances together keep it about as often as one look did
-LEAN_AGAIN = replace(LEAN_DESIGN, alpha=LEAN_DESIGN.alpha / 2)
-QUIETER = 1.5  # ... once the incumbent's own trial noise has fallen by this factor since the knob went
 
 
 @dataclass(frozen=True)
-class _TakenOut:
-    """A knob the lean pass took out: where it went, and whether its second look is due."""
+class _Gone:
+    """A knob the pass took out: the decision that took it out, and the incumbent right after it went."""
 
     knob: str
     value: Any
-    at: TrialConfig  # the incumbent without it
-    leaned: bool  # its pairs leaned its way: "not confirmed" or "no gain" at an estimate of MIN_SHARE or more
-    noise: Noise | None  # the incumbent's own trial noise when it went
+    decision: Decision
+    at: TrialConfig
+
+
+@dataclass
+class _Test:
+    """One knob's test in the pass: its pairs (the incumbent less it, the incumbent), each from the round it ran in.
+
+    `arm` is the incumbent of the moment less this knob, built on `on`; None while another knob needs it. A pair
+    whose trial failed on either side has no ratio: it is kept in `lost` with the side, status and reason, and
+    counts against the design's most pairs. `went` names each knob that went out of both sides while the test
+    ran, after how many of its pairs.
+    """
+
+    knob: str
+    value: Any
+    arm: TrialConfig | None = None
+    on: TrialConfig | None = None
+    prior: Noise | None = None
+    own: Noise | None = None  # the study's noise, or the two sides' own before this pass where wider, when built
+    result: Step = field(default_factory=lambda: step([], LEAN_DESIGN))
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    orders: list[str] = field(default_factory=list)
+    lost: list[LostPair] = field(default_factory=list)
+    went: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def tried(self) -> int:
+        return len(self.pairs) + len(self.lost)
+
+    @property
+    def ended(self) -> bool:
+        return self.result.verdict is not None or self.tried >= LEAN_DESIGN.max_pairs
+
+    def take(self, arm: TrialRecord | None, incumbent: TrialRecord | None, order: str, sides: Noise | None) -> None:
+        """This round's pair: `arm`'s trial and the incumbent's, run in `order` ("AB": the arm first). `sides`, the
+        two sides' own noise from all their trials so far (`Ledger.pair_noise`), widens the prior where wider."""
+        self.prior = search_noise(wider(self.own, sides))
+        for side, record in (("a", arm), ("b", incumbent)):
+            if record is None or record.throughput is None:
+                self.lost.append(LostPair(pair=self.tried, order=order, side=side,
+                                          status=str(record.status) if record else "not measured",
+                                          reason=(record.reason if record else None) or "no reason given"))
+                return
+        assert arm is not None and incumbent is not None and arm.throughput and incumbent.throughput
+        self.pairs.append((arm.throughput, incumbent.throughput))
+        self.orders.append(order)
+        self.result = step([b / a for a, b in self.pairs], LEAN_DESIGN, self.prior)
+
+    def why(self) -> str | None:
+        """What the stored decision says of pairs measured on an incumbent that has since lost a knob."""
+        return "; ".join(f"{label} went out of both sides after pair {n}" for label, n in self.went) or None
 
 
 @dataclass(frozen=True)
@@ -163,42 +220,81 @@ class Lean:
         changes = changed_knobs(incumbent, tuner.base)
         if len(changes) < 2:  # one change, or none: the verification itself is its evidence
             return incumbent
-        taken_out: list[_TakenOut] = []
         # a lean decision is evidence for its own knob only, so what has none is known before the first
-        unproven = [(knob, value) for knob, value in changes.items()
-                    if own_evidence(tuner.ledger.decisions(), knob, value) is None]
-        looked_at = [f"{knob}={value}" for knob, value in unproven
-                     if tuner._config({**changes, knob: getattr(tuner.base, knob)}, quiet=True) is not None]
+        tests = [_Test(knob, value) for knob, value in changes.items()
+                 if own_evidence(tuner.ledger.decisions(), knob, value) is None]
+        looked_at = [f"{t.knob}={t.value}" for t in tests if self._without(incumbent, t.knob, quiet=True) is not None]
         if looked_at:
             tuner.emit(LeanStarted(incumbent, tuple(looked_at), LEAN_DESIGN.max_pairs, MIN_SHARE))
-        for knob, value in unproven:
-            without = tuner._config({**changed_knobs(incumbent, tuner.base), knob: getattr(tuner.base, knob)})
-            if without is None:
-                continue  # another knob needs it: it stays, with that knob's evidence
-            decision = tuner.decider.decide(Phase.LEAN, without, incumbent, LEAN_DESIGN, budgeted=False)
-            if _shows_share(decision):
-                continue
-            noise = tuner.ledger.trial_noise(incumbent)
-            incumbent, moved = self._move(incumbent, without)  # not where the rest cannot train the same without it
-            if moved:
-                leaned = decision.verdict.is_open() and (decision.ratio or 0.0) >= MIN_SHARE
-                taken_out.append(_TakenOut(knob, value, without, leaned, noise))
-        for out in taken_out:
-            if out.at == incumbent:
-                continue  # nothing went out after it: its pairs would be the same comparison again
-            design = LEAN_DESIGN if out.leaned else LEAN_AGAIN if self._quieter(out.noise, incumbent) else None
-            if design is None:
-                continue  # no second look is due: its configuration is not even built (nor a refusal of it said)
+        incumbent, gone = self._star(incumbent, tests)
+        for out in gone:
+            if out.at == incumbent or (out.decision.ratio or 0.0) < MIN_SHARE:
+                continue  # nothing went out after it (the same comparison again), or its pairs did not lean its way
             back = tuner._config({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
-            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design,
+            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN,
                                                                       budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)
         return incumbent
 
-    def _quieter(self, then: Noise | None, incumbent: TrialConfig) -> bool:
-        """Whether `incumbent`'s own trial noise is below `then` by QUIETER (both known)."""
-        now = self.tuner.ledger.trial_noise(incumbent)
-        return then is not None and now is not None and now.sd * QUIETER < then.sd
+    def _star(self, incumbent: TrialConfig, tests: list[_Test]) -> tuple[TrialConfig, list[_Gone]]:
+        """The pass: rounds of the incumbent and the incumbent less each open knob, each once, in a random order,
+        until every knob's test has ended; a knob that ends without a share goes at once (the incumbent after it,
+        and the knobs that went)."""
+        tuner = self.tuner
+        ident = decision_id(Phase.LEAN, incumbent, incumbent)  # the pass's name, in its trials' tags
+        for test in tests:
+            self._build(test, incumbent, ident)
+        gone: list[_Gone] = []
+        for index in itertools.count():
+            running = [t for t in tests if t.arm is not None and not t.ended]
+            if not running:
+                break
+            self._round(ident, index, incumbent, running, tests)
+            for test in sorted((t for t in running if t.ended), key=lambda t: t.result.ratio or 0.0):
+                assert test.arm is not None and test.on is not None  # running tests have both
+                decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, LEAN_DESIGN,
+                                               test.why(), test.orders, test.lost)
+                if _shows_share(decision):
+                    continue
+                to = self._without(incumbent, test.knob)
+                if to is None:
+                    continue  # another knob needs it now: it stays, with that knob's evidence
+                after, moved = self._move(incumbent, to)  # not where the rest cannot train the same without it
+                if moved:
+                    gone.append(_Gone(test.knob, test.value, decision, after))
+                if after != incumbent:
+                    incumbent = after
+                    for other in (t for t in tests if not t.ended):
+                        if other.tried:
+                            other.went.append((f"{test.knob}={test.value}", other.tried))
+                        self._build(other, incumbent, ident)
+        return incumbent, gone
+
+    def _build(self, test: _Test, incumbent: TrialConfig, ident: str) -> None:
+        """Point `test` at `incumbent` less its knob (None while another knob needs it); its prior, once."""
+        test.arm, test.on = self._without(incumbent, test.knob), incumbent
+        if test.arm is not None and test.prior is None:  # its own trials in this pass are its evidence, not its prior
+            ledger = self.tuner.ledger
+            test.own = wider(ledger.noise(), ledger.pair_noise(test.arm, incumbent, leave_out=ident))
+            test.prior = search_noise(test.own)
+            test.result = step([], LEAN_DESIGN, test.prior)
+
+    def _round(self, ident: str, index: int, incumbent: TrialConfig, running: list[_Test], tests: list[_Test]) -> None:
+        """Measure the incumbent and each running test's arm once, in a random order; each test takes its pair."""
+        order: list[_Test | None] = [None, *running]
+        random.Random(f"{self.tuner.settings.seed}/{ident}/{index}").shuffle(order)
+        speeds: dict[int, TrialRecord | None] = {}
+        for slot, test in enumerate(order):
+            config = incumbent if test is None else test.arm
+            assert config is not None
+            tag = f"#{ident}:{index}" + ("" if test is None else f"-{test.knob}")
+            speeds[slot] = self.tuner.measure(config, Phase.LEAN, tag, budgeted=False)
+        middle = speeds[order.index(None)]
+        for slot, test in enumerate(order):
+            if test is not None:
+                assert test.arm is not None  # a running test's
+                test.take(speeds[slot], middle, "AB" if slot < order.index(None) else "BA",
+                          self.tuner.ledger.pair_noise(test.arm, incumbent))
 
     def _move(self, incumbent: TrialConfig, to: TrialConfig) -> tuple[TrialConfig, bool]:
         """Make `to` the incumbent where its numerics pass the guard; the incumbent after, and whether it moved."""
@@ -209,6 +305,11 @@ class Lean:
         with tuner.workers.lock.held():
             added = tuner.ledger.chain_add(to, over=incumbent, again=True)
         return (to if added else tuner.ledger.incumbent()), added
+
+    def _without(self, incumbent: TrialConfig, knob: str, quiet: bool = False) -> TrialConfig | None:
+        """`incumbent` with `knob` back at the user's baseline, or None where the search cannot measure that."""
+        return self.tuner._config({**changed_knobs(incumbent, self.tuner.base), knob: getattr(self.tuner.base, knob)},
+                                  quiet=quiet)
 
 
 def _shows_share(decision: Decision) -> bool:

@@ -17,30 +17,31 @@ import time
 
 import optuna
 
-from fitspeed.cli.tune import decision_line, lean_line, trial_line
+from fitspeed.cli.tune import tune_events
 from fitspeed.core.config import TrialConfig
-from fitspeed.search.events import DecisionMade, LeanStarted, Note, TrialFinished, TuneEvent
 from fitspeed.search.lean import Lean
 from fitspeed.search.phase import Phase
 from fitspeed.search.tuner import Tuner, TuneSettings
 
 
-def show(event: TuneEvent) -> None:
-    match event:
-        case LeanStarted(config, knobs, pairs, share):
-            print(lean_line(config, knobs, pairs, share), flush=True)
-        case TrialFinished(phase, record):
-            print(trial_line(phase, record, TrialConfig()), flush=True)
-        case DecisionMade(decision):
-            print(decision_line(decision), flush=True)
-        case Note(text):
-            print(text, flush=True)
+class Printed:
+    """`tune`'s lines (`fitspeed.cli.tune.tune_events`) on standard output, without its bars."""
+
+    def start(self, total: int | None, what: str) -> None:
+        pass
+
+    def describe(self, text: str) -> None:
+        pass
+
+    def line(self, text: str, advance: bool = False) -> None:
+        print(text, flush=True)
 
 
 def main() -> None:
     storage, answer = sys.argv[1], TrialConfig.from_assignments(sys.argv[2:])
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    tuner = Tuner(TuneSettings(model="tiny", trials=40, storage=storage, study="lean-real"), on_event=show)
+    tuner = Tuner(TuneSettings(model="tiny", trials=40, storage=storage, study="lean-real"),
+                  on_event=tune_events(Printed(), TrialConfig()))
     if not tuner.ledger.incumbents():
         tuner.ledger.chain_add(answer, over=tuner.base)
     start = time.time()

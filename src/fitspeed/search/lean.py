@@ -249,7 +249,7 @@ class Lean:
             running = [t for t in tests if t.arm is not None and not t.ended]
             if not running:
                 break
-            self._round(ident, index, incumbent, running, tests)
+            self._round(ident, index, incumbent, running)
             for test in sorted((t for t in running if t.ended), key=lambda t: t.result.ratio or 0.0):
                 assert test.arm is not None and test.on is not None  # running tests have both
                 decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, LEAN_DESIGN,
@@ -279,7 +279,7 @@ class Lean:
             test.prior = search_noise(test.own)
             test.result = step([], LEAN_DESIGN, test.prior)
 
-    def _round(self, ident: str, index: int, incumbent: TrialConfig, running: list[_Test], tests: list[_Test]) -> None:
+    def _round(self, ident: str, index: int, incumbent: TrialConfig, running: list[_Test]) -> None:
         """Measure the incumbent and each running test's arm once, in a random order; each test takes its pair."""
         order: list[_Test | None] = [None, *running]
         random.Random(f"{self.tuner.settings.seed}/{ident}/{index}").shuffle(order)
@@ -289,11 +289,11 @@ class Lean:
             assert config is not None
             tag = f"#{ident}:{index}" + ("" if test is None else f"-{test.knob}")
             speeds[slot] = self.tuner.measure(config, Phase.LEAN, tag, budgeted=False)
-        middle = speeds[order.index(None)]
+        middle = order.index(None)
         for slot, test in enumerate(order):
             if test is not None:
                 assert test.arm is not None  # a running test's
-                test.take(speeds[slot], middle, "AB" if slot < order.index(None) else "BA",
+                test.take(speeds[slot], speeds[middle], "AB" if slot < middle else "BA",
                           self.tuner.ledger.pair_noise(test.arm, incumbent))
 
     def _move(self, incumbent: TrialConfig, to: TrialConfig) -> tuple[TrialConfig, bool]:

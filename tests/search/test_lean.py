@@ -201,6 +201,21 @@ def test_each_round_measures_the_incumbent_once_for_every_knob_still_open() -> N
     # the incumbent's trials were shared: fewer than the pairs they stand in
     assert sum(what == "inc" for _, what, _ in trials) < sum(len(d.pairs) for d in decisions)
     assert leaned.steps_per_execution == 64
+    # each pair's order is the order its two trials ran in that round ("AB": the incumbent less the knob first)
+    from fitspeed.search.studies import config_key
+
+    ran = {}
+    for trial in tuner.study.get_trials():
+        if trial.user_attrs.get("phase") == "lean":
+            key = trial.user_attrs["config_key"]
+            where, _, knob = key[len(config_key(TrialConfig.from_dict(trial.user_attrs["config"]))):].partition(
+                ":")[2].partition("-")
+            ran[where, knob or "inc"] = trial.number
+    for decision in decisions:
+        knob = next(k for k in answer if getattr(decision.a, k) != getattr(decision.b, k))
+        assert list(decision.orders) == ["AB" if ran[str(i), knob] < ran[str(i), "inc"] else "BA"
+                                         for i in range(len(decision.pairs))]
+    assert {order for d in decisions for order in d.orders} == {"AB", "BA"}
 
 
 def test_a_pair_whose_trial_failed_on_either_side_is_kept_with_its_side_and_reason() -> None:

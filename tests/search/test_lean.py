@@ -297,3 +297,38 @@ def test_a_pass_stopped_partway_measures_none_of_its_trials_again_when_run_again
     after = _lean_trials(tuner)
     assert [t for t in after if t in before] == before  # kept, and each tag measured once
     assert len({(where, what) for where, what, _ in after}) == len(after) > len(before)
+
+
+def test_a_knob_that_another_means_something_only_beside_is_taken_out_with_it() -> None:
+    # auto_scale_loss=False means something only beside mixed_float16 (`Knob.only_under`), so the incumbent less
+    # mixed_float16 alone cannot be measured. Here float16 is worth 0.9x with loss scaling and turning the scaling
+    # off 1.1x on top of it: auto_scale_loss=False earns its share, and float16 with it is worth 0.99x. The lean
+    # step used to wait for auto_scale_loss=False to go before it could time mixed_float16, so float16 stayed in the
+    # answer with no evidence of its own; now its arm takes out both, and both go
+    from fitspeed.search.lean import Lean, shares_of
+    from fitspeed.search.phase import Phase
+
+    answer = {"steps_per_execution": 64, "precision": "mixed_float16", "auto_scale_loss": False}
+    effects = {("steps_per_execution", 64): 1.5, ("precision", "mixed_float16"): 0.9, ("auto_scale_loss", False): 1.1}
+    machine = _Machine(effects)
+    tuner = _tuner(machine, answer)
+    leaned = Lean(tuner).run()
+    assert leaned == TrialConfig(steps_per_execution=64), leaned
+    arms = {d.a for d in tuner.ledger.decisions() if d.purpose == Phase.LEAN}
+    assert TrialConfig(steps_per_execution=64) in arms  # the incumbent less float16 and the knob that needs it
+    assert TrialConfig(steps_per_execution=64, precision="mixed_float16") in arms  # less the scaling alone
+    # every configuration the pass timed is one the search can measure: no knob in it means nothing
+    from fitspeed.core.knobs import get_knob
+    from fitspeed.search.lean import changed_knobs
+
+    assert machine.calls
+    for config in machine.calls:
+        assert not any(get_knob(k).idle_in(config) for k in changed_knobs(config, tuner.base)), config
+    # where float16 helps, it stays with a share of its own, measured with the scaling out of both sides' difference
+    effects[("precision", "mixed_float16")] = 1.3
+    tuner = _tuner(_Machine(effects), answer)
+    leaned = Lean(tuner).run()
+    assert leaned == TrialConfig(**answer), leaned
+    shares = {s["knob"]: s for s in shares_of(tuner.ledger.decisions(), leaned, tuner.base)}
+    assert set(shares) == set(answer), shares
+    assert shares["precision"]["how"] == "taken out" and shares["precision"]["ratio"] >= 1.3

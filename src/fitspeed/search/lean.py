@@ -45,10 +45,14 @@ the pass, put back on top of the leaner incumbent, where a knob taken out
 after it changed that incumbent; it comes back only where its pairs now show
 it faster by MIN_SHARE, the same evidence as any knob's.
 
-A knob that cannot be taken out alone (another knob needs it) stays, and so
-does one whose removal would fail the numerics guard. Each knob's share, the
-ratio its evidence measured, goes with the verification into best.json and
-the tables (`shares`).
+A knob that others mean something only beside (mixed_float16, beside which
+alone auto_scale_loss=False does anything) is taken out with them: its arm
+is the incumbent less it and every knob that would mean nothing without it,
+and a decision that measured that arm is the knob's own evidence. A knob that
+goes takes those knobs with it. Where the search still cannot measure the
+incumbent without a knob, the knob stays, and so does one whose removal would
+fail the numerics guard. Each knob's share, the ratio its evidence measured,
+goes with the verification into best.json and the tables (`shares`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import KnobError
 from fitspeed.core.json_data import JSONObject
+from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Design, Noise, Step, step
 from fitspeed.search import studies
@@ -102,7 +108,8 @@ class _Gone:
 class _Test:
     """One knob's test in the pass: its pairs (the incumbent less it, the incumbent), each from the round it ran in.
 
-    `arm` is the incumbent of the moment less this knob, built on `on`; None while another knob needs it. A pair
+    `arm` is the incumbent of the moment less this knob (and less each knob that means nothing without it), built
+    on `on`; None where the search cannot measure that, or once the knob went out with another. A pair
     whose trial failed on either side has no ratio: it is kept in `lost` with the side, status and reason, and
     counts against the design's most pairs. `went` names each knob that went out of both sides while the test
     ran, after how many of its pairs.
@@ -188,10 +195,22 @@ def own_evidence(decisions: list[Decision], knob: str, value: Any) -> Decision |
     for decision in decisions:
         if decision.purpose in (Phase.SCREEN, Phase.RACE, Phase.VERIFY):
             continue
-        if (changed_knobs(decision.b, decision.a) == {knob: value} and decision.verdict.is_faster()
-                and (decision.ratio or 0.0) >= MIN_SHARE):
+        if (alone(changed_knobs(decision.b, decision.a), decision.a) == {knob: value}
+                and decision.verdict.is_faster() and (decision.ratio or 0.0) >= MIN_SHARE):
             found = decision
     return found
+
+
+def alone(changes: dict[str, Any], without: TrialConfig) -> dict[str, Any]:
+    """`changes` less the knobs that mean nothing in `without` (`Knob.idle_in`): what a step that made `changes`
+    on top of `without` decided, where the lean step took a knob out with the knobs that need it.
+
+    >>> alone({"precision": "mixed_float16", "auto_scale_loss": False}, TrialConfig())
+    {'precision': 'mixed_float16'}
+    >>> alone({"auto_scale_loss": False}, TrialConfig(precision="mixed_float16"))
+    {'auto_scale_loss': False}
+    """
+    return {k: v for k, v in changes.items() if not get_knob(k).idle_in(without)}
 
 
 class Lean:
@@ -254,11 +273,11 @@ class Lean:
                 assert test.arm is not None and test.on is not None  # running tests have both
                 decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, LEAN_DESIGN,
                                                test.why(), test.orders, test.lost)
-                if _shows_share(decision):
-                    continue
+                if _shows_share(decision) or getattr(incumbent, test.knob) == getattr(tuner.base, test.knob):
+                    continue  # it stays, or it went out already with a knob it means nothing without
                 to = self._without(incumbent, test.knob)
                 if to is None:
-                    continue  # another knob needs it now: it stays, with that knob's evidence
+                    continue  # the search cannot measure the incumbent without it: it stays
                 after, moved = self._move(incumbent, to)  # not where the rest cannot train the same without it
                 if moved:
                     gone.append(_Gone(test.knob, test.value, decision, after))
@@ -271,8 +290,10 @@ class Lean:
         return incumbent, gone
 
     def _build(self, test: _Test, incumbent: TrialConfig, ident: str) -> None:
-        """Point `test` at `incumbent` less its knob (None while another knob needs it); its prior, once."""
-        test.arm, test.on = self._without(incumbent, test.knob), incumbent
+        """Point `test` at `incumbent` less its knob (None where the search cannot measure that, or once the knob
+        went out with a knob it means nothing without); its prior, once."""
+        gone = getattr(incumbent, test.knob) == getattr(self.tuner.base, test.knob)
+        test.arm, test.on = None if gone else self._without(incumbent, test.knob), incumbent
         if test.arm is not None and test.prior is None:  # its own trials in this pass are its evidence, not its prior
             ledger = self.tuner.ledger
             test.own = wider(ledger.noise(), ledger.pair_noise(test.arm, incumbent, leave_out=ident))
@@ -307,9 +328,16 @@ class Lean:
         return (to if added else tuner.ledger.incumbent()), added
 
     def _without(self, incumbent: TrialConfig, knob: str, quiet: bool = False) -> TrialConfig | None:
-        """`incumbent` with `knob` back at the user's baseline, or None where the search cannot measure that."""
-        return self.tuner._config({**changed_knobs(incumbent, self.tuner.base), knob: getattr(self.tuner.base, knob)},
-                                  quiet=quiet)
+        """`incumbent` with `knob` back at the user's baseline, and with it each changed knob that means nothing
+        without it (auto_scale_loss=False, without mixed_float16); None where the search cannot measure that."""
+        base = self.tuner.base
+        values = {**changed_knobs(incumbent, base), knob: getattr(base, knob)}
+        try:
+            less = base.replace(**values)
+        except KnobError:
+            return self.tuner._config(values, quiet=quiet)  # refused, and said so there
+        values.update({k: getattr(base, k) for k in changed_knobs(less, base) if get_knob(k).idle_in(less)})
+        return self.tuner._config(values, quiet=quiet)
 
 
 def _shows_share(decision: Decision) -> bool:

@@ -273,7 +273,7 @@ class Lean:
                 assert test.arm is not None and test.on is not None  # running tests have both
                 decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, LEAN_DESIGN,
                                                test.why(), test.orders, test.lost)
-                if _shows_share(decision) or getattr(incumbent, test.knob) == getattr(tuner.base, test.knob):
+                if _shows_share(decision) or _gone_from(incumbent, tuner.base, test.knob):
                     continue  # it stays, or it went out already with a knob it means nothing without
                 to = self._without(incumbent, test.knob)
                 if to is None:
@@ -292,7 +292,7 @@ class Lean:
     def _build(self, test: _Test, incumbent: TrialConfig, ident: str) -> None:
         """Point `test` at `incumbent` less its knob (None where the search cannot measure that, or once the knob
         went out with a knob it means nothing without); its prior, once."""
-        gone = getattr(incumbent, test.knob) == getattr(self.tuner.base, test.knob)
+        gone = _gone_from(incumbent, self.tuner.base, test.knob)
         test.arm, test.on = None if gone else self._without(incumbent, test.knob), incumbent
         if test.arm is not None and test.prior is None:  # its own trials in this pass are its evidence, not its prior
             ledger = self.tuner.ledger
@@ -334,10 +334,15 @@ class Lean:
         values = {**changed_knobs(incumbent, base), knob: getattr(base, knob)}
         try:
             less = base.replace(**values)
+            values.update({k: getattr(base, k) for k in changed_knobs(less, base) if get_knob(k).idle_in(less)})
         except KnobError:
-            return self.tuner._config(values, quiet=quiet)  # refused, and said so there
-        values.update({k: getattr(base, k) for k in changed_knobs(less, base) if get_knob(k).idle_in(less)})
+            pass  # refused by `_config` below, which says why
         return self.tuner._config(values, quiet=quiet)
+
+
+def _gone_from(incumbent: TrialConfig, base: TrialConfig, knob: str) -> bool:
+    """`knob` is back at the user's baseline in `incumbent`: it went out with a knob it means nothing without."""
+    return bool(getattr(incumbent, knob) == getattr(base, knob))
 
 
 def _shows_share(decision: Decision) -> bool:

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 from fitspeed.core.import_environment import import_environment
@@ -170,26 +171,6 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _watch(proc: subprocess.Popen[bytes] | warm_start.WarmChild, spec: TrialSpec, started: float) -> tuple[Status, str] | None:
-    """Wait for the child; return (status, reason) if it must be killed for its limits."""
-    peak_mb = 0.0
-    tree = ProcessTree(proc.pid)
-    while proc.poll() is None:
-        elapsed = time.perf_counter() - started
-        if spec.memory_limit_mb is not None:
-            peak_mb = max(peak_mb, tree.rss_mb())
-            if peak_mb > spec.memory_limit_mb:
-                return (
-                    Status.OOM,
-                    f"the trial used {peak_mb:.0f} MiB, over the memory limit of "
-                    f"{spec.memory_limit_mb} MiB",
-                )
-        if spec.timeout_s is not None and elapsed > spec.timeout_s:
-            return (Status.TIMEOUT, f"the trial ran past its timeout of {spec.timeout_s:g} s")
-        time.sleep(POLL_S)
-    return None
-
-
 HOOK_FAILED = 70  # the status `trial/script_site/sitecustomize.py` exits with when fitspeed cannot start in the script's Python
 HOOK_FAILED_WORDS = "fitspeed: the script hook could not start"
 
@@ -208,6 +189,162 @@ def _hook_failure(log_tail: str | None) -> str | None:
     return None
 
 
+class TrialProcess:
+    """One trial's child process in `folder`, from its start to its record (`run_trial`, `fitspeed.measure.rounds`).
+
+    `start` starts it (forked from a fork server where one serves it, else a
+    fresh interpreter), `limits` says whether it must be killed for its
+    memory or its time, `end` kills its group once it is over and tells
+    whether it must run again cold (a warm script that found what only a
+    fresh interpreter does), and `record` reads what it left.
+    """
+
+    def __init__(self, spec: TrialSpec, folder: Path, *, python: str = sys.executable,
+                 env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> None:
+        self.spec, self.folder, self.python = spec, folder, python
+        self.started = time.perf_counter()
+        spec_path = folder / "spec.json"
+        spec_path.write_text(json.dumps(spec.to_dict()))
+        self.stdout_path, self.stderr_path = folder / "stdout", folder / "stderr"
+        child_env = dict(os.environ if env is None else env)
+        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        child_env["PYTHONUNBUFFERED"] = "1"
+        if spec.script is None:  # a built-in trial's temporary files are the trial's; a user's command keeps its TMPDIR
+            child_env[TRIAL_TMP] = str(folder)
+        # -P: the working folder shadows no package
+        self.argv: list[str] = [python, "-P", "-m", "fitspeed.trial", str(spec_path)]
+        self.record_path: Path | None = None
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | warm_start.WarmChild | None = None
+        if spec.script is not None:  # a user's own command, hooked (fitspeed.measure.training_command); its output is one log
+            from fitspeed.measure import training_command
+
+            self.argv, child_env, self.record_path = training_command.prepare(spec, folder, child_env)
+            self.cwd = spec.script["cwd"]
+            if training_command.forkable(self.argv, self.cwd, python, child_env.get("PATH")):  # `python FILE ARGS...`
+                order = {training_command.ENV: child_env[training_command.ENV]}
+                without = {k: v for k, v in child_env.items() if k != training_command.ENV}
+                env_at_import = import_environment(spec.config, spec.seed, without) | order
+                self.proc = warm_start.start(python, env_at_import, spec_path, self.stdout_path, self.stdout_path,
+                                             self.cwd, script=self.argv)
+        else:  # a built-in trial: forked from a server that imported keras once, where one can serve it
+            env_at_import = import_environment(spec.config, spec.seed, child_env)
+            self.proc = warm_start.start(python, env_at_import, spec_path, self.stdout_path, self.stderr_path, self.cwd)
+        self.env = child_env
+        self.warm = False
+        self.sampler: Any = None
+        self.peak_mb = 0.0
+        self.tree: ProcessTree | None = None
+        self.returncode = 0
+        self.ended = self.started
+
+    def start(self) -> None:
+        """Start the child (a warm one forked in `__init__` runs already)."""
+        self.warm = self.proc is not None
+        if self.proc is None:
+            with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdout=out,
+                    stderr=err if self.record_path is None else subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.cwd,
+                    env=self.env,
+                    start_new_session=True,
+                    preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
+                )
+        self.tree = ProcessTree(self.proc.pid)
+        self.peak_mb = 0.0
+        self.sampler = start_for_trial(self.proc.pid) if self.spec.monitor else None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def limits(self, elapsed: float) -> tuple[Status, str] | None:
+        """(status, reason) if the child must be killed for its memory or for `elapsed` seconds of its time."""
+        spec = self.spec
+        if spec.memory_limit_mb is not None and self.tree is not None:
+            self.peak_mb = max(self.peak_mb, self.tree.rss_mb())
+            if self.peak_mb > spec.memory_limit_mb:
+                return (
+                    Status.OOM,
+                    f"the trial used {self.peak_mb:.0f} MiB, over the memory limit of "
+                    f"{spec.memory_limit_mb} MiB",
+                )
+        if spec.timeout_s is not None and elapsed > spec.timeout_s:
+            return (Status.TIMEOUT, f"the trial ran past its timeout of {spec.timeout_s:g} s")
+        return None
+
+    def end(self, killed: tuple[Status, str] | None) -> bool:
+        """Kill the child's group (limits, Ctrl-C, a normal exit: it stops the child and any workers it left
+        behind); True where it must run again, cold: a warm script that found what only a fresh interpreter
+        does as `python FILE` does (`fitspeed.trial.warm_script`) left COLD."""
+        assert self.proc is not None
+        try:
+            if self.sampler is not None:
+                self.sampler.stop()
+        finally:
+            self.returncode = _kill_group(self.proc)
+            self.ended = time.perf_counter()
+        if killed or not self.warm or self.record_path is None or not (self.folder / COLD).exists():
+            return False
+        (self.folder / COLD).unlink()
+        self.record_path.unlink(missing_ok=True)
+        self.proc, self.started = None, time.perf_counter()
+        return True
+
+    def record(self, killed: tuple[Status, str] | None) -> TrialRecord:
+        """The trial's record, whatever happened: the child's own, or the parent's account of its end."""
+        spec, returncode = self.spec, self.returncode
+        # a warm child opens its own output files: one stopped before it did (a timeout of a fraction of a
+        # second, a loaded machine) left none, and its record is the kill's, not a crash of the parent
+        stdout = self.stdout_path.read_text("utf-8", "replace") if self.stdout_path.exists() else ""
+        log_tail = _tail(self.stderr_path if self.record_path is None else self.stdout_path)
+        scripted = None
+        if spec.script is not None and self.record_path is not None:
+            from fitspeed.measure import training_command
+
+            scripted = training_command.read_record(self.record_path)
+        wall_s = self.ended - self.started
+        if killed:
+            status, reason = killed
+            record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
+        else:
+            decoded = decode(stdout) if spec.script is None else scripted
+            hook_failed = _hook_failure(log_tail) if spec.script is not None and returncode == HOOK_FAILED else None
+            if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
+                record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
+                                    environment=environment.host(spec.config.backend))
+            elif decoded is None:
+                code = returncode
+                how = (
+                    f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
+                )
+                hint = " (the kernel's out-of-memory killer sends SIGKILL)" if code == -9 else ""
+                record = new_record(
+                    spec,
+                    Status.CRASHED,
+                    reason=f"the trial process {how} before it sent a record{hint}{native_cause(log_tail)}",
+                    environment=environment.host(spec.config.backend),
+                )
+            else:
+                record = TrialRecord.from_dict(decoded)  # the one decoding of the child's answer; attributes from here on
+        return dataclasses.replace(
+            record,
+            # the child's own tail, with the signal that ended it when it was killed (by the parent's limits too)
+            stderr_tail=with_signal(log_tail, returncode) if record.status != Status.OK else None,
+            log_tail=log_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
+            wall_s=wall_s,
+            warm_start=self.warm,  # forked from a fork server, or a fresh interpreter
+            monitor=trial_usage(self.sampler, record) if self.sampler is not None else None,
+        )
+
+
 def run_trial(
     spec: TrialSpec,
     *,
@@ -216,97 +353,19 @@ def run_trial(
     cwd: str | Path | None = None,
 ) -> TrialRecord:
     """Run `spec` in a child process and return its record, whatever happened."""
-    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fitspeed-trial-") as tmp:
-        folder = Path(tmp)
-        spec_path = folder / "spec.json"
-        spec_path.write_text(json.dumps(spec.to_dict()))
-        stdout_path, stderr_path = folder / "stdout", folder / "stderr"
-        child_env = dict(os.environ if env is None else env)
-        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        child_env["PYTHONUNBUFFERED"] = "1"
-        if spec.script is None:  # a built-in trial's temporary files are the trial's; a user's command keeps its TMPDIR
-            child_env[TRIAL_TMP] = tmp
-        argv, record_path = [python, "-P", "-m", "fitspeed.trial", str(spec_path)], None  # -P: the working folder shadows no package
-        proc: subprocess.Popen[bytes] | warm_start.WarmChild | None = None
-        if spec.script is not None:  # a user's own command, hooked (fitspeed.measure.training_command); its output is one log
-            from fitspeed.measure import training_command
-
-            argv, child_env, record_path = training_command.prepare(spec, folder, child_env)
-            cwd = spec.script["cwd"]
-            if training_command.forkable(argv, cwd, python, child_env.get("PATH")):  # `python FILE ARGS...`
-                order = {training_command.ENV: child_env[training_command.ENV]}
-                without = {k: v for k, v in child_env.items() if k != training_command.ENV}
-                env_at_import = import_environment(spec.config, spec.seed, without) | order
-                proc = warm_start.start(python, env_at_import, spec_path, stdout_path, stdout_path, cwd, script=argv)
-        else:  # a built-in trial: forked from a server that imported keras once, where one can serve it
-            env_at_import = import_environment(spec.config, spec.seed, child_env)
-            proc = warm_start.start(python, env_at_import, spec_path, stdout_path, stderr_path, cwd)
+        trial = TrialProcess(spec, Path(tmp), python=python, env=env, cwd=cwd)
         while True:
-            warm = proc is not None
-            if proc is None:
-                with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-                    proc = subprocess.Popen(
-                        argv,
-                        stdout=out,
-                        stderr=err if record_path is None else subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        cwd=cwd,
-                        env=child_env,
-                        start_new_session=True,
-                        preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
-                    )
-            sampler = start_for_trial(proc.pid) if spec.monitor else None
+            trial.start()
+            killed = None
             try:
-                killed = _watch(proc, spec, started)
+                while trial.running():
+                    killed = trial.limits(time.perf_counter() - trial.started)
+                    if killed:
+                        break
+                    time.sleep(POLL_S)
             finally:
-                if sampler is not None:
-                    sampler.stop()
-                # Whatever happened (limits, Ctrl-C, a normal exit), kill the group:
-                # it stops the child, and any worker processes it left behind.
-                returncode = _kill_group(proc)
-            # a warm script that found what only a fresh interpreter does as `python FILE` does
-            # (fitspeed.trial.warm_script) left COLD: the same command again, cold
-            if killed or not warm or record_path is None or not (folder / COLD).exists():
+                again = trial.end(killed)
+            if not again:
                 break
-            (folder / COLD).unlink()
-            record_path.unlink(missing_ok=True)
-            proc, started = None, time.perf_counter()
-        # a warm child opens its own output files: one stopped before it did (a timeout of a fraction of a
-        # second, a loaded machine) left none, and its record is the kill's, not a crash of the parent
-        stdout = stdout_path.read_text("utf-8", "replace") if stdout_path.exists() else ""
-        log_tail = _tail(stderr_path if record_path is None else stdout_path)
-        scripted = training_command.read_record(record_path) if record_path is not None else None
-    wall_s = time.perf_counter() - started
-    if killed:
-        status, reason = killed
-        record = new_record(spec, status, reason=reason, environment=environment.host(spec.config.backend))
-    else:
-        decoded = decode(stdout) if spec.script is None else scripted
-        hook_failed = _hook_failure(log_tail) if spec.script is not None and returncode == HOOK_FAILED else None
-        if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
-            record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
-                                environment=environment.host(spec.config.backend))
-        elif decoded is None:
-            code = returncode
-            how = (
-                f"was killed by {_signal_name(code)}" if code < 0 else f"exited with status {code}"
-            )
-            hint = " (the kernel's out-of-memory killer sends SIGKILL)" if code == -9 else ""
-            record = new_record(
-                spec,
-                Status.CRASHED,
-                reason=f"the trial process {how} before it sent a record{hint}{native_cause(log_tail)}",
-                environment=environment.host(spec.config.backend),
-            )
-        else:
-            record = TrialRecord.from_dict(decoded)  # the one decoding of the child's answer; attributes from here on
-    return dataclasses.replace(
-        record,
-        # the child's own tail, with the signal that ended it when it was killed (by the parent's limits too)
-        stderr_tail=with_signal(log_tail, returncode) if record.status != Status.OK else None,
-        log_tail=log_tail if spec.script is not None else None,  # the script's own output, stdout and stderr together
-        wall_s=wall_s,
-        warm_start=warm,  # forked from a fork server, or a fresh interpreter
-        monitor=trial_usage(sampler, record) if sampler is not None else None,
-    )
+        return trial.record(killed)

@@ -12,11 +12,13 @@ server's import, once; later ones fork in milliseconds. A server is started
 only when a trial needs it, never beside a running measurement.
 
 `start` gives None, and the runner starts the trial cold, where warm starts
-are off (`FITSPEED_WARM_START=0`), the server of that environment is busy
-with another thread's trial, or it could not start (its failure then
-surfaces in the cold trial's own record). At most `MAX_SERVERS` are kept,
-the least recently used closed first; all close when the parent exits,
-and Linux kills a server and its trial if the parent dies.
+are off (`FITSPEED_WARM_START=0`), no server can be kept for it (`MAX_SERVERS`
+serve trials still running), or it could not start (its failure then
+surfaces in the cold trial's own record). A server forks as many trials at
+once as are asked of it: the trials of a lockstep round
+(`fitspeed.measure.rounds`) all come from it. At most `MAX_SERVERS` are kept,
+the least recently used idle one closed first; all close when the parent
+exits, and Linux kills a server and its trials if the parent dies.
 
 With `FITSPEED_FORK_SERVERS=FOLDER`, servers live in FOLDER instead and
 serve every process that names it (many short commands in a row, a test
@@ -101,7 +103,6 @@ class ForkServer:
     """One `python -m fitspeed.trial --fork-server BACKEND`, started with `env`."""
 
     def __init__(self, python: str, env: Mapping[str, str]) -> None:
-        self.busy = False
         self.log = tempfile.TemporaryFile(prefix="fitspeed-fork-server-")
         self.proc = subprocess.Popen(
             [python, "-P", "-m", "fitspeed.trial", "--fork-server", env["KERAS_BACKEND"]],
@@ -110,6 +111,9 @@ class ForkServer:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.lines = _Lines(self.proc.stdout)
+        self.reading = threading.Lock()  # one reader of the channel at a time: several children share it
+        self.live: set[int] = set()
+        self.codes: dict[int, int] = {}
         try:
             ready = self.lines.read(READY_TIMEOUT_S)
         except ServerGone:
@@ -120,23 +124,57 @@ class ForkServer:
 
     def fork(self, request: Mapping[str, object]) -> WarmChild:
         assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-        except OSError as error:
-            raise ServerGone(str(error)) from None
-        line = self.lines.read(FORK_TIMEOUT_S)
-        if line is None or not line.startswith("started "):
-            raise ServerGone(f"the fork server did not fork (it said {line!r})")
-        self.busy = True
-        return WarmChild(self, int(line.split()[1]))
+        with self.reading:
+            try:
+                self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError as error:
+                raise ServerGone(str(error)) from None
+            while True:  # another child's end may come first
+                line = self.lines.read(FORK_TIMEOUT_S)
+                if line is None or not line.startswith(("started ", "exited ")):
+                    raise ServerGone(f"the fork server did not fork (it said {line!r})")
+                if line.startswith("started "):
+                    break
+                self._ended(line)
+        pid = int(line.split()[1])
+        self.live.add(pid)
+        return WarmChild(self, pid)
+
+    def _ended(self, line: str) -> None:
+        """`exited PID CODE`: that child's exit code, kept until its `WarmChild` asks."""
+        _, pid, code = line.split()
+        self.codes[int(pid)] = int(code)
+        self.live.discard(int(pid))
+
+    def returncode(self, pid: int, timeout: float | None) -> int | None:
+        """Child `pid`'s exit code, waiting up to `timeout` seconds (None: until it ends); None while it runs."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self.reading:
+                if pid in self.codes:
+                    return self.codes.pop(pid)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    line = self.lines.read(left)
+                except ServerGone:  # the server died, and Linux killed its children with it
+                    for child in self.live | {pid}:
+                        self.codes[child] = -signal.SIGKILL
+                    self.live.clear()
+                    self.close()
+                    continue
+                if line is None:
+                    return None
+                if line.startswith("exited "):
+                    self._ended(line)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a child of it still runs (such a server is never closed to make room)."""
+        return bool(self.live)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
-
-    def done(self) -> None:
-        """Its child ended: free for the next trial."""
-        self.busy = False
 
     def close(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -156,13 +194,16 @@ class WarmChild:
         self.returncode: int | None = None
 
     def _read(self, timeout: float | None) -> None:
+        if isinstance(self.server, ForkServer):
+            self.returncode = self.server.returncode(self.pid, timeout)
+            return
         try:
             line = self.server.lines.read(timeout)
         except ServerGone:  # the server died, and Linux killed its child with it
             line = f"exited {-signal.SIGKILL}"
             self.server.close()
         if line is not None and line.startswith("exited "):
-            self.returncode = int(line.split()[1])
+            self.returncode = int(line.split()[-1])
             self.server.done()
 
     def poll(self) -> int | None:
@@ -297,8 +338,6 @@ def start(python: str, env: Mapping[str, str], spec_path: Path, stdout_path: Pat
         if server is not None and not server.alive():
             _servers.pop(key).close()
             server = None
-        if server is not None and server.busy:
-            return None
         if server is None:
             if key in _failed:
                 return None

@@ -19,8 +19,12 @@ backend read at import is what a trial of its own would have read
 
 The control channel is one JSON line per request on the server's stdin, and
 lines back on its stdout: `ready` once imported, `started PID` after each
-fork, and `exited CODE` when that child ends (a negative CODE: killed by
-that signal, as `subprocess` reports it). One child at a time.
+fork, and `exited PID CODE` when that child ends (a negative CODE: killed by
+that signal, as `subprocess` reports it). Several children may run at once:
+the trials of a lockstep round (`fitspeed.measure.rounds`) are forked from
+one server, so that no trial of a round starts cold beside a warm one. A
+shared server (`serve_socket`) serves one trial per connection and says
+`exited CODE`.
 
 A forked child points its stderr at its own file and turns the fault
 handler on again there, so a native abort or a segfault in the trial dumps
@@ -163,11 +167,26 @@ def serve(backend: str) -> int:
         os.write(replies, f"{line}\n".encode())
 
     reply("ready")
-    for line in requests:
-        if line.strip():
-            pid = _fork(json.loads(line), server, [requests.fileno(), replies])
-            reply(f"started {pid}")
-            reply(f"exited {_wait(pid, None)}")
+    children: set[int] = set()
+    buffer, closed = b"", False
+    while not closed or children:
+        if not closed and select.select([requests], [], [], WAIT_S if children else None)[0]:
+            chunk = os.read(requests.fileno(), 65536)
+            closed = not chunk
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    pid = _fork(json.loads(line), server, [requests.fileno(), replies])
+                    children.add(pid)
+                    reply(f"started {pid}")
+        elif closed:
+            return 0  # the parent is gone: Linux ends each child with this server
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                reply(f"exited {pid} {os.waitstatus_to_exitcode(status)}")
     return 0
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
-from fitspeed.trial import cutoff, peak_memory
+from fitspeed.trial import cutoff, lockstep, peak_memory
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.machine.environment import Environment
@@ -84,7 +84,9 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     """
     from fitspeed.trial.timing import StepTimer
 
+    gate = lockstep.from_environment()  # in a lockstep round, each window waits for its turn
     warm = StepTimer(marks=(n - 1, 2 * n - 1))
+    gate.acquire()  # before the cut-off's clock starts: a turn's wait is no time of the warm-up's
     watchdog = cutoff.watch(
         2 * n * batch, spec.stop_below, n * batch, done=lambda: sum(warm.calls_per_epoch.values()),
         began=lambda: warm.train_begin,
@@ -96,17 +98,23 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     finally:
         if watchdog:
             watchdog.cancel()
+        gate.release()
     first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
     steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
     if warm.nonfinite:
+        gate.finish()
         return new_record(spec, Status.NAN, reason=warm.nonfinite, environment=env, **fields)
     if spec.stop_below and steady_s >= MIN_CHECK_S and n * batch / steady_s < spec.stop_below:
+        gate.finish()
         return stopped_early(spec, "the warm-up", [n * batch / steady_s], batch, first_s, build_s,
                              warm.epoch_losses, env, **fields)
     steps = timed_steps(spec, n, steady_s, cap)
-    timer = StepTimer(marks=(n - 1, n + steps - 1), stop_below=spec.stop_below, samples=steps * batch)
+    timer = StepTimer(marks=(n - 1, n + steps - 1), stop_below=spec.stop_below, samples=steps * batch, gate=gate)
     began = time.time()
-    fit(n + steps, spec.repeats, timer)
+    try:
+        fit(n + steps, spec.repeats, timer)
+    finally:
+        gate.finish()  # what follows the windows (held-out figures, checks) never falls in another trial's turn
     wall = [began, time.time()]
     losses = [*warm.epoch_losses, *timer.epoch_losses]
     if timer.nonfinite:

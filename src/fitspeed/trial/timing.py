@@ -19,6 +19,8 @@ from typing import Any
 
 import keras
 
+from fitspeed.trial.lockstep import NO_GATE, Gate
+
 
 class StepTimer(keras.callbacks.Callback):
     """Record the clock at chosen step indices of every epoch.
@@ -30,11 +32,15 @@ class StepTimer(keras.callbacks.Callback):
 
     async_safe = True  # let Keras keep dispatching batch callbacks off the main thread
 
-    def __init__(self, marks: tuple[int, ...], stop_below: float | None = None, samples: float = 0.0) -> None:
+    def __init__(self, marks: tuple[int, ...], stop_below: float | None = None, samples: float = 0.0,
+                 gate: Gate = NO_GATE) -> None:
         """With `stop_below`, training stops after the first epoch if its window (the first and
         last mark, `samples` samples) ran below that many samples/s; `stopped` says so. Only the
-        first window decides: a load burst in a later one is a slow window, not a reason to stop."""
+        first window decides: a load burst in a later one is a slow window, not a reason to stop.
+        With a `gate` (a lockstep round, `fitspeed.trial.lockstep`), each epoch waits for its turn
+        at its beginning and hands it back at its end."""
         super().__init__()
+        self.gate = gate
         self.marks = frozenset(marks)
         self.stop_below = stop_below
         self.samples = samples
@@ -52,6 +58,7 @@ class StepTimer(keras.callbacks.Callback):
         self.train_begin = time.perf_counter()
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.gate.acquire()
         self._epoch = epoch
         self._epoch_began = time.perf_counter()
 
@@ -71,6 +78,7 @@ class StepTimer(keras.callbacks.Callback):
         if loss is not None:
             self.epoch_losses.append(float(loss))
         self.epoch_s.append(time.perf_counter() - self._epoch_began)
+        self.gate.release()
         if self.stop_below and self.marks and len(self.epoch_s) == 1:
             window = self.span(epoch, min(self.marks), max(self.marks))
             if window and self.samples / window < self.stop_below:

@@ -509,18 +509,23 @@ def level(confidence: float) -> str:
 
 
 def pair_order(seed: object, ident: str, index: int) -> bool:
-    """Whether pair `index` of comparison `ident` measures B first.
+    """Whether pair `index` of comparison `ident` measures B first (in a lockstep round: whose turn comes first).
 
-    A coin decides the first pair's order; the orders then alternate (AB,
-    BA, AB, ... or BA, AB, ...), the same on a resumed run. Each pair's order
-    is a fair coin, and the second slot's advantage (the second of two
-    back-to-back trials ran several percent faster here) cancels in every two
-    pairs instead of adding its spread to the estimate.
+    Pairs go in blocks of two, 0-1, 2-3, ...: a coin per block decides its
+    first pair's order, and the second pair of the block takes the other, the
+    same on a resumed run. Each pair's order is a fair coin, and the first
+    slot's advantage or handicap (the second of two back-to-back trials ran
+    several percent faster here) cancels in every block instead of adding its
+    spread to the estimate; with an odd number of pairs, the last one's order
+    is a fresh coin, so the leftover slot favours neither side.
 
     >>> orders = [pair_order(0, "abc", i) for i in range(6)]
     >>> orders == [pair_order(0, "abc", i) for i in range(6)], sum(orders)
     (True, 3)
-    >>> all(orders[i] != orders[i + 1] for i in range(5))
+    >>> all(orders[i] != orders[i + 1] for i in range(0, 6, 2))
     True
+    >>> sum(pair_order(0, f"c{n}", 2) for n in range(1000))  # a third pair's order: a fair coin
+    497
     """
-    return (random.Random(f"{seed}|{ident}").random() < 0.5) != (index % 2 == 1)
+    coin = random.Random(f"{seed}|{ident}|{index // 2}").random() < 0.5
+    return coin != (index % 2 == 1)

@@ -1,8 +1,12 @@
-"""Compare two configurations with interleaved runs: A B A B …, each a fresh process.
+"""Compare two configurations in pairs, each pair one round of two fresh processes.
 
-Each pair gives the ratio of B's samples/s to A's. Pairs run back to back, so
-slow drift on a shared machine hits both arms of a pair alike; the ratios then
-give a median with a 95% confidence interval (`fitspeed.core.stats`).
+Each pair gives the ratio of B's samples/s to A's. A pair is a lockstep round
+(`fitspeed.measure.rounds`): A's and B's processes live together and take
+turns window by window, so the machine's drift falls on both arms alike;
+where two processes cannot run together, A and B run one after the other,
+and the comparison says why (`Comparison.why`). Which arm times first is a
+coin per pair. The ratios give a median with a 95% confidence interval
+(`fitspeed.core.stats`).
 
 A trial's samples/s is the median of its timed windows, or with
 `statistic="best"` its fastest window: on a machine shared with other work,
@@ -25,7 +29,7 @@ from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
-from fitspeed.measure.runner import run_trial
+from fitspeed.measure.rounds import RoundRunner, Rounds, as_rounds
 
 STATISTICS = ("median", "best")
 
@@ -53,6 +57,23 @@ class Comparison:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     statistic: str = "median"
     until_width: float | None = None
+    designs: list[str] = field(default_factory=list)  # each pair's: lockstep or sequential
+    why: str | None = None  # why pairs ran sequentially, where they did
+
+    def design(self) -> str:
+        """How the pairs were measured, in a sentence.
+
+        >>> c = Comparison(TrialSpec(model="tiny"), TrialSpec(model="tiny"), designs=["lockstep"] * 3)
+        >>> c.design()
+        'lockstep rounds: A and B alive together, timed in turns (3 of 3 pairs)'
+        >>> Comparison(c.spec_a, c.spec_b, designs=["sequential"], why="2 trials do not fit").design()
+        'sequential pairs (2 trials do not fit)'
+        """
+        together = self.designs.count("lockstep")
+        if together:
+            return (f"lockstep rounds: A and B alive together, timed in turns ({together} of {len(self.designs)} "
+                    "pairs)")
+        return f"sequential pairs ({self.why})" if self.why else "sequential pairs"
 
     def ratios(self) -> list[float]:
         out = []
@@ -94,6 +115,8 @@ class Comparison:
             "width": estimate.high - estimate.low if estimate and len(estimate.ratios) >= 2 else None,
             "estimate": estimate.to_dict() if estimate else None,
             "verdict": self.verdict(),
+            "designs": list(self.designs),
+            "design": self.design(),
         }
 
 
@@ -120,29 +143,35 @@ def interleave(
     spec_b: TrialSpec,
     pairs: int,
     *,
-    run: TrialRunner = run_trial,
+    run: TrialRunner | RoundRunner | None = None,
     on_trial: OnTrial | None = None,
     confidence: float = 0.95,
     statistic: str = "median",
     until_width: float | None = None,
     max_pairs: int | None = None,
 ) -> Comparison:
-    """Run `pairs` interleaved pairs, each in a random order; `on_trial(arm, record)` sees each record as it lands.
+    """Run `pairs` pairs, each one round (`fitspeed.measure.rounds`) in which a coin says which arm times
+    first; `on_trial(arm, record)` sees each record as its round lands, the first arm's first.
 
-    Each record says its `arm` ("a" or "b") and its `pair` (0 is the first).
+    Each record says its `arm` ("a" or "b") and its `pair` (0 is the first). `run` is a
+    `Rounds` (the default: lockstep where two trials fit) or a plain trial runner (a test's fake),
+    whose pairs run as sequential trials.
 
     With `until_width`, go on until the interval is at most that wide, or `max_pairs` pairs ran.
     """
     check(statistic, until_width)
+    runner = as_rounds(run if run is not None else Rounds())
     cap = max(pairs, max_pairs or pairs)
     comparison = Comparison(spec_a, spec_b, confidence=confidence, statistic=statistic, until_width=until_width)
     index = 0
     while index < pairs or (until_width is not None and index < cap and _wider(comparison, until_width)):
+        # a coin per pair: in lockstep, which arm's turn comes first; sequential, which trial runs first
+        b_first = pair_order(comparison.id, "compare", index)
+        done = runner.round([spec_a, spec_b], first=1 if b_first else 0)
+        comparison.designs.append(done.design)
+        comparison.why = comparison.why or done.why
         records: dict[str, TrialRecord] = {}
-        arms = (("a", spec_a), ("b", spec_b))
-        # each pair in a random order: the second slot of two back-to-back trials can run faster
-        for arm, spec in reversed(arms) if pair_order(comparison.id, "compare", index) else arms:
-            record = run(spec)
+        for arm, record in (("b", done.records[1]), ("a", done.records[0])) if b_first else zip("ab", done.records):
             record = replace(record, extra={**record.extra, "compare_id": comparison.id, "arm": arm, "pair": index,
                                             "first": not records})
             if on_trial:

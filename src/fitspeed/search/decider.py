@@ -52,6 +52,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
@@ -77,6 +78,31 @@ SEARCH_PRIOR = Noise(0.14, 4, "a prior of 10% trial noise")  # pooled into every
 
 Measure = Callable[..., "TrialRecord | None"]
 Once = Callable[[str, Callable[[], Any], Callable[[], Any]], Any]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One trial of a round, as the tuner measures it: a configuration, for a phase, under a tag, and the figure
+    below which it stops early (a candidate's)."""
+
+    config: TrialConfig
+    phase: Phase
+    tag: str = ""
+    stop_below: float | None = None
+
+
+MeasureRound = Callable[..., "list[TrialRecord | None]"]  # (asks, first=, budgeted=, ahead=): a record per ask
+
+
+def design_of(record: TrialRecord | None) -> str:
+    """How a trial was measured: "lockstep" (in a round with others, in turns) or "sequential".
+
+    >>> from fitspeed.core.record import Status, TrialSpec, new_record
+    >>> design_of(new_record(TrialSpec(model="tiny"), Status.OK, round={"design": "lockstep"})), design_of(None)
+    ('lockstep', 'sequential')
+    """
+    found = (record.extra.get("round") or {}) if record is not None else {}
+    return str(found.get("design") or "sequential")
 
 
 def combine_design(pairs: int, min_gain: float) -> Design:
@@ -208,13 +234,27 @@ class Decider:
     """Makes and stores paired decisions; one worker makes each, the others read its answer."""
 
     def __init__(self, ledger: Ledger, measure: Measure, once: Once, lock: StudyLock, emit: OnEvent,
-                 seed: int) -> None:
+                 seed: int, measure_round: MeasureRound | None = None) -> None:
         self.ledger = ledger
         self.measure = measure
         self.once = once
         self.lock = lock
         self.emit = emit
         self.seed = seed
+        self.measure_round: MeasureRound = measure_round or self._one_by_one
+
+    def _one_by_one(self, asks: list[Ask], first: int = 0, budgeted: bool = True,
+                    ahead: int = 0) -> list[TrialRecord | None]:
+        """A round's trials measured one after another with `measure`, `first` first (no runner for rounds)."""
+        order = [first, *(i for i in range(len(asks)) if i != first)]
+        records: list[TrialRecord | None] = [None] * len(asks)
+        for n, i in enumerate(order):
+            ask = asks[i]
+            records[i] = self.measure(ask.config, ask.phase, ask.tag, budgeted=budgeted, stop_below=ask.stop_below,
+                                      ahead=ahead + len(order) - 1 - n)
+            if records[i] is None:
+                break
+        return records
 
     def decide(self, purpose: Phase, a: TrialConfig, b: TrialConfig, design: Design,
                budgeted: bool = True) -> Decision:
@@ -241,6 +281,7 @@ class Decider:
         pairs: list[tuple[float, float]] = []
         orders: list[str] = []
         lost: list[LostPair] = []
+        designs: list[str] = []
         why = None
         result = step([], design, prior)
         for index in range(design.max_pairs):
@@ -249,22 +290,11 @@ class Decider:
             b_first = pair_order(self.seed, ident, index)
             figure = self.ledger.figure(a)
             stop_below = figure and STOP_SHARE * figure
-            # a comparison starts only if it can reach its first look; then a pair is claimed whole
-            ahead = 2 * design.min_pairs - 1 if index == 0 else 1
-
-            def run_b(ahead: int) -> TrialRecord | None:
-                return self.measure(b, purpose, f"#{ident}:{index}b", budgeted=budgeted, stop_below=stop_below,
-                                    ahead=ahead)
-
-            def run_a(ahead: int) -> TrialRecord | None:
-                return self.measure(a, purpose, f"#{ident}:{index}a", budgeted=budgeted, ahead=ahead)
-
-            if b_first:
-                record_b = run_b(ahead)
-                record_a = run_a(0) if record_b is not None and record_b.throughput is not None else None
-            else:
-                record_a = run_a(ahead)
-                record_b = run_b(0) if record_a is not None else None
+            # a comparison starts only if it can reach its first look; then a pair is claimed whole, as one round
+            ahead = 2 * design.min_pairs - 2 if index == 0 else 0
+            record_a, record_b = self.measure_round(
+                [Ask(a, purpose, f"#{ident}:{index}a"), Ask(b, purpose, f"#{ident}:{index}b", stop_below or None)],
+                first=1 if b_first else 0, budgeted=budgeted, ahead=ahead)
             if record_b is not None and record_b.throughput is None:
                 why = f"{record_b.status}: {record_b.reason or 'no reason given'}"
                 result = step([], design, prior)
@@ -281,18 +311,21 @@ class Decider:
                 continue
             pairs.append((speed_a, speed_b))
             orders.append("BA" if b_first else "AB")
+            designs.append(design_of(record_b))
             result = step([sb / sa for sa, sb in pairs], design, prior)
-        return self.store(purpose, a, b, pairs, result, design, why, orders, lost)
+        return self.store(purpose, a, b, pairs, result, design, why, orders, lost, designs)
 
     def store(self, purpose: Phase, a: TrialConfig, b: TrialConfig, pairs: list[tuple[float, float]],
               result: Step, design: Design | None, why: str | None = None,
-              orders: list[str] | None = None, lost: list[LostPair] | None = None) -> Decision:
+              orders: list[str] | None = None, lost: list[LostPair] | None = None,
+              designs: list[str] | None = None) -> Decision:
         decision = Decision(
             id=decision_id(purpose, a, b), purpose=Phase(purpose), a=a, b=b,
             verdict=result.verdict or Verdict.NOT_CONFIRMED, pairs=tuple(pairs),
             orders=tuple(orders or ()), ratio=result.ratio, low=result.low, high=result.high,
             confidence=result.confidence, noise=result.noise, min_gain=design.min_gain if design else None,
-            why=why, design=design.to_dict() if design else None, lost_pairs=tuple(lost or ()))
+            why=why, design=design.to_dict() if design else None, lost_pairs=tuple(lost or ()),
+            measured_by=tuple(designs or ()))
         with self.lock.held():  # one order for all workers
             changed = self.ledger.put_decision(decision)
         if changed:

@@ -66,6 +66,20 @@ class Decision:
     why: str | None = None
     design: Mapping[str, Any] | None = field(default=None, compare=False)
     lost_pairs: tuple[LostPair, ...] = field(default=(), compare=False)  # pairs whose A trial failed
+    measured_by: tuple[str, ...] = field(default=(), compare=False)  # each pair's design: lockstep or sequential
+
+    @property
+    def measured_as(self) -> str:
+        """How its pairs were measured, in words: "lockstep rounds", "sequential pairs", or both with counts.
+
+        >>> Decision("x", Phase.COMBINE, TrialConfig(), TrialConfig(), Verdict.FASTER,
+        ...          measured_by=("lockstep", "lockstep", "sequential")).measured_as
+        'lockstep rounds (2), sequential pairs (1)'
+        """
+        together, apart = self.measured_by.count("lockstep"), self.measured_by.count("sequential")
+        if together and apart:
+            return f"lockstep rounds ({together}), sequential pairs ({apart})"
+        return "lockstep rounds" if together else "sequential pairs" if apart else ""
 
     @property
     def a_label(self) -> str:
@@ -99,7 +113,8 @@ class Decision:
             min_gain=values.get("min_gain"), why=values.get("why"), design=values.get("design"),
             lost_pairs=tuple(LostPair(pair=int(p["pair"]), order=str(p["order"]), status=str(p["status"]),
                                       reason=str(p["reason"]), side=str(p.get("side", "a")))
-                             for p in values.get("lost_pairs") or ()))
+                             for p in values.get("lost_pairs") or ()),
+            measured_by=tuple(values.get("measured_by") or ()))
 
     def to_dict(self) -> JSONObject:
         """The stored form (`Ledger.put_decision`): plain data, in the order the study has always stored it."""
@@ -108,4 +123,5 @@ class Decision:
                 "noise": self.noise.to_dict() if self.noise else None, "id": self.id, "purpose": self.purpose,
                 "a": self.a.to_dict(), "b": self.b.to_dict(), "a_label": self.a_label, "b_label": self.b_label,
                 "orders": list(self.orders), "design": dict(self.design) if self.design else None,
-                "min_gain": self.min_gain, "why": self.why, "lost_pairs": [dict(p) for p in self.lost_pairs]}
+                "min_gain": self.min_gain, "why": self.why, "lost_pairs": [dict(p) for p in self.lost_pairs],
+                **({"measured_by": list(self.measured_by)} if self.measured_by else {})}

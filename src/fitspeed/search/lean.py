@@ -69,7 +69,7 @@ from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Design, Noise, Step, step
 from fitspeed.search import studies
-from fitspeed.search.decider import decision_id, search_noise, wider
+from fitspeed.search.decider import Ask, decision_id, search_noise, wider
 from fitspeed.search.decision import Decision, LostPair
 from fitspeed.search.events import LeanStarted
 from fitspeed.search.ledger import LEANED
@@ -304,12 +304,13 @@ class Lean:
         """Measure the incumbent and each running test's arm once, in a random order; each test takes its pair."""
         order: list[_Test | None] = [None, *running]
         random.Random(f"{self.tuner.settings.seed}/{ident}/{index}").shuffle(order)
-        speeds: dict[int, TrialRecord | None] = {}
-        for slot, test in enumerate(order):
+        asks = []
+        for test in order:
             config = incumbent if test is None else test.arm
             assert config is not None
-            tag = f"#{ident}:{index}" + ("" if test is None else f"-{test.knob}")
-            speeds[slot] = self.tuner.measure(config, Phase.LEAN, tag, budgeted=False)
+            asks.append(Ask(config, Phase.LEAN, f"#{ident}:{index}" + ("" if test is None else f"-{test.knob}")))
+        # one round: in lockstep, every configuration of it timed in turns in the same seconds
+        speeds = dict(enumerate(self.tuner.measure_round(asks, first=0, budgeted=False)))
         middle = order.index(None)
         for slot, test in enumerate(order):
             if test is not None:

@@ -1,4 +1,4 @@
-"""The screen: each knob's most promising value once, against the baseline measured again every few.
+"""The screen: each knob's most promising value once, in rounds with the baseline (lockstep where they fit).
 
 It only ranks the changes (`Tuner` runs it first): a change that fails, or
 comes in at CLEARLY_SLOWER of the baseline or less, is dropped there. A screen
@@ -7,15 +7,15 @@ trial selects; it is never evidence in a decision.
 
 from __future__ import annotations
 
+import random
+
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Step, Verdict
 from fitspeed.search.budget import SCREEN_GROUP
-from fitspeed.search.decider import STOP_SHARE
+from fitspeed.search.decider import STOP_SHARE, Ask
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.space import Dimension
-from fitspeed.search.workers import Busy
 
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
 
@@ -27,60 +27,73 @@ class Screen:
         self.tuner = tuner
 
     def run(self, sweep: list[Dimension]) -> list[tuple[TrialConfig, float]]:
-        """Each knob's most promising value once, the baseline again after every SCREEN_GROUP of them.
+        """Each knob's most promising value once, in rounds of the baseline and SCREEN_GROUP candidates.
 
-        A knob's next value is screened only when the one before it failed or
-        came in at CLEARLY_SLOWER or less (`--space` lists them most promising
-        first), except where the values are alternatives (`Dimension.each`:
-        both mixed precisions, since a CPU may run either one fast). Returns the single changes worth combining, most promising
-        first, with their ratio to the median baseline figure; those that came
-        in at CLEARLY_SLOWER or less are decided there ("slower", one pair).
-        Knobs measured only for their cost wait until after the combination.
+        Each round is one `Tuner.measure_round` (in lockstep, the baseline and
+        its candidates timed in turns in the same seconds), and a candidate's
+        ratio is to its own round's baseline (to the median of the screen's
+        baselines where that one failed). A knob's next value is screened, in a
+        later round, only when the one before it failed or came in at
+        CLEARLY_SLOWER or less (`--space` lists them most promising first),
+        except where the values are alternatives (`Dimension.each`: both mixed
+        precisions, since a CPU may run either one fast). Returns the single
+        changes worth combining, most promising first, with their ratio; those
+        that came in at CLEARLY_SLOWER or less are decided there ("slower",
+        one pair). Knobs measured only for their cost wait until after the
+        combination.
         """
-        queue = [(dim, 0, False) for dim in sweep if not dim.cost_only]
-        measured: list[tuple[TrialConfig, float | None]] = []
+        tuner = self.tuner
+        queue = [(dim, 0) for dim in sweep if not dim.cost_only]
+        measured: list[tuple[TrialConfig, float | None, float | None]] = []  # a candidate, its figure, its baseline's
         number = 0
         while queue:
-            dim, index, deferred = queue.pop(0)
-            config = self.tuner._config(knob_values=dim.change(dim.values[index]))
-            if config is None:
-                record: TrialRecord | Busy | None = None
-            else:
-                if not deferred:
-                    if number and number % SCREEN_GROUP == 0 \
-                            and self.tuner.measure_or_busy(self.tuner.base, Phase.BASELINE, f"#screen{number}") is None:
-                        break
-                    number += 1
-                reference = self.tuner.ledger.screen_reference()
-                below = reference and STOP_SHARE * reference
-                record = (self.tuner.measure(config, Phase.SWEEP, stop_below=below) if deferred
-                          else self.tuner.measure_or_busy(config, Phase.SWEEP, stop_below=below))
-                if isinstance(record, Busy):  # another worker measures it: come back to it at the end
-                    queue.append((dim, index, True))
-                    continue
-                if record is None:
-                    break
-                measured.append((config, record.throughput))
-            speed = record.throughput if isinstance(record, TrialRecord) else None
-            reference = self.tuner.ledger.screen_reference()
-            if index + 1 < len(dim.values) and (dim.each or speed is None
-                                                or (reference and speed <= CLEARLY_SLOWER * reference)):
-                queue.append((dim, index + 1, False))
-        if measured:  # close the last group with the baseline
-            self.tuner.measure(self.tuner.base, Phase.BASELINE, f"#screen{number}")
-        self.tuner._settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
-        reference = self.tuner.ledger.screen_reference()
+            room = tuner.ledger.left() - 1  # the round's baseline first
+            group: list[tuple[Dimension, int, TrialConfig]] = []
+            while queue and len(group) < min(SCREEN_GROUP, room):
+                dim, index = queue.pop(0)
+                config = tuner._config(knob_values=dim.change(dim.values[index]))
+                if config is None:
+                    self._follow(queue, dim, index, None, None)
+                else:
+                    group.append((dim, index, config))
+            if not group:
+                break
+            reference = tuner.ledger.screen_reference()
+            below = reference and STOP_SHARE * reference
+            asks = [Ask(tuner.base, Phase.BASELINE, f"#screen{number}"),
+                    *(Ask(config, Phase.SWEEP, "", below or None) for _, _, config in group)]
+            first = random.Random(f"{tuner.settings.seed}/screen/{number}").randrange(len(asks))
+            records = tuner.measure_round(asks, first=first)
+            number += len(group)
+            if any(record is None for record in records):
+                break  # the budget ran out
+            base = records[0].throughput if records[0] is not None else None
+            for (dim, index, config), record in zip(group, records[1:]):
+                speed = record.throughput if record is not None else None
+                measured.append((config, speed, base))
+                self._follow(queue, dim, index, speed, base or tuner.ledger.screen_reference())
+        tuner._settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
+        reference = tuner.ledger.screen_reference()
         promising = []
-        for config, speed in measured:
-            if speed is None or reference is None:
+        for config, speed, base in measured:
+            against = base or reference
+            if speed is None or against is None:
                 continue  # a failure is shown as such in the table; it is not combined
-            ratio = speed / reference
+            ratio = speed / against
             if ratio <= CLEARLY_SLOWER:
-                self.tuner.decider.store(Phase.SCREEN, self.tuner.base, config, [(reference, speed)],
-                                   Step(Verdict.SLOWER, 1, ratio, None, None, 0.0), None)
+                tuner.decider.store(Phase.SCREEN, tuner.base, config, [(against, speed)],
+                                    Step(Verdict.SLOWER, 1, ratio, None, None, 0.0), None)
                 continue
             promising.append((config, ratio))
         return sorted(promising, key=lambda item: item[1], reverse=True)
+
+    @staticmethod
+    def _follow(queue: list[tuple[Dimension, int]], dim: Dimension, index: int, speed: float | None,
+                reference: float | None) -> None:
+        """Queue `dim`'s next value where its values are alternatives, or this one failed or was clearly slower."""
+        if index + 1 < len(dim.values) and (dim.each or speed is None
+                                            or (reference and speed <= CLEARLY_SLOWER * reference)):
+            queue.append((dim, index + 1))
 
     def costs(self, sweep: list[Dimension]) -> None:
         """Knobs measured alone for their cost (deterministic), never recommended for speed."""

@@ -7,7 +7,7 @@ that none of them imports the tuner, which imports them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import optuna
@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
-from fitspeed.search.decider import Decider
+from fitspeed.search.decider import Ask, Decider
 from fitspeed.search.events import OnEvent
 from fitspeed.search.guard import GuardVerdict
 from fitspeed.search.ledger import Ledger
@@ -40,6 +40,9 @@ class Searcher(Protocol):
 
     def measure(self, config: TrialConfig, phase: Phase, tag: str = "", budgeted: bool = True,
                 stop_below: float | None = None, ahead: int = 0) -> TrialRecord | None: ...
+
+    def measure_round(self, asks: Sequence[Ask], first: int = 0, budgeted: bool = True,
+                      ahead: int = 0) -> list[TrialRecord | None]: ...
 
     def measure_or_busy(self, config: TrialConfig, phase: Phase, tag: str = "",
                         stop_below: float | None = None) -> TrialRecord | Busy | None: ...

@@ -33,6 +33,7 @@ class TuneSettings:
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
     allow_batch_callbacks: bool = False  # a script's per-batch callbacks do not cap steps_per_execution
     script: JSONObject | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
+    lockstep: bool = True  # a pair's trials alive together, timed in turns (fitspeed.measure.rounds); False: sequential
 
     @property
     def study_name(self) -> str:

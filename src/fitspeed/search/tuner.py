@@ -51,9 +51,10 @@ so all reach the same incumbents (a decision's pairs stay on one host).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
-from fitspeed.measure.runner import run_trial
+from fitspeed.measure.rounds import RoundRunner, Rounds, as_rounds
 from fitspeed.search import guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
 from fitspeed.search.budget import VERIFY_RESERVE, budget_plan, shortfall
@@ -79,6 +80,7 @@ from fitspeed.search.lean import Lean, changed_knobs
 from fitspeed.search.decision import Decision
 from fitspeed.search.decider import (
     CHOOSE_MORE_PAIRS,
+    Ask,
     Decider,
     choose_design,
     combine_design,
@@ -116,9 +118,12 @@ __all__ = ["Tuner", "TuneSettings", "budget_plan", "decision_id", "next_batch_pr
 
 
 class Tuner:
-    def __init__(self, settings: TuneSettings, run: TrialRunner = run_trial, on_event: OnEvent | None = None) -> None:
+    def __init__(self, settings: TuneSettings, run: TrialRunner | RoundRunner | None = None,
+                 on_event: OnEvent | None = None) -> None:
         self.settings = settings
-        self.run_trial = run
+        # a pair (and a lean round) is one round: lockstep where its trials fit together (`fitspeed.measure.rounds`)
+        self.runner: RoundRunner = as_rounds(run if run is not None else Rounds(lockstep=settings.lockstep))
+        self.run_trial: TrialRunner = self.runner
         self.emit: OnEvent = on_event or (lambda event: None)
         self.base = settings.base
         self.dims: list[Dimension] = only(
@@ -155,7 +160,8 @@ class Tuner:
         # a budget too small to screen, decide and verify goes to the search whole (its note says so)
         reserve = VERIFY_RESERVE if trials >= plan["smallest"] else 0
         self.ledger = Ledger(self.study, self.base, trials, settings.time_s, reserve)
-        self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed)
+        self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed,
+                               self.measure_round)
 
     # -- budget -------------------------------------------------------------
 
@@ -211,6 +217,64 @@ class Tuner:
             return TrialRecord.from_dict(claimed.user_attrs["record"])
         return self._run(claimed, config, phase, stop_below)
 
+    def measure_round(self, asks: Sequence[Ask], first: int = 0, budgeted: bool = True,
+                      ahead: int = 0) -> list[TrialRecord | None]:
+        """Measure `asks` as one round (`fitspeed.measure.rounds`: lockstep where the trials fit together), the
+        `first`'s turn first; a record per ask, stored ones as they are, None for one the budget has no room for.
+
+        `ahead`: budgeted trials that must still fit after the round. Each trial is claimed as `measure`
+        claims one; while another worker measures one, its record is waited for.
+        """
+        records: list[TrialRecord | None] = [None] * len(asks)
+        claimed: dict[int, optuna.Trial] = {}
+        done = studies.measured(self.study)
+        fresh = [i for i, ask in enumerate(asks) if studies.config_key(ask.config) + ask.tag not in done]
+        for i, ask in enumerate(asks):
+            key = studies.config_key(ask.config) + ask.tag
+            if key in done:
+                records[i] = TrialRecord.from_dict(done[key].user_attrs["record"])
+                continue
+            after = ahead + len(fresh) - 1 - fresh.index(i)  # the rest of the round must fit too
+            while True:
+                found = self.workers.claim(key, self._attrs(ask.config, ask.phase, key, ask.stop_below),
+                                           self._params(ask.config), self._distributions(),
+                                           room=lambda: not (budgeted and self._spent(after)))
+                if not isinstance(found, Busy):
+                    break
+                time.sleep(POLL_S)
+            if isinstance(found, FrozenTrial):
+                records[i] = TrialRecord.from_dict(found.user_attrs["record"])
+            elif found is not None:
+                claimed[i] = found
+        if len(claimed) == 1:
+            (i, trial), = claimed.items()
+            records[i] = self._run(trial, asks[i].config, asks[i].phase, asks[i].stop_below)
+        elif claimed:
+            slots = sorted(claimed)
+            for i in slots:
+                self.emit(TrialStarted(asks[i].phase, asks[i].config))
+            specs = [self.settings.spec(asks[i].config, stop_below=asks[i].stop_below) for i in slots]
+
+            def landed(index: int, record: TrialRecord) -> None:  # stored as it lands
+                records[slots[index]] = self._tell(claimed[slots[index]], asks[slots[index]].phase, record)
+
+            try:
+                with contextlib.ExitStack() as beats:
+                    for i in slots:
+                        beats.enter_context(self.workers.heartbeat(claimed[i]))
+                    measured = self.runner.round(specs, first=slots.index(first) if first in slots else 0,
+                                                 landed=landed)
+            except BaseException:  # stopped mid-round: what did not land is claimed again on the next run
+                for i in slots:
+                    if records[i] is None:
+                        with contextlib.suppress(Exception):
+                            self.study.tell(claimed[i], state=TrialState.FAIL)
+                raise
+            if measured.why and measured.why not in self.refused:
+                self.refused.add(measured.why)
+                self.emit(Note(f"sequential trials, not lockstep rounds: {measured.why}"))
+        return records
+
     def _params(self, config: TrialConfig) -> JSONObject:
         return {name: getattr(config, name) for name in self.choices}
 
@@ -224,6 +288,10 @@ class Tuner:
         self.emit(TrialStarted(phase, config))
         with self.workers.heartbeat(trial):
             record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
+        return self._tell(trial, phase, record)
+
+    def _tell(self, trial: optuna.Trial, phase: Phase, record: TrialRecord) -> TrialRecord:
+        """Store `record` as `trial`'s, and its speed as its value (a failure as FAIL)."""
         speed = record.throughput
         try:
             trial.set_user_attr("record", studies.plain(record.to_dict()))

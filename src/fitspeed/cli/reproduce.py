@@ -76,7 +76,7 @@ def run_article(name: str, *, size: str, data: str | None, out: Path, say: Conso
         metrics = record.metrics or Metrics()
         accuracy = metrics.val_accuracy
         say.print(f"  [{done[0]}/{total}] {row}: {record.status}"
-                  + (f", {metrics.samples_per_s.median:,.0f} samples/s" if metrics.samples_per_s else "")
+                  + (f", {metrics.samples_per_s.center:,.0f} samples/s" if metrics.samples_per_s else "")
                   + (f", accuracy {100 * accuracy:.1f}%" if accuracy is not None else "")
                   + (f" ({record.reason})" if record.status != Status.OK else "")
                   + f" [{record.wall_s or 0:.0f} s]", highlight=False, markup=False)

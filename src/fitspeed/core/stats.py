@@ -19,22 +19,31 @@ class Spread:
     max: float
     cv: float  # coefficient of variation: stdev / mean, 0 for one value
     n: int
+    geomean: float | None = None  # the geometric mean (None in records made before it was kept)
+
+    @property
+    def center(self) -> float:
+        """The figure that stands for the values: their geometric mean, or their median where it was not kept."""
+        return self.geomean if self.geomean is not None else self.median
 
     def to_dict(self) -> dict[str, float]:
-        return {"median": self.median, "min": self.min, "max": self.max, "cv": self.cv, "n": self.n}
+        return {"median": self.median, "min": self.min, "max": self.max, "cv": self.cv, "n": self.n,
+                **({"geomean": self.geomean} if self.geomean is not None else {})}
 
 
 def describe(values: Sequence[float]) -> Spread:
-    """Median with its spread.
+    """Median and geometric mean, with the spread.
 
-    >>> describe([1.0, 2.0, 3.0]).median
-    2.0
+    >>> figure = describe([1.0, 2.0, 4.0])
+    >>> figure.median, round(figure.geomean, 6), figure.center == figure.geomean
+    (2.0, 2.0, True)
     """
     if not values:
         raise ValueError("describe needs at least one value")
     mean = statistics.fmean(values)
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0
-    return Spread(statistics.median(values), min(values), max(values), cv, len(values))
+    geomean = math.exp(statistics.fmean(math.log(v) for v in values)) if all(v > 0 for v in values) else None
+    return Spread(statistics.median(values), min(values), max(values), cv, len(values), geomean)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def _ok(records: list[TrialRecord]) -> list[tuple[TrialRecord, Metrics]]:
 
 def speed_of(records: list[TrialRecord]) -> float | None:
     """Median samples/s over a row's ok trials."""
-    speeds = [m.samples_per_s.median for _, m in _ok(records) if m.samples_per_s is not None]
+    speeds = [m.samples_per_s.center for _, m in _ok(records) if m.samples_per_s is not None]
     return statistics.median(speeds) if speeds else None
 
 

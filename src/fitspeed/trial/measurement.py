@@ -136,11 +136,11 @@ def stopped_early(spec: TrialSpec, after: str, speeds: list[float], batch: int, 
     from fitspeed.core.stats import describe
 
     figure = describe(speeds)
-    metrics = {"samples_per_s": figure.to_dict(), "ms_per_step": 1000 * batch / figure.median,
+    metrics = {"samples_per_s": figure.to_dict(), "ms_per_step": 1000 * batch / figure.center,
                "batch_size": batch, "first_execution_s": first_s, "build_s": build_s,
                "loss_curve": losses, "final_loss": losses[-1] if losses else None,
                "stopped_early": {"after": after, "stop_below": spec.stop_below}}
-    note = (f"stopped after {after}: {figure.median:,.0f} samples/s, below the {spec.stop_below:,.0f} "
+    note = (f"stopped after {after}: {figure.center:,.0f} samples/s, below the {spec.stop_below:,.0f} "
             "where it could not win")
     return new_record(spec, Status.OK, environment=env, metrics=metrics, notes=[note], **fields)
 
@@ -161,7 +161,7 @@ def window_metrics(
     from fitspeed.core.stats import describe
 
     throughput = describe([timed.steps * batch / w for w in timed.windows])
-    seconds_per_step = batch / throughput.median
+    seconds_per_step = batch / throughput.center
     return {
         "samples_per_s": throughput.to_dict(),
         "ms_per_step": 1000 * seconds_per_step,

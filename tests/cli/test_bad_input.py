@@ -130,7 +130,7 @@ REFUSED = [
     (["compare", "tiny", "--results", "adir"], ["--results", "'adir'"], 2),
     (["compare", "tiny", "--until-width", "0"], ["--until-width", "0.06", "Received: 0.0"], 2),
     (["compare", "tiny", "--until-width", "nan"], ["--until-width", "Received: nan"], 2),
-    (["compare", "tiny", "--statistic", "mean"], ["--statistic", "'mean'", "median"], 2),
+    (["compare", "tiny", "--statistic", "mode"], ["--statistic", "'mode'", "median"], 2),
     (["compare", "tiny", "--max-pairs", "1"], ["Invalid value for '--max-pairs'"], 2),
     # tune
     (["tune", "tiny", "--time", "0s"], ["--time", "more than zero", "'0s'"], 2),

@@ -91,7 +91,7 @@ def test_best_reads_each_trials_fastest_window() -> None:
 
 
 @pytest.mark.parametrize(("statistic", "until", "words"), [
-    ("mean", None, "Expected --statistic to be one of median, best. Received: 'mean'."),
+    ("mode", None, "Expected --statistic to be one of mean, median, best. Received: 'mode'."),
     ("median", 0.0, "Expected --until-width to be a width on the ratio B/A"),
     ("median", float("nan"), "Received: nan"),
 ])

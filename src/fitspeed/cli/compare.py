@@ -24,7 +24,7 @@ def compare(
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.9999, help="Confidence level of the interval on B/A.")] = 0.95,
     until_width: Annotated[Optional[float], typer.Option("--until-width", help="Add pairs past --pairs until the interval on B/A is this narrow (0.06 is ±3%), up to --max-pairs.")] = None,
     max_pairs: Annotated[int, typer.Option("--max-pairs", min=2, max=200, help="The most pairs --until-width may run.")] = 40,
-    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window, steadier on a busy machine).")] = "median",
+    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: mean (the geometric mean of its windows), median (of its windows) or best (its fastest window).")] = "mean",
     results_path: ResultsOpt = DEFAULT_RESULTS,
     as_json: JsonOpt = False,
 ) -> None:

@@ -35,7 +35,7 @@ def scale(
     workload: Workload,
     devices: Annotated[str, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4.")] = "1,2",
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
-    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: median (of its windows) or best (its fastest window).")] = "median",
+    statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: mean (the geometric mean of its windows), median (of its windows) or best (its fastest window).")] = "mean",
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
     as_json: JsonOpt = False,

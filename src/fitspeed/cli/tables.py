@@ -331,6 +331,8 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
         if comparison.until_width is not None and estimate.high - estimate.low > comparison.until_width:
             console.print(f"the interval is still wider than --until-width {comparison.until_width:g}: "
                           "the pair cap was reached (raise --max-pairs)", highlight=False)
+    if comparison.designs:
+        console.print(f"measured as {comparison.design()}", highlight=False)
     console.print(Text(comparison.verdict(), style="bold"), highlight=False)
     for pair in comparison.pairs:
         for record in pair:

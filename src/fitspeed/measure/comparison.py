@@ -31,20 +31,26 @@ from fitspeed.core.sequential import pair_order
 from fitspeed.core.stats import RatioEstimate, ratio_estimate
 from fitspeed.measure.rounds import RoundRunner, Rounds, as_rounds
 
-STATISTICS = ("median", "best")
+STATISTICS = ("mean", "median", "best")
 
 
-def speed(record: TrialRecord, statistic: str = "median") -> float | None:
-    """A trial's samples/s by `statistic`: its median window, or its fastest ("best").
+def speed(record: TrialRecord, statistic: str = "mean") -> float | None:
+    """A trial's samples/s by `statistic`: the geometric mean of its windows (its figure, `throughput`), their
+    median, or its fastest window ("best").
 
     >>> from fitspeed.core.record import new_record
-    >>> r = new_record(TrialSpec(model="tiny"), Status.OK, metrics={"samples_per_s": {"median": 900.0, "max": 1000.0}})
-    >>> speed(r), speed(r, "best")
-    (900.0, 1000.0)
+    >>> r = new_record(TrialSpec(model="tiny"), Status.OK,
+    ...                metrics={"samples_per_s": {"median": 900.0, "max": 1000.0, "geomean": 910.0}})
+    >>> speed(r), speed(r, "median"), speed(r, "best")
+    (910.0, 900.0, 1000.0)
     """
+    figure = record.metrics.samples_per_s if record.metrics is not None else None
+    if record.status != Status.OK or figure is None:
+        return None
     if statistic == "best":
-        figure = record.metrics.samples_per_s if record.metrics is not None else None
-        return figure.max if record.status == Status.OK and figure is not None else None
+        return figure.max
+    if statistic == "median":
+        return figure.median
     return record.throughput
 
 
@@ -55,7 +61,7 @@ class Comparison:
     pairs: list[tuple[TrialRecord, TrialRecord]] = field(default_factory=list)
     confidence: float = 0.95
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    statistic: str = "median"
+    statistic: str = "mean"
     until_width: float | None = None
     designs: list[str] = field(default_factory=list)  # each pair's: lockstep or sequential
     why: str | None = None  # why pairs ran sequentially, where they did
@@ -124,7 +130,7 @@ def check(statistic: str, until_width: float | None) -> None:
     """Refuse a statistic or a target width `interleave` cannot use, in one sentence."""
     if statistic not in STATISTICS:
         raise UserError(f"Expected --statistic to be one of {', '.join(STATISTICS)}. Received: {statistic!r}. "
-                        "Use --statistic best or --statistic median.")
+                        "Use --statistic mean, --statistic median or --statistic best.")
     if until_width is not None and not (0 < until_width < 10):
         raise UserError(f"Expected --until-width to be a width on the ratio B/A between 0 and 10, such as 0.06 "
                         f"(±3%). Received: {until_width}. Use for example --until-width 0.06.")
@@ -146,7 +152,7 @@ def interleave(
     run: TrialRunner | RoundRunner | None = None,
     on_trial: OnTrial | None = None,
     confidence: float = 0.95,
-    statistic: str = "median",
+    statistic: str = "mean",
     until_width: float | None = None,
     max_pairs: int | None = None,
 ) -> Comparison:

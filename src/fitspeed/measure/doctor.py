@@ -186,16 +186,18 @@ class Diagnosis:
         return out
 
 
-def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int,
-                 run_one: Callable[[str, TrialConfig], TrialRecord]) -> None:
-    """The top fix against the unchanged configuration, in fresh pairs, each in a random order.
+Pair = Callable[[str, int, TrialConfig, bool], "tuple[float | None, float | None]"]  # (fixed, unchanged) figures
+
+
+def _confirm_top(diagnosis: Diagnosis, base: TrialConfig, pairs: int, pair: Pair) -> None:
+    """The top fix against the unchanged configuration, in fresh pairs (rounds), each in a random order.
 
     The fix's own screen trial chose it, so it is not evidence here.
     """
     timed = [f for f in diagnosis.fixes if (f.get("gain") or 0) >= MIN_GAIN]
     if timed:
         top = max(timed, key=lambda f: f["gain"])
-        _confirm(top, base, pairs, lambda name, config: run_one(name, config).throughput)
+        _confirm(top, base, pairs, pair)
 
 
 def confirm_design(pairs: int = CONFIRM_PAIRS) -> Design:
@@ -210,22 +212,16 @@ def confirm_design(pairs: int = CONFIRM_PAIRS) -> Design:
     return Design(0.025, max(2, pairs), min(3, max(2, pairs)), MIN_GAIN - 1, futile_from=min(3, max(2, pairs)))
 
 
-def _confirm(fix: JSONObject, base: TrialConfig, pairs: int,
-             figure: Callable[[str, TrialConfig], float | None]) -> None:
-    """`fix` against the unchanged configuration in fresh interleaved pairs; `figure` is higher for faster."""
+def _confirm(fix: JSONObject, base: TrialConfig, pairs: int, pair: Pair) -> None:
+    """`fix` against the unchanged configuration in fresh pairs; `pair(label, index, config, fix_first)` measures
+    one (a round: in lockstep where the two trials fit) and gives both figures, higher for faster."""
     config = base.replace(**fix["change"])
     design = confirm_design(pairs)
     figures: list[list[float]] = []
     result = step([], design)
     label = " ".join(f"{k}={v}" for k, v in fix["change"].items())
     for index in range(design.max_pairs):
-        arms = [("fix", f"{label} (pair {index + 1})", config), ("unchanged", f"unchanged (pair {index + 1})", base)]
-        speeds: dict[str, float | None] = {}
-        for arm, name, trial_config in (arms if pair_order(label, "doctor", index) else arms[::-1]):
-            speeds[arm] = figure(name, trial_config)
-            if not speeds[arm]:
-                break
-        fixed, unchanged = speeds.get("fix"), speeds.get("unchanged")
+        fixed, unchanged = pair(label, index, config, pair_order(label, "doctor", index))
         if not fixed or not unchanged:
             break
         figures.append([unchanged, fixed])
@@ -256,20 +252,37 @@ def diagnose(
 
     `on_trial(name, record)` sees each record as it lands.
     """
-    if run is None:
-        from fitspeed.measure.runner import run_trial
+    from fitspeed.measure.rounds import Rounds, as_rounds
 
-        run = run_trial
-    runner: TrialRunner = run
+    runner = as_rounds(run if run is not None else Rounds())
     landed = on_trial or (lambda name, record: None)
     diagnosis = Diagnosis(model, data, base)
 
-    def trial(name: str, mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> TrialRecord:
-        spec = TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
+    def spec(mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> TrialSpec:
+        return TrialSpec(model=model, data=data, config=config, steps=fixed or steps, repeats=count, seed=seed,
                          timeout_s=timeout_s, mode=mode, script=script)
-        record = runner(spec)
+
+    def trial(name: str, mode: Mode, config: TrialConfig, count: int, fixed: int | None = None) -> TrialRecord:
+        record = runner(spec(mode, config, count, fixed))
         landed(name, record)
         return record
+
+    def pairs_of(mode: Mode, count: int, fixed: int | None = None) -> Pair:
+        """A confirmation's pair as one round of the fix and the unchanged configuration (`Rounds.round`)."""
+        def figure(record: TrialRecord) -> float | None:
+            if mode != Mode.EPOCHS:
+                return record.throughput
+            fit_s = record.measured("fit_s") if record.status == Status.OK else None
+            return 1.0 / fit_s if fit_s else None  # fit()'s whole time: higher is faster
+
+        def pair(label: str, index: int, config: TrialConfig, fix_first: bool) -> tuple[float | None, float | None]:
+            done = runner.round([spec(mode, config, count, fixed), spec(mode, base, count, fixed)],
+                                first=0 if fix_first else 1)
+            for name, record in ((f"{label} (pair {index + 1})", done.records[0]),
+                                 (f"unchanged (pair {index + 1})", done.records[1])):
+                landed(name, record)
+            return figure(done.records[0]), figure(done.records[1])
+        return pair
 
     for name, mode, count in (("input", Mode.INPUT, repeats), ("compute", Mode.COMPUTE, repeats),
                               ("together", Mode.TIME, repeats), ("epochs", Mode.EPOCHS, epochs)):
@@ -288,7 +301,7 @@ def diagnose(
             diagnosis.fixes.append({"change": fix.changes, "why": fix.why, "status": record.status,
                                  "reason": record.reason, "gain": speed / base_speed if speed else None,
                                  "measured": f"{base_speed:,.0f} → {speed:,.0f} samples/s" if speed else None})
-    _confirm_top(diagnosis, base, pairs, lambda name, config: trial(name, Mode.TIME, config, repeats))
+    _confirm_top(diagnosis, base, pairs, pairs_of(Mode.TIME, repeats))
     stall = stall_fix(kind, base)
     lost = summary.get("epochs")
     if stall and lost and lost["lost_share"] >= STALL_SHARE:
@@ -305,11 +318,5 @@ def diagnose(
         }
         diagnosis.fixes.append(found)
         if gain and gain >= MIN_GAIN:  # one trial chose it; fresh pairs of fit()'s whole time decide it
-
-            def fit_speed(name: str, config: TrialConfig) -> float | None:
-                done = trial(name, Mode.EPOCHS, config, epochs, fixed=same)
-                fit_s = done.measured("fit_s") if done.status == Status.OK else None
-                return 1.0 / fit_s if fit_s else None
-
-            _confirm(found, base, pairs, fit_speed)
+            _confirm(found, base, pairs, pairs_of(Mode.EPOCHS, epochs, same))
     return diagnosis

@@ -37,7 +37,7 @@ from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
 from fitspeed.measure.comparison import Comparison, interleave, speed
-from fitspeed.measure.runner import run_trial
+from fitspeed.measure.rounds import RoundRunner, Rounds
 from fitspeed.search import guard
 
 
@@ -83,7 +83,7 @@ class Scaling:
     spec: TrialSpec  # the 1-device configuration (its devices knob is 1)
     asked: tuple[int, ...]
     pairs: int = 5
-    statistic: str = "median"
+    statistic: str = "mean"
     tolerance: float = guard.DEFAULT_TOLERANCE
     confidence: float = 0.95
     counts: tuple[int, ...] = ()
@@ -96,9 +96,11 @@ class Scaling:
     def spec_for(self, devices: int) -> TrialSpec:
         return dataclasses.replace(self.spec, config=self.spec.config.replace(devices=devices))
 
-    def run(self, on_trial: OnTrial | None = None, runner: TrialRunner = run_trial) -> Scaling:
-        """Measure: the guard's baseline, the pairs for each count, then the guard for each count."""
+    def run(self, on_trial: OnTrial | None = None, runner: TrialRunner | RoundRunner | None = None) -> Scaling:
+        """Measure: the guard's baseline, the pairs for each count (rounds: lockstep where both fit), then the
+        guard for each count."""
         base = self.spec.config
+        runner = runner if runner is not None else Rounds()
 
         def landed(role: str, record: TrialRecord) -> None:
             self.trials.append(record)

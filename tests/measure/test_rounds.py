@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -45,7 +46,7 @@ class Child:
                  die_after: int = 0, timeout_s: float | None = None) -> None:
         self.log = folder / f"{slot}.json"
         self.argv = [sys.executable, "-c", CHILD, str(self.log), str(windows), str(hold), str(die_after)]
-        self.env = {**__import__("os").environ, ENV: f"{named}#{slot}"}
+        self.env = {**os.environ, ENV: f"{named}#{slot}"}
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = time.perf_counter()
         self.timeout_s = timeout_s
@@ -137,7 +138,9 @@ def test_turn_orders_are_balanced() -> None:
 @pytest.mark.slow
 def test_a_real_round_of_two_trials_times_both_in_turns() -> None:
     spec = TrialSpec(model="tiny", steps=8, repeats=3)
-    done = lockstep_round([spec, spec], first=1)
+    # a fork server of this test's own (the suite's shared servers serve other workers' trials too)
+    private = {k: v for k, v in os.environ.items() if k != "FITSPEED_FORK_SERVERS"}
+    done = lockstep_round([spec, spec], first=1, env=private)
     assert done.design == LOCKSTEP and done.turns == "BAABBAAB"  # the warm-ups first, then the windows
     for record, slot in zip(done.records, "AB"):
         assert record.status == Status.OK, record.reason
@@ -175,3 +178,33 @@ def test_rounds_that_time_no_windows_run_sequentially_and_say_why() -> None:
 
 def test_the_parent_names_the_variable_the_trial_reads() -> None:
     assert rounds.ENV == lockstep.ENV
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
+
+
+def _script_spec(tmp_path: Path, name: str) -> TrialSpec:
+    from fitspeed.measure import training_command
+
+    described = training_command.describe([sys.executable, str(FIXTURES / name)], cwd=tmp_path)
+    return TrialSpec(model=training_command.label(described), data=training_command.DATA, script=described,
+                     steps=8, repeats=2)
+
+
+@pytest.mark.slow
+def test_a_training_script_is_held_between_its_windows_in_a_round(tmp_path: Path) -> None:
+    # the hook times the script's own fit() with the same loop, so its windows take turns like a built-in's
+    spec = _script_spec(tmp_path, "conv_train.py")
+    done = Rounds().round([spec, spec], first=0)
+    assert done.design == LOCKSTEP and done.turns == "ABBAAB", done
+    for record in done.records:
+        assert record.status == Status.OK, record.reason
+        assert record.extra["round"]["held"] == 3  # the warm-up and two windows
+
+
+@pytest.mark.slow
+def test_a_script_that_never_reaches_fit_leaves_the_round_to_the_other_trial(tmp_path: Path) -> None:
+    done = Rounds().round([_script_spec(tmp_path, "no_fit.py"), TrialSpec(model="tiny", steps=8, repeats=2)], first=0)
+    assert done.records[0].status != Status.OK and done.records[0].extra["round"]["held"] == 0
+    assert done.records[1].status == Status.OK and done.records[1].extra["round"]["held"] == 3
+    assert done.turns == "BBB"

@@ -38,8 +38,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from typing import Any
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from fitspeed.core.import_environment import import_environment
 from fitspeed.core.record import TRIAL_TMP, Status, TrialRecord, TrialSpec, decode, new_record
@@ -253,7 +255,10 @@ class TrialProcess:
                     start_new_session=True,
                     preexec_fn=warm_start.die_with_parent if sys.platform == "linux" else None,
                 )
-        self.tree = ProcessTree(self.proc.pid)
+        try:
+            self.tree = ProcessTree(self.proc.pid)
+        except psutil.NoSuchProcess:  # a forked child can be done, and reaped by its server, before this line
+            self.tree = None
         self.peak_mb = 0.0
         self.sampler = start_for_trial(self.proc.pid) if self.spec.monitor else None
 

@@ -12,6 +12,7 @@ import optuna
 import psutil
 import pytest
 from conftest import child_env, fitspeed, json_out, sigint_default
+from fitspeed.search.budget import SCREEN_GROUP
 from fitspeed.search.storages import open_storage
 from optuna.trial import TrialState
 from waiting import trial_processes, wait_for
@@ -41,7 +42,7 @@ def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: sub
 
 
 @pytest.mark.slow
-def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
+def test_killed_parent_loses_at_most_the_running_round(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     args = ["tune", "mlp", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
             "--storage", storage, "--study", "k", *FAST]
@@ -50,14 +51,15 @@ def test_killed_parent_loses_at_most_the_running_trial(workdir: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-m", "fitspeed", *args], cwd=workdir,
                               env={**child_env(), "FITSPEED_TEST_HOLD": str(hold)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    hold_next_trial(hold, storage, "k", 2, parent)
-    parent.send_signal(signal.SIGKILL)  # while its third trial is surely running
+    hold_next_trial(hold, storage, "k", 1, parent)
+    parent.send_signal(signal.SIGKILL)  # while the screen's round (the baseline and three candidates) surely runs
     parent.wait()
     (hold / "release").touch()  # the held child dies with its parent; were it alive, nothing else waits
+    # the trials of the round under way (a lockstep round's trials all run at once) are lost, and no other
     running = [t for t in trials(storage, "k") if t.state == TrialState.RUNNING]
-    assert len(running) == 1 and "record" not in running[0].user_attrs
+    assert 1 <= len(running) <= SCREEN_GROUP + 1 and not any("record" in t.user_attrs for t in running)
     before = {t.number: t.user_attrs["record"]["id"] for t in trials(storage, "k") if "record" in t.user_attrs}
-    assert len(before) >= 2
+    assert len(before) >= 1
 
     result = fitspeed(*args, cwd=workdir)
     assert result.returncode == 0, result.stderr

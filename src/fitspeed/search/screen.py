@@ -10,12 +10,14 @@ from __future__ import annotations
 import random
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Step, Verdict
 from fitspeed.search.budget import SCREEN_GROUP
 from fitspeed.search.decider import STOP_SHARE, Ask
 from fitspeed.search.phase import Phase
 from fitspeed.search.searcher import Searcher
 from fitspeed.search.space import Dimension
+from fitspeed.search.workers import Busy
 
 CLEARLY_SLOWER = 0.7  # a screen trial at this ratio or below drops its change
 
@@ -45,31 +47,49 @@ class Screen:
         tuner = self.tuner
         queue = [(dim, 0) for dim in sweep if not dim.cost_only]
         measured: list[tuple[TrialConfig, float | None, float | None]] = []  # a candidate, its figure, its baseline's
+        later: list[tuple[list[tuple[Dimension, int, TrialConfig]], list[Ask], int]] = []  # rounds another worker ran
         number = 0
-        while queue:
-            room = tuner.ledger.left() - 1  # the round's baseline first
-            group: list[tuple[Dimension, int, TrialConfig]] = []
-            while queue and len(group) < min(SCREEN_GROUP, room):
-                dim, index = queue.pop(0)
-                config = tuner._config(knob_values=dim.change(dim.values[index]))
-                if config is None:
-                    self._follow(queue, dim, index, None, None)
-                else:
-                    group.append((dim, index, config))
-            if not group:
-                break
-            reference = tuner.ledger.screen_reference()
-            below = reference and STOP_SHARE * reference
-            asks = [Ask(tuner.base, Phase.BASELINE, f"#screen{number}"),
-                    *(Ask(config, Phase.SWEEP, "", below or None) for _, _, config in group)]
-            first = random.Random(f"{tuner.settings.seed}/screen/{number}").randrange(len(asks))
-            records = tuner.measure_round(asks, first=first)
-            number += len(group)
+        while queue or later:
+            if not queue:  # what is left: the rounds another worker was measuring, waited for now
+                group, asks, first = later.pop(0)
+                records: list[TrialRecord | Busy | None] = list(tuner.measure_round(asks, first=first))
+            else:
+                left = tuner.ledger.left()
+                # the round's own baseline where the budget has room for it beside the round's candidates; else the
+                # candidates alone, each against the screen's baselines so far (a budget that pays for little more)
+                pending = sum(len(dim.values) - index if dim.each else 1 for dim, index in queue)
+                with_base = left >= min(pending, SCREEN_GROUP) + 1
+                room = left - 1 if with_base else left
+                group = []
+                while queue and len(group) < min(SCREEN_GROUP, room):
+                    dim, index = queue.pop(0)
+                    if dim.each and index + 1 < len(dim.values):  # alternatives: the next one may share this round
+                        queue.insert(0, (dim, index + 1))
+                    config = tuner._config(knob_values=dim.change(dim.values[index]))
+                    if config is None:
+                        self._follow(queue, dim, index, None, None)
+                    else:
+                        group.append((dim, index, config))
+                if not group:
+                    if later:
+                        continue
+                    break
+                reference = tuner.ledger.screen_reference()
+                below = reference and STOP_SHARE * reference
+                asks = [*([Ask(tuner.base, Phase.BASELINE, f"#screen{number}")] if with_base else []),
+                        *(Ask(config, Phase.SWEEP, "", below or None) for _, _, config in group)]
+                first = random.Random(f"{tuner.settings.seed}/screen/{number}").randrange(len(asks))
+                number += len(group)
+                records = tuner.measure_round_or_busy(asks, first=first)
+                if any(isinstance(record, Busy) for record in records):  # another worker measures it: come back
+                    later.append((group, asks, first))
+                    continue
             if any(record is None for record in records):
                 break  # the budget ran out
-            base = records[0].throughput if records[0] is not None else None
-            for (dim, index, config), record in zip(group, records[1:]):
-                speed = record.throughput if record is not None else None
+            with_base = asks[0].phase == Phase.BASELINE
+            base = records[0].throughput if with_base and isinstance(records[0], TrialRecord) else None
+            for (dim, index, config), record in zip(group, records[1:] if with_base else records):
+                speed = record.throughput if isinstance(record, TrialRecord) else None
                 measured.append((config, speed, base))
                 self._follow(queue, dim, index, speed, base or tuner.ledger.screen_reference())
         tuner._settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
@@ -90,9 +110,10 @@ class Screen:
     @staticmethod
     def _follow(queue: list[tuple[Dimension, int]], dim: Dimension, index: int, speed: float | None,
                 reference: float | None) -> None:
-        """Queue `dim`'s next value where its values are alternatives, or this one failed or was clearly slower."""
-        if index + 1 < len(dim.values) and (dim.each or speed is None
-                                            or (reference and speed <= CLEARLY_SLOWER * reference)):
+        """Queue `dim`'s next value where this one failed or was clearly slower (a knob whose values are
+        alternatives has each of them queued as it goes, `run`)."""
+        if index + 1 < len(dim.values) and not dim.each and (speed is None
+                                                             or (reference and speed <= CLEARLY_SLOWER * reference)):
             queue.append((dim, index + 1))
 
     def costs(self, sweep: list[Dimension]) -> None:

@@ -225,10 +225,27 @@ class Tuner:
         `ahead`: budgeted trials that must still fit after the round. Each trial is claimed as `measure`
         claims one; while another worker measures one, its record is waited for.
         """
-        records: list[TrialRecord | None] = [None] * len(asks)
+        return [None if isinstance(r, Busy) else r for r in self._measure_round(asks, first, budgeted, ahead, True)]
+
+    def measure_round_or_busy(self, asks: Sequence[Ask], first: int = 0) -> list[TrialRecord | Busy | None]:
+        """As `measure_round`, but where another worker measures an ask, nothing is claimed: each such ask comes
+        back as its `Busy`, the rest stored or None (the screen comes back to such a round at its end)."""
+        return self._measure_round(asks, first, True, 0, wait=False)
+
+    def _measure_round(self, asks: Sequence[Ask], first: int, budgeted: bool, ahead: int,
+                       wait: bool) -> list[TrialRecord | Busy | None]:
+        records: list[TrialRecord | Busy | None] = [None] * len(asks)
         claimed: dict[int, optuna.Trial] = {}
         done = studies.measured(self.study)
         fresh = [i for i, ask in enumerate(asks) if studies.config_key(ask.config) + ask.tag not in done]
+        if not wait:
+            busy = self.workers.busy({studies.config_key(asks[i].config) + asks[i].tag for i in fresh})
+            if busy:
+                for i, ask in enumerate(asks):
+                    key = studies.config_key(ask.config) + ask.tag
+                    records[i] = (TrialRecord.from_dict(done[key].user_attrs["record"]) if key in done
+                                  else Busy(busy[key]) if key in busy else None)
+                return records
         for i, ask in enumerate(asks):
             key = studies.config_key(ask.config) + ask.tag
             if key in done:
@@ -270,9 +287,12 @@ class Tuner:
                         with contextlib.suppress(Exception):
                             self.study.tell(claimed[i], state=TrialState.FAIL)
                 raise
-            if measured.why and measured.why not in self.refused:
-                self.refused.add(measured.why)
-                self.emit(Note(f"sequential trials, not lockstep rounds: {measured.why}"))
+            said = measured.why or measured.design
+            if said and said not in self.refused:  # each said once
+                self.refused.add(said)
+                self.emit(Note(f"sequential trials, not lockstep rounds: {measured.why}" if measured.why else
+                               f"each pair is a {measured.design} round: its trials alive together, timed window "
+                               "by window in turns" if measured.design == "lockstep" else "each pair is sequential"))
         return records
 
     def _params(self, config: TrialConfig) -> JSONObject:

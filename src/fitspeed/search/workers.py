@@ -184,6 +184,14 @@ class Workers:
                 trial.set_user_attr(name, value)
             return trial
 
+    def busy(self, keys: set[str]) -> dict[str, str]:
+        """Of `keys`, those another live worker measures now, with its id (nothing is claimed)."""
+        with self.lock.held():
+            self._fail_dead(self.study)
+            return {t.user_attrs["config_key"]: str(t.user_attrs.get("worker", ""))
+                    for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                    if t.user_attrs.get("config_key") in keys and t.user_attrs.get("worker") != self.me.id}
+
     def _enqueue(self, key: str, params: JSONObject) -> FrozenTrial:
         self.study.enqueue_trial(params, user_attrs={"config_key": key}, skip_if_exists=False)
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))

@@ -178,7 +178,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -190,6 +190,7 @@ from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.stats import share_interval
+from fitspeed.measure.rounds import Round, sequential_round
 from fitspeed.machine import environment
 from fitspeed.search import tuner as tuner_module
 
@@ -243,6 +244,7 @@ class Noise:
     outliers: float | None = None
     first_outlier: float | None = None
     spread: tuple[tuple[Item, float], ...] = ()
+    own_share: float | None = None  # lockstep rounds: a trial's own share of its non-drift variance; None: sequential
 
     def __post_init__(self) -> None:
         if self.cv is not None and not 0 < self.cv < 1:
@@ -254,6 +256,8 @@ class Noise:
         for item, multiplier in self.spread:
             if multiplier < 1:
                 raise ValueError(f"Expected a spread multiplier >= 1 for {item}. Received: {multiplier}.")
+        if self.own_share is not None and not 0 < self.own_share <= 1:
+            raise ValueError(f"Expected an own_share in (0, 1] or None. Received: {self.own_share}.")
 
     def multiplier(self, items: set[Item]) -> float:
         """The trial-to-trial sd of a configuration with changes `items`, over the baseline's.
@@ -530,6 +534,13 @@ FAILS = {  # a knob value's trials fail, with this chance per world
 }
 DIVERGES = {("precision", "mixed_float16"): 0.08, ("precision", "mixed_bfloat16"): 0.03}  # the loss goes NaN
 SPREAD_SHARE = 0.30  # worlds with one or two knob values whose trials are noisier than the baseline's
+# lockstep rounds (`--lockstep`): a trial's own share of its non-drift variance (the rest the round's trials share),
+# drawn uniform in this range per world, and the null world's noise models at LOCKSTEP_OWN_NULL, the top of it.
+# Fitted to A/A rounds, (lockstep sd / sequential sd)^2 per condition: 0.18-0.55 on an Emerald Rapids
+# (benchmarks/lockstep.py, docs/benchmarks/lockstep.md: tiny and cnn-low, quiet and bursty) and 0.11-0.49 on a
+# Zen 4 when the lockstep issue was filed
+LOCKSTEP_OWN = (0.1, 0.55)
+LOCKSTEP_OWN_NULL = 0.55
 SPREAD_ITEMS = (  # the searched changes such a knob value is drawn from
     ("steps_per_execution", 64), ("jit_compile", True), ("precision", "mixed_bfloat16"),
     ("precision", "mixed_float16"), ("onednn", False), ("data_format", "channels_first"),
@@ -728,7 +739,49 @@ class FakeMachine:
         """The trial's record, typed as `run_trial` returns it."""
         return self._record(spec)
 
-    def _record(self, spec: TrialSpec) -> TrialRecord:
+    def round(self, specs: Sequence[TrialSpec], first: int = 0, landed: Any = None) -> Round:
+        """A round of trials, as `fitspeed.measure.rounds.Rounds.round` runs it.
+
+        Without `Noise.own_share`, the trials one after another (sequential
+        pairs, as every round before lockstep). With it, in lockstep: the
+        trials share one draw of the drift, of the rest of the machine's load
+        of the moment (the non-drift variance less the trials' own share) and
+        of a load burst; each draws its own part (process and windows: the
+        own share of the non-drift variance, widened by its configuration's
+        `spread` to the total the configuration has alone) and its own x0.6
+        outlier. The slot bias goes to the trial whose turn is first. The
+        round costs one start-up and every trial's work.
+        """
+        noise = self.scenario.noise
+        timed = [spec for spec in specs if spec.mode != "train"]
+        if noise.own_share is None or len(timed) < 2:
+            return sequential_round(specs, first, self, landed=landed)
+        rho, drift_share = 0.9, noise.drift_share
+        drift_sd = self.cv * math.sqrt(drift_share)
+        self.drift = rho * self.drift + self.rng.gauss(0.0, drift_sd * math.sqrt(1 - rho * rho))
+        shared_var = self.cv * self.cv * (1 - drift_share) * (1 - noise.own_share)
+        common = self.drift + self.rng.gauss(0.0, math.sqrt(shared_var))
+        if self.rng.random() < noise.starved:
+            common += math.log(self.rng.uniform(*noise.starved_range))
+        records = []
+        for index, spec in enumerate(specs):
+            multiplier = noise.multiplier(self.scenario._changes(spec.config)) if noise.spread else 1.0
+            own_var = self.cv * self.cv * (multiplier * multiplier - drift_share) - shared_var
+            factor = math.exp(common + self._own(math.sqrt(max(own_var, 0.0))))
+            if self.rng.random() < self.outliers:
+                factor *= 0.6
+            if index == first:
+                factor *= self.order_effect
+            record = self._record(spec, factor=factor, startup=index == 0)
+            records.append(replace(record, extra={**record.extra, "round": {"design": "lockstep"}}))
+        if landed is not None:
+            for index, record in enumerate(records):
+                landed(index, record)
+        return Round(tuple(records), "lockstep", None, "")
+
+    def _record(self, spec: TrialSpec, factor: float | None = None, startup: bool = True) -> TrialRecord:
+        """One trial's record; `factor` its noise where a lockstep round drew it, `startup` whether it pays one."""
+        start_s = STARTUP_S if startup else 0.0
         self.calls += 1
         true = self.scenario.speed(spec.config)
         base = self.scenario.speed(TrialConfig()) or BASE_SPEED
@@ -746,22 +799,22 @@ class FakeMachine:
             return new_record(spec, Status.OK, metrics={"loss_curve": [2.3, 1.6, 1.2, 1.0], "val_loss": held_out,
                                                    "val_accuracy": 0.6 - 0.5 * (held_out - 1.0)})
         if true == 0.0:
-            self.seconds += STARTUP_S
+            self.seconds += start_s
             return new_record(spec, Status.FAILED, reason="InvalidArgumentError: the simulated knob fails")
-        speed = true * self._noise(spec.config)
+        speed = true * (self._noise(spec.config) if factor is None else factor)
         if self.timed == 0 and self.first_outlier:
             speed *= 0.63
-        if self.timed % 2 == 1:
+        if self.timed % 2 == 1 and factor is None:
             speed *= self.order_effect
         self.timed += 1
         stop_below = getattr(spec, "stop_below", None)
         if stop_below and speed < stop_below:  # the child stops after its first window
-            self.seconds += STARTUP_S + WORK_S * base / true * 0.2
+            self.seconds += start_s + WORK_S * base / true * 0.2
             metrics = {"samples_per_s": {"median": speed, "min": speed, "max": speed, "cv": 0.0, "n": 1},
                        "stopped_early": {"after": "its first timed window", "stop_below": stop_below}}  # as a child says
             self.log.append((spec.config.label(), speed))
             return new_record(spec, Status.OK, metrics=metrics, notes=["stopped early: clearly slower"])
-        self.seconds += STARTUP_S + WORK_S * base / true
+        self.seconds += start_s + WORK_S * base / true
         self.log.append((spec.config.label(), speed))
         metrics = {"samples_per_s": {"median": speed, "min": speed, "max": speed, "cv": 0.0, "n": spec.repeats},
                    "loss_curve": [2.3, 1.6, 1.2, 1.0]}
@@ -978,13 +1031,24 @@ def _seeds_of(ranges: Mapping[str, range], seeds: str, count: int, what: str) ->
     return available[:count]
 
 
+def in_lockstep(world: World) -> World:
+    """`world` measured in lockstep rounds: its noise's own share drawn from LOCKSTEP_OWN, on a stream of its own
+    (the world's effects and the rest of its noise are what `draw_world` drew)."""
+    own = random.Random(f"lockstep/{world.seed}").uniform(*LOCKSTEP_OWN)
+    noise = replace(world.scenario.noise, own_share=own)
+    return replace(world, scenario=replace(world.scenario, noise=noise))
+
+
 def worlds(count: int, trials: int, seeds: str, cv: float | None = None, model: str = "tiny", jobs: int = 1,
-           progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+           progress: Callable[[str], None] = lambda _: None, lockstep: bool = False) -> dict[str, Any]:
     """One study of each of the first `count` worlds of the `seeds` draw: the figures overall and by kind.
 
-    `cv` None: each world's drawn CV; else that CV for every world, the rest of its noise as drawn.
+    `cv` None: each world's drawn CV; else that CV for every world, the rest of its noise as drawn. With
+    `lockstep`, every pair and round is measured in lockstep (`in_lockstep`).
     """
     drawn = [draw_world(seed) for seed in _seeds_of(WORLD_SEEDS, seeds, count, "--worlds")]
+    if lockstep:
+        drawn = [in_lockstep(world) for world in drawn]
     outcomes = run_studies([Study(w.scenario, cv, w.seed, trials, None, None, model, None) for w in drawn],
                            jobs, progress, "worlds: ")
     helps = [o for o in outcomes if o.best_gain > 1.0]
@@ -1000,6 +1064,7 @@ def worlds(count: int, trials: int, seeds: str, cv: float | None = None, model: 
         "with_spread": world_summary(spread) if spread else None,
         "worlds": [{"seed": w.seed, "machine": w.machine, "null": w.null,
                     "cv": round(cv if cv is not None else w.scenario.noise.cv or 0, 4),  # the CV the study ran at
+                    **({"own_share": round(w.scenario.noise.own_share, 4)} if w.scenario.noise.own_share else {}),
                     "best_gain": round(o.best_gain, 4), "gain": round(o.gain, 4), "right": o.right,
                     "claimed": o.claimed, "covered": o.covered, "answer": o.answer, "trials": o.trials}
                    for w, o in zip(drawn, outcomes)],
@@ -1008,10 +1073,17 @@ def worlds(count: int, trials: int, seeds: str, cv: float | None = None, model: 
 
 def noise_models(models: list[str], studies: int, trials: int, seeds: str, cv: float | None = None,
                  model: str = "tiny", jobs: int = 1,
-                 progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """`studies` studies of the null world under each noise model: its claims (all false) with a 95% interval."""
+                 progress: Callable[[str], None] = lambda _: None, lockstep: bool = False) -> dict[str, Any]:
+    """`studies` studies of the null world under each noise model: its claims (all false) with a 95% interval.
+
+    With `lockstep`, each model's rounds are measured in lockstep with the own share LOCKSTEP_OWN_NULL.
+    """
     chosen = _seeds_of(NULL_SEEDS, seeds, studies, "--studies")
-    plan = [Study(null_world(name), cv, seed, trials, None, None, model, None) for name in models for seed in chosen]
+    worlds_of = {name: null_world(name) for name in models}
+    if lockstep:
+        worlds_of = {name: replace(w, noise=replace(w.noise, own_share=LOCKSTEP_OWN_NULL))
+                     for name, w in worlds_of.items()}
+    plan = [Study(worlds_of[name], cv, seed, trials, None, None, model, None) for name in models for seed in chosen]
     outcomes = run_studies(plan, jobs, progress, "noise models: ")
     out: dict[str, Any] = {}
     for index, name in enumerate(models):
@@ -1112,6 +1184,9 @@ def main() -> None:
                              "named scenarios only)")
     parser.add_argument("--model", default="tiny", help="a built-in model: it decides the search space")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes; the figures do not depend on it")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="measure every pair and round in lockstep: a trial's own share of its noise drawn from "
+                             "the fitted range (drawn worlds and noise models only)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -1137,12 +1212,15 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"Expected noise models from {', '.join(NOISE_MODELS)}. Received: {', '.join(unknown)}.")
         pretend_cpu_host()
-        out: dict[str, Any] = {"seeds": args.seeds, "trials_budget": args.trials, "model": args.model}
+        out: dict[str, Any] = {"seeds": args.seeds, "trials_budget": args.trials, "model": args.model,
+                               **({"lockstep": {"own_share": LOCKSTEP_OWN, "null_own_share": LOCKSTEP_OWN_NULL}}
+                                  if args.lockstep else {})}
         text = []
         if args.worlds is not None:
             chosen = _seeds_of(WORLD_SEEDS, args.seeds, args.worlds, "--worlds")
             out["worlds"] = {"seed_range": [chosen[0], chosen[-1]],
-                             **worlds(args.worlds, args.trials, args.seeds, cv, args.model, args.jobs, progress)}
+                             **worlds(args.worlds, args.trials, args.seeds, cv, args.model, args.jobs, progress,
+                                      args.lockstep)}
             text += [f"{args.worlds} drawn worlds, one study each, --trials {args.trials}, seeds {args.seeds} "
                      f"({chosen[0]}..{chosen[-1]}), noise CV {'drawn' if cv is None else f'{cv:.0%}'}",
                      render_worlds(out["worlds"]), ""]
@@ -1151,7 +1229,7 @@ def main() -> None:
             chosen = _seeds_of(NULL_SEEDS, args.seeds, studies, "--studies")
             out["noise_models"] = {"seed_range": [chosen[0], chosen[-1]], "studies_per_model": studies,
                                    **noise_models(models, studies, args.trials, args.seeds, cv, args.model,
-                                                  args.jobs, progress)}
+                                                  args.jobs, progress, args.lockstep)}
             text += [f"the null world, {studies} studies per noise model, --trials {args.trials}, seeds "
                      f"{args.seeds} ({chosen[0]}..{chosen[-1]}), noise CV "
                      f"{'the model' + chr(39) + 's' if cv is None else f'{cv:.0%}'}",

@@ -23,9 +23,9 @@ def test_one_starved_pair_neither_takes_a_knob_out_nor_keeps_it() -> None:
 
 def test_a_starved_pair_among_the_first_two_does_not_take_out_a_knob_that_helps() -> None:
     # a knob worth 1.3x: its first pair starved, its second at its worth; the step asks for more, and its next
-    # pairs keep it with a share of its own
+    # pairs keep it with a share of its own (at the family level and 10% per-trial noise, after eight)
     assert step([0.6, 1.3], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
-    kept = step([0.6, 1.3, 1.28, 1.32, 1.3], LEAN_DESIGN, SEARCH_PRIOR)
+    kept = step([0.6, 1.3, 1.28, 1.32, 1.3, 1.29, 1.31, 1.3], LEAN_DESIGN, SEARCH_PRIOR)
     assert kept.verdict == Verdict.FASTER and (kept.ratio or 0.0) >= MIN_SHARE
 
 
@@ -34,7 +34,7 @@ def test_two_starved_pairs_do_not_take_out_a_knob_that_helps() -> None:
     assert LEAN_FUTILE_FROM >= 4
     assert step([1.03, 0.58], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
     assert step([0.6, 0.62], LEAN_DESIGN, SEARCH_PRIOR).verdict is None
-    kept = step([1.03, 0.58, 1.25, 1.22, 1.2, 1.24, 1.23, 1.25], LEAN_DESIGN, SEARCH_PRIOR)
+    kept = step([1.03, 0.58, 1.25, 1.22, 1.2, 1.24, 1.23, 1.25, 1.22, 1.24, 1.21, 1.23], LEAN_DESIGN, SEARCH_PRIOR)
     assert kept.verdict == Verdict.FASTER and (kept.ratio or 0.0) >= MIN_SHARE
 
 
@@ -46,9 +46,12 @@ def test_a_neutral_knob_is_taken_out_and_a_slower_one_at_once_from_the_fourth_pa
 
 
 
-def _lean_steps(effects: dict, answer: dict, noisy: tuple | None = None, studies: int = 60) -> list:
+def _lean_steps(effects: dict, answer: dict, noisy: tuple | None = None, studies: int = 60,
+                lockstep: bool = True) -> list:
     """`studies` lean steps on the simulator, each handed `answer`, where `noisy` (knob, value), if given, does
-    nothing but makes every trial of a configuration holding it 4x noisier; the incumbent each step left.
+    nothing but makes every trial of a configuration holding it 4x noisier; the incumbent each step left. Its
+    rounds are lockstep rounds at the simulator's null-world own share (`LOCKSTEP_OWN_NULL`), as a tune measures
+    them, unless `lockstep` is False (sequential pairs).
 
     Before each, the answer and the defaults are measured three times each, as the step that made the answer the
     incumbent would have (a combination step's three pairs): a lean step never starts on a study with no trials."""
@@ -65,7 +68,8 @@ def _lean_steps(effects: dict, answer: dict, noisy: tuple | None = None, studies
     sim = load_script(Path(__file__).parents[2] / "benchmarks" / "search_simulation.py")
     scenario = sim.Scenario("a noisy neutral knob", effects=effects,
                             noise=sim.Noise(cv=0.10, drift_share=0.0, slot_bias=1.0, outliers=0.0, first_outlier=0.0,
-                                            spread=((noisy, 4.0),) if noisy else ()))
+                                            spread=((noisy, 4.0),) if noisy else (),
+                                            own_share=sim.LOCKSTEP_OWN_NULL if lockstep else None))
     leaned = []
     for seed in range(studies):
         machine = sim.FakeMachine(scenario, 0.10, random.Random(seed), False, 0.0, 1.0)
@@ -85,39 +89,41 @@ def test_a_knob_beside_a_noisy_one_is_kept_and_the_noisy_one_goes() -> None:
     # Taken out first, one at a time, inter_op_threads=1's pairs had the noisy value on both sides and were not
     # confirmed in 16 pairs. In one pass, its test is still open when the noisy knob goes, and its later pairs are
     # on the quieter incumbent; each test's prior is its two sides' own noise so far (`Ledger.pair_noise`), so the
-    # noisy knob's pairs are not read at the study's quieter noise. 60 lean steps on the simulator, the same seeds
-    # each run: the pass keeps inter_op_threads=1 in 48 and takes the noisy knob out in 47 (the one-at-a-time
-    # decider with its second looks: 55 and 40; the pass with the study's noise alone kept the noisy knob 37% of
-    # the time in 300, against 29%)
+    # noisy knob's pairs are not read at the study's quieter noise. 60 lean steps on the simulator in lockstep
+    # rounds, the same seeds each run: the pass keeps inter_op_threads=1 in 33 and takes the noisy knob out in 57.
+    # The family level (5% over the three knobs) costs the knob beside a 4x noisier one its place in about half the
+    # steps: each knob's test one-sided at 25% with no correction kept it in 48 (and the noisy knob out in 47)
     leaned = _lean_steps({("inter_op_threads", 1): 1.2, ("steps_per_execution", 64): 1.5},
                          {"steps_per_execution": 64, "inter_op_threads": 1, "data_autotune": False},
                          ("data_autotune", False))
     kept = sum(c.inter_op_threads == 1 for c in leaned)
-    assert kept >= 45, kept
-    assert sum(c.data_autotune is not False for c in leaned) >= 43
+    assert kept >= 28, kept
+    assert sum(c.data_autotune is not False for c in leaned) >= 52
 
 
 def test_a_knob_a_noisy_one_makes_look_slower_is_kept() -> None:
     # A development world (3,005,346): steps_per_execution=16 (worth 1.46x) was taken out first, "slower" at 0.79x
     # on 4 pairs that had a 3.6x noisier onednn=False on both sides; onednn=False went next. Here
-    # steps_per_execution=16 is worth 1.3x: the pass keeps it in 56 of 60 lean steps (the one-at-a-time decider
-    # with a second look once the incumbent became quieter: 60)
+    # steps_per_execution=16 is worth 1.3x: in lockstep rounds at the family level the pass keeps it in 45 of 60
+    # lean steps (each test at 25% uncorrected, in sequential pairs: 56)
     leaned = _lean_steps({("inter_op_threads", 1): 1.15, ("steps_per_execution", 16): 1.3},
                          {"steps_per_execution": 16, "inter_op_threads": 1, "onednn": False}, ("onednn", False))
     kept = sum(c.steps_per_execution == 16 for c in leaned)
-    assert kept >= 53, kept
+    assert kept >= 40, kept
 
 
-def test_a_neutral_knob_is_kept_at_most_about_one_time_in_four() -> None:
-    # Two neutral knobs beside steps_per_execution=64 (1.5x): each test is one-sided at 25%, and a knob that goes
-    # while its pairs leaned its way is looked at once more where another went after it. The pass keeps them 22
-    # and 26 times of 100 (the one-at-a-time decider: 22 and 20; looking again at every knob taken out, at 25% both
-    # times, kept them 31 and 41 times of 100 in the sixteenth round)
+def test_neutral_knobs_are_kept_within_the_lean_steps_family_level() -> None:
+    # Two neutral knobs beside steps_per_execution=64 (1.5x), at 10% per-trial noise in lockstep rounds: the
+    # three tests share LEAN_FAMILY_ALPHA (5%), so an answer keeps a neutral knob in about 5 of 100 lean steps at
+    # most (measured: 0 of 100; in sequential pairs 3; each test one-sided at 25% with no correction kept them 22
+    # and 26 times of 100)
+    from fitspeed.search.lean import LEAN_FAMILY_ALPHA
+
     leaned = _lean_steps({("steps_per_execution", 64): 1.5},
                          {"steps_per_execution": 64, "inter_op_threads": 1, "data_autotune": False}, studies=100)
     assert all(c.steps_per_execution == 64 for c in leaned)
-    kept = (sum(c.inter_op_threads == 1 for c in leaned), sum(c.data_autotune is False for c in leaned))
-    assert max(kept) <= 32, kept
+    kept = sum(c.inter_op_threads == 1 or c.data_autotune is False for c in leaned)
+    assert LEAN_FAMILY_ALPHA == 0.05 and kept <= 10, kept
 
 
 # -- the pass: rounds that measure the incumbent once for every open knob ------------------------------------------

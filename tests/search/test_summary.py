@@ -174,9 +174,9 @@ def test_a_study_whose_defaults_slowed_says_the_load_changed_and_a_steady_one_sa
 
 
 def test_a_configuration_the_lean_step_built_says_which_knob_it_left_out_and_what_that_knob_showed() -> None:
-    # the real tuner on a drawn development world whose lean step keeps knobs (two or three, by the pairs' order
-    # coins): the configurations without one of those were measured only there, and are neither screened nor the
-    # answer (they read "screened faster (1.25×) but not in the answer")
+    # the real tuner on a drawn development world whose lean step keeps knobs (one to three, by the pairs' order
+    # coins and the lean step's level): the configurations without one of those were measured only there, and
+    # are neither screened nor the answer (they read "screened faster (1.25×) but not in the answer")
     import random
     from pathlib import Path
 
@@ -199,7 +199,7 @@ def test_a_configuration_the_lean_step_built_says_which_knob_it_left_out_and_wha
     summary = study_summary(study_data(tuner.study))
     kept = [d for d in tuner.decisions() if d.purpose == Phase.LEAN and d.verdict.is_faster()]
     rows = {row["config"]: row for row in summary.trials}
-    assert len(kept) >= 2
+    assert kept
     for decision in kept:
         row = rows[decision.a.label()]  # the incumbent without one knob
         (knob, value), = changed_knobs(decision.b, decision.a).items()

@@ -30,7 +30,7 @@ from fitspeed.api.errors import said
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
-from fitspeed.core.study_summary import StudySummary
+from fitspeed.core.study_summary import StudySummary, share_text
 
 
 class TuneResult:
@@ -158,7 +158,7 @@ class TuneResult:
             "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in (
                 row["purpose"], row["change"], row["incumbent"], row["pairs"], row["interval"], row["verdict"]))
             + "</tr>" for row in self.summary.decisions)
-        shares = ", ".join(f"{s['knob']}={s['value']} {s['ratio']:.2f}×" for s in self.shares)
+        shares = ", ".join(share_text(s) for s in self.shares)
         plot = _waterfall_png(self.summary)
         return (
             f"<div class='fitspeed-result'><p><b>{html.escape(self.study)}</b>: "

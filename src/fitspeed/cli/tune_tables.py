@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fitspeed.cli.tables import print_failures, print_table, whole_words
-from fitspeed.core.study_summary import StudySummary
+from fitspeed.core.study_summary import StudySummary, pairs_title, share_text
 from fitspeed.report import batch_sweep
 from fitspeed.report.numbers import level, number, ratio
 
@@ -40,15 +40,14 @@ def head_title(summary: StudySummary) -> str:
 
 
 def share_line(shares: Sequence[Mapping[str, Any]]) -> str:
-    """Each knob of the answer with its own share of the speed-up, and how that share was measured.
+    """Each knob of the answer with its own share of the speed-up, how that share was measured, and its interval.
 
     >>> share_line([{"knob": "precision", "value": "mixed_bfloat16", "ratio": 1.62, "how": "added alone"},
-    ...             {"knob": "steps_per_execution", "value": 64, "ratio": 1.06, "how": "taken out"}])
-    'precision=mixed_bfloat16 1.62× (added alone), steps_per_execution=64 +6% (taken out)'
+    ...             {"knob": "steps_per_execution", "value": 64, "ratio": 1.06, "how": "taken out", "low": 1.03,
+    ...              "high": 1.1, "confidence": 0.973}])
+    'precision=mixed_bfloat16 1.62× (added alone), steps_per_execution=64 +6% (taken out; 97.3% CI 1.03–1.10)'
     """
-    def share(ratio: float) -> str:
-        return f"{ratio:.2f}×" if ratio >= 1.5 else f"+{100 * (ratio - 1):.0f}%"
-    return ", ".join(f"{s['knob']}={s['value']} {share(s['ratio'])} ({s['how']})" for s in shares)
+    return ", ".join(share_text(s) for s in shares)
 
 
 def processes_line(processes: Mapping[str, int]) -> str:
@@ -139,7 +138,7 @@ def print_tune(console: Console, summary: StudySummary) -> None:
     print_table(console, effects)
 
     if summary.decisions:
-        decided = Table(title="decisions (interleaved pairs against the incumbent)", header_style="bold")
+        decided = Table(title=pairs_title(summary.decisions), header_style="bold")
         # the change and what it went on top of share a column, so that at 80 columns each knob=value stays whole
         labels = whole_words([row[k] for row in summary.decisions for k in ("change", "incumbent")], cap=30)
         # the verdict's prose gets what the console has left (rich would otherwise crop the table's right edge)

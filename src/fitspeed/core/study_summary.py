@@ -19,14 +19,31 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 
 NOT_VERIFIED = "not verified yet"  # the verdict of a study that stopped before its verification
+
+
+def share_text(share: Mapping[str, Any]) -> str:
+    """One knob's own share of the answer's speed-up, with the interval its evidence measured and how.
+
+    >>> share_text({"knob": "precision", "value": "mixed_bfloat16", "ratio": 1.62, "how": "added alone",
+    ...             "low": 1.31, "high": 2.0, "confidence": 0.7})
+    'precision=mixed_bfloat16 1.62× (added alone; 70% CI 1.31–2.00)'
+    >>> share_text({"knob": "steps_per_execution", "value": 64, "ratio": 1.06, "how": "taken out"})
+    'steps_per_execution=64 +6% (taken out)'
+    """
+    ratio = float(share["ratio"])
+    figure = f"{ratio:.2f}×" if ratio >= 1.5 else f"+{100 * (ratio - 1):.0f}%"
+    low, high, confidence = share.get("low"), share.get("high"), share.get("confidence")
+    interval = (f"; {100 * confidence:.3g}% CI {low:.2f}–{high:.2f}" if low is not None and high is not None
+                and confidence else "")
+    return f"{share['knob']}={share['value']} {figure} ({share['how']}{interval})"
 
 
 class TrialRow(TypedDict):
@@ -61,6 +78,26 @@ class DecisionRow(TypedDict):
     interval: str
     verdict: str
     why: str | None
+    measured_by: NotRequired[list[str]]  # each pair's design: lockstep or sequential
+
+
+def pairs_title(rows: Sequence[Mapping[str, Any]]) -> str:
+    """How the decisions' pairs were measured, for the decisions table's title.
+
+    >>> pairs_title([{"measured_by": ["lockstep"] * 3}, {"measured_by": ["lockstep"]}])
+    'decisions (pairs against the incumbent, each a lockstep round)'
+    >>> pairs_title([{"measured_by": ["lockstep"]}, {"measured_by": ["sequential"] * 2}])
+    'decisions (pairs against the incumbent: 1 in lockstep rounds, 2 sequential)'
+    >>> pairs_title([{}])
+    'decisions (interleaved pairs against the incumbent)'
+    """
+    designs = [d for row in rows for d in row.get("measured_by") or ()]
+    together, apart = designs.count("lockstep"), designs.count("sequential")
+    if together and not apart:
+        return "decisions (pairs against the incumbent, each a lockstep round)"
+    if together:
+        return f"decisions (pairs against the incumbent: {together} in lockstep rounds, {apart} sequential)"
+    return "decisions (interleaved pairs against the incumbent)"
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,17 @@ of the final incumbent must show its own share of the speed-up:
   its time by at least MIN_SHARE (`own_evidence`), has shown it;
 - every other knob is taken out of the incumbent and timed against it, all
   of them in one pass of rounds, outside the budget like the verification.
-  Each round measures the incumbent once and the incumbent less each knob
-  still open once, in a random order, and each knob's sequential test
-  (`LEAN_DESIGN`: 2 to 24 pairs; taken out on 4 at the fewest) takes the
+  Each round is one `measure_round` (in lockstep where the trials fit: the
+  incumbent and the incumbent less each knob still open, timed in turns in
+  the same seconds) in a random order, and each knob's sequential test
+  (`lean_design`: 2 to 24 pairs; taken out on 4 at the fewest) takes the
   pair (the incumbent less it, that round's incumbent). A knob stays only
   where taking it out is slower: a "faster" verdict for the incumbent with
-  an estimate of at least MIN_SHARE. A knob whose test ends otherwise goes
+  an estimate of at least MIN_SHARE. The knobs' tests share one family level,
+  LEAN_FAMILY_ALPHA (Bonferroni over the knobs tested), so that where nothing
+  helps at most that share of answers keeps a neutral knob; and a test ends
+  "no gain" as soon as its share can no longer reach MIN_SHARE (the upper end
+  of its 60% interval below it). A knob whose test ends otherwise goes
   at once: a neutral knob costs nothing to leave out, and among answers
   within the noise the one with fewer changes is preferred. The knobs still
   open are measured against the leaner incumbent from the next round on,
@@ -43,7 +48,8 @@ A knob that went while its pairs leaned its way (an estimate of at least
 MIN_SHARE, but "not confirmed" or "no gain") is looked at once more after
 the pass, put back on top of the leaner incumbent, where a knob taken out
 after it changed that incumbent; it comes back only where its pairs now show
-it faster by MIN_SHARE, the same evidence as any knob's.
+it faster by MIN_SHARE, the same evidence as any knob's, at its share of the
+family level (LEAN_AGAIN_SHARE of the knob's).
 
 A knob that others mean something only beside (mixed_float16, beside which
 alone auto_scale_loss=False does anything) is taken out with them: its arm
@@ -51,8 +57,9 @@ is the incumbent less it and every knob that would mean nothing without it,
 and a decision that measured that arm is the knob's own evidence. A knob that
 goes takes those knobs with it. Where the search still cannot measure the
 incumbent without a knob, the knob stays, and so does one whose removal would
-fail the numerics guard. Each knob's share, the ratio its evidence measured,
-goes with the verification into best.json and the tables (`shares`).
+fail the numerics guard. Each knob's share, the ratio its evidence measured
+with that decision's interval, goes with the verification into best.json and
+the tables (`shares`).
 """
 
 from __future__ import annotations
@@ -69,7 +76,7 @@ from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Design, Noise, Step, step
 from fitspeed.search import studies
-from fitspeed.search.decider import Ask, decision_id, search_noise, wider
+from fitspeed.search.decider import Ask, decision_id, design_of, search_noise, wider
 from fitspeed.search.decision import Decision, LostPair
 from fitspeed.search.events import LeanStarted
 from fitspeed.search.ledger import LEANED
@@ -79,19 +86,36 @@ from fitspeed.search.searcher import Searcher
 MIN_SHARE = 1.02  # a knob whose own evidence is below this ratio is no part of the answer
 LEAN_FIRST_LOOK = 2  # no knob is kept on one pair: one starved trial decided it
 LEAN_FUTILE_FROM = 4  # nor taken out ("slower", "no gain") on fewer than four
-# one-sided 25% over looks at 2 to 24 pairs: a neutral knob is kept at most one time in four, and then only when its
-# estimate is at least MIN_SHARE, so a knob of the answer has shown a share of its own. Looks from the first pair
-# took knobs worth 1.2-1.3x out on one pair at 0.6-0.7x (a load burst on the incumbent's side): 6 of 262 lean
-# decisions on 100 development worlds (`benchmarks/search_simulation.py --worlds 100 --seeds dev`), and 6 pairs
-# kept 16 of 51 knobs worth 1.02-1.10x (docs/benchmarks/search_simulation.md, tenth round). Up to 16 pairs: with
-# every effect known exactly the rule costs no answer anything (`benchmarks/search_bound.py`, lean-oracle: 174 of
-# 174 development worlds within 3%), so what it took was power; 16 pairs made 12 answers right and 2 wrong of 174
-# (eleventh round), at 11 trial processes a study outside --trials. Taking a knob out from the second pair still
-# took knobs worth 1.1-1.3x out on two pairs such as 1.03x and 0.58x; from the fourth, on 600 development worlds,
-# the answer kept 0.005 more of the best speed at 2 more lean trials a study (thirteenth round). Up to 24 since the
-# pass measures the incumbent once a round for every open knob (nineteenth round)
-LEAN_DESIGN = Design(alpha=0.25, max_pairs=24, min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1,
-                     futile_from=LEAN_FUTILE_FROM)
+LEAN_MAX_PAIRS = 24  # the most pairs a knob's test takes, the pass measuring the incumbent once a round for all
+# The lean step's family level: where nothing helps, at most this share of its answers keeps a neutral knob. Each
+# of the m knobs it tests gets LEAN_FAMILY_ALPHA / m (Bonferroni), of which LEAN_AGAIN_SHARE goes to the second look
+# a knob may get after the pass. Before lockstep rounds each knob's test was one-sided 25% with no correction, and an
+# audit of the real lean step on a fake machine where nothing helps found 44-57% of answers with two or more neutral
+# knobs; at lockstep's noise (a paired sd of 0.04-0.07 where sequential pairs had 0.10-0.33,
+# docs/benchmarks/lockstep.md) a 5% family costs a real 1.05x knob a few pairs, not its place
+LEAN_FAMILY_ALPHA = 0.05
+LEAN_AGAIN_SHARE = 0.2
+# A test ends "no gain" once the upper end of its 60% interval is below MIN_SHARE: its share can no longer reach
+# 1.02x. An 80% interval (the decider's) kept a neutral knob's test going to 24 pairs at 10% per-trial noise
+LEAN_FUTILITY_Z = 0.8416
+
+
+def lean_design(knobs: int, again: bool = False) -> Design:
+    """The design of one knob's test when the lean step tests `knobs` of them (`again`: its second look).
+
+    >>> d = lean_design(3)
+    >>> round(d.alpha, 4), d.max_pairs, d.min_pairs, d.futile_from, round(d.confidence, 3)
+    (0.0133, 24, 2, 4, 0.973)
+    >>> round(lean_design(3, again=True).alpha, 4), round(lean_design(1).alpha, 3)
+    (0.0033, 0.04)
+    """
+    share = LEAN_AGAIN_SHARE if again else 1 - LEAN_AGAIN_SHARE
+    return Design(alpha=LEAN_FAMILY_ALPHA * share / max(1, knobs), max_pairs=LEAN_MAX_PAIRS,
+                  min_pairs=LEAN_FIRST_LOOK, min_gain=MIN_SHARE - 1, futile_from=LEAN_FUTILE_FROM,
+                  futility_z=LEAN_FUTILITY_Z)
+
+
+LEAN_DESIGN = lean_design(1)  # one knob's test alone
 
 
 @dataclass(frozen=True)
@@ -119,11 +143,13 @@ class _Test:
     value: Any
     arm: TrialConfig | None = None
     on: TrialConfig | None = None
+    design: Design = LEAN_DESIGN
     prior: Noise | None = None
     own: Noise | None = None  # the study's noise, or the two sides' own before this pass where wider, when built
     result: Step = field(default_factory=lambda: step([], LEAN_DESIGN))
     pairs: list[tuple[float, float]] = field(default_factory=list)
     orders: list[str] = field(default_factory=list)
+    designs: list[str] = field(default_factory=list)  # each pair's: lockstep or sequential
     lost: list[LostPair] = field(default_factory=list)
     went: list[tuple[str, int]] = field(default_factory=list)
 
@@ -133,7 +159,7 @@ class _Test:
 
     @property
     def ended(self) -> bool:
-        return self.result.verdict is not None or self.tried >= LEAN_DESIGN.max_pairs
+        return self.result.verdict is not None or self.tried >= self.design.max_pairs
 
     def take(self, arm: TrialRecord | None, incumbent: TrialRecord | None, order: str, sides: Noise | None) -> None:
         """This round's pair: `arm`'s trial and the incumbent's, run in `order` ("AB": the arm first). `sides`, the
@@ -148,7 +174,8 @@ class _Test:
         assert arm is not None and incumbent is not None and arm.throughput and incumbent.throughput
         self.pairs.append((arm.throughput, incumbent.throughput))
         self.orders.append(order)
-        self.result = step([b / a for a, b in self.pairs], LEAN_DESIGN, self.prior)
+        self.designs.append(design_of(incumbent))
+        self.result = step([b / a for a, b in self.pairs], self.design, self.prior)
 
     def why(self) -> str | None:
         """What the stored decision says of pairs measured on an incumbent that has since lost a knob."""
@@ -164,10 +191,13 @@ class Share:
     ratio: float
     decision: str
     how: str  # "added alone" or "taken out"
+    low: float | None = None  # the decision's interval on the share, at `confidence`
+    high: float | None = None
+    confidence: float | None = None
 
     def to_dict(self) -> JSONObject:
         return {"knob": self.knob, "value": self.value, "ratio": self.ratio, "decision": self.decision,
-                "how": self.how}
+                "how": self.how, "low": self.low, "high": self.high, "confidence": self.confidence}
 
 
 def changed_knobs(config: TrialConfig, base: TrialConfig) -> dict[str, Any]:
@@ -242,15 +272,19 @@ class Lean:
         # a lean decision is evidence for its own knob only, so what has none is known before the first
         tests = [_Test(knob, value) for knob, value in changes.items()
                  if own_evidence(tuner.ledger.decisions(), knob, value) is None]
+        for test in tests:  # the family's level split over the knobs tested (`lean_design`)
+            test.design = lean_design(len(tests))
+            test.result = step([], test.design)
         looked_at = [f"{t.knob}={t.value}" for t in tests if self._without(incumbent, t.knob, quiet=True) is not None]
         if looked_at:
-            tuner.emit(LeanStarted(incumbent, tuple(looked_at), LEAN_DESIGN.max_pairs, MIN_SHARE))
+            tuner.emit(LeanStarted(incumbent, tuple(looked_at), LEAN_MAX_PAIRS, MIN_SHARE))
         incumbent, gone = self._star(incumbent, tests)
         for out in gone:
             if out.at == incumbent or (out.decision.ratio or 0.0) < MIN_SHARE:
                 continue  # nothing went out after it (the same comparison again), or its pairs did not lean its way
             back = tuner._config({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
-            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, LEAN_DESIGN,
+            again = lean_design(len(tests), again=True)
+            if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, again,
                                                                       budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)
         return incumbent
@@ -271,8 +305,8 @@ class Lean:
             self._round(ident, index, incumbent, running)
             for test in sorted((t for t in running if t.ended), key=lambda t: t.result.ratio or 0.0):
                 assert test.arm is not None and test.on is not None  # running tests have both
-                decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, LEAN_DESIGN,
-                                               test.why(), test.orders, test.lost)
+                decision = tuner.decider.store(Phase.LEAN, test.arm, test.on, test.pairs, test.result, test.design,
+                                               test.why(), test.orders, test.lost, test.designs)
                 if _shows_share(decision) or _gone_from(incumbent, tuner.base, test.knob):
                     continue  # it stays, or it went out already with a knob it means nothing without
                 to = self._without(incumbent, test.knob)
@@ -298,7 +332,7 @@ class Lean:
             ledger = self.tuner.ledger
             test.own = wider(ledger.noise(), ledger.pair_noise(test.arm, incumbent, leave_out=ident))
             test.prior = search_noise(test.own)
-            test.result = step([], LEAN_DESIGN, test.prior)
+            test.result = step([], test.design, test.prior)
 
     def _round(self, ident: str, index: int, incumbent: TrialConfig, running: list[_Test]) -> None:
         """Measure the incumbent and each running test's arm once, in a random order; each test takes its pair."""
@@ -370,5 +404,6 @@ def shares_of(decisions: list[Decision], config: TrialConfig, base: TrialConfig)
         decision = own_evidence(decisions, knob, value)
         if decision is not None:
             out.append(Share(knob, value, float(decision.ratio or 0.0), decision.id,
-                             "taken out" if decision.purpose == Phase.LEAN else "added alone").to_dict())
+                             "taken out" if decision.purpose == Phase.LEAN else "added alone",
+                             decision.low, decision.high, decision.confidence).to_dict())
     return out

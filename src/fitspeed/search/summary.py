@@ -126,7 +126,7 @@ def decision_row(decision: Decision) -> DecisionRow:
                        ratio=decision.ratio, low=low, high=high,
                        interval=(f"{low:.2f}–{high:.2f} ({level(decision.confidence)})"
                                  if low is not None and high is not None else "–"),
-                       verdict=shown, why=decision.why)
+                       verdict=shown, why=decision.why, measured_by=list(decision.measured_by))
 
 
 def held(check: JSONObject) -> str:

@@ -52,3 +52,27 @@ def test_the_newest_incumbent_is_verified_against_the_defaults() -> None:
     finally:
         tuner.workers.stop()
     assert verdict["claimed"] is True and TrialConfig.from_dict(verdict["config"]) == TrialConfig(jit_compile=True)
+
+
+def test_a_claim_after_an_earlier_verification_of_the_study_says_it_comes_from_a_rerun() -> None:
+    # a study run again (a larger --trials) whose answer changed is verified afresh: a 2.5% test of its own, so the
+    # verdict says how many verifications came before it rather than passing as the study's first
+    fake = Fake(effects({("jit_compile", True): 1.5, ("intra_op_threads", 1): 1.3}))
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=("jit_compile", "intra_op_threads"))
+    tuner = Tuner(settings, run=fake)
+    tuner.workers.start("cpu", None)
+    try:
+        tuner.measure(tuner.base, "baseline")
+        first = TrialConfig(jit_compile=True)
+        assert tuner.ledger.chain_add(first, over=tuner.base)
+        before = tuner.finish()
+        assert before["claimed"] is True and "earlier_verifications" not in before
+        assert "rerun" not in before["verdict"]
+        assert tuner.ledger.chain_add(TrialConfig(jit_compile=True, intra_op_threads=1), over=first)
+        after = tuner.finish()
+    finally:
+        tuner.workers.stop()
+    assert after["claimed"] is True and after["earlier_verifications"] == 1
+    assert "verified on a rerun of this study, after 1 earlier verification" in after["verdict"]
+    assert after["estimate"]["verdict"] == after["verdict"]

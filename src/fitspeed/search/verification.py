@@ -61,8 +61,25 @@ def verify(ledger: Ledger, decider: Decider, emit: OnEvent, pairs: int, min_gain
         verification = {"config": base.to_dict(), "verdict": "keep the defaults", "claimed": False,
                         "estimate": None, "why": why if has_baseline else "no baseline",
                         "tried": [d.id for d in tried], "design": design.to_dict()}
+    earlier = len({d.id for d in ledger.decisions() if d.purpose == Phase.VERIFY} - {d.id for d in tried})
+    if earlier:  # a run after an earlier one changed the answer: its verification is a fresh 2.5% test
+        verification["earlier_verifications"] = earlier
+        if verification["claimed"]:
+            verification["verdict"] = rerun_verdict(str(verification["verdict"]), earlier)
+            verification["estimate"]["verdict"] = verification["verdict"]
     verification["chain"] = [c.to_dict() for c in chain]
     return verification
+
+
+def rerun_verdict(verdict: str, earlier: int) -> str:
+    """A claim made after `earlier` verifications of the same study, saying so: each is a 2.5% test of its own.
+
+    >>> rerun_verdict("B is at least 1.20× faster (95% CI 1.20–1.50; estimate 1.31×)", 1)
+    'B is at least 1.20× faster (95% CI 1.20–1.50; estimate 1.31×); verified on a rerun of this study, after 1 earlier verification: each is its own 2.5% test, so running a study again until it claims raises the chance of a false claim'
+    """
+    return (f"{verdict}; verified on a rerun of this study, after {earlier} earlier "
+            f"verification{'s' if earlier > 1 else ''}: each is its own 2.5% test, so running a study again until "
+            "it claims raises the chance of a false claim")
 
 
 def short_budget(ledger: Ledger) -> str | None:

@@ -46,7 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("best")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for the first, then alternating (default: a fresh coin)")
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for each block of two pairs, the second the other way (default: a fresh coin)")
     args = parser.parse_args(argv[:split])
     if not argv[split + 1:]:
         parser.error("expected the training command after --, as in: best.json -- python train.py")
@@ -57,7 +57,7 @@ def main() -> None:
     tuned = [sys.executable, "-m", "fitspeed", "run", args.best, "--", *command]
     ratios = []
     for pair in range(args.pairs):
-        first = "B" if pair_order(seed, "script_run_check", pair) else "A"  # a coin for the first pair, then alternating
+        first = "B" if pair_order(seed, "script_run_check", pair) else "A"  # a coin for each block of two pairs
         runs = {side: run(plain if side == "A" else tuned) for side in (first, "B" if first == "A" else "A")}
         (a, a_wall, a_code), (b, b_wall, b_code) = runs["A"], runs["B"]
         ratio = a / b if a and b else None

@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("best", type=Path)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=512)
-    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for the first, then alternating (default: a fresh coin)")
+    parser.add_argument("--seed", type=int, default=None, help="the pairs' order: a coin for each block of two pairs, the second the other way (default: a fresh coin)")
     args = parser.parse_args()
     seed = random.randrange(2**31) if args.seed is None else args.seed
     best = json.loads(args.best.read_text())
@@ -89,7 +89,7 @@ def main() -> None:
     pasted = script(best["snippet"], model, batch, args.steps)
     ratios = []
     for pair in range(args.pairs):
-        first = "B" if pair_order(seed, "snippet_speed", pair) else "A"  # a coin for the first pair, then alternating
+        first = "B" if pair_order(seed, "snippet_speed", pair) else "A"  # a coin for each block of two pairs
         runs = {side: run(plain if side == "A" else pasted) for side in (first, "B" if first == "A" else "A")}
         a, b = runs["A"]["samples_per_s"], runs["B"]["samples_per_s"]
         ratios.append(b / a)

@@ -21,7 +21,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.study_summary import Baseline, Best, StudySummary
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
-SEED_AB_BA = 6  # sequential.pair_order(6, ...) orders two pairs AB, then BA in both scripts
+SEED_AB_BA = 8  # sequential.pair_order(8, ...) orders two pairs AB, then BA in both scripts
 WIDE = {"median": 1.5, "ci_low": 0.1, "ci_high": 10.0, "confidence": 0.95, "ratios": [1.5, 1.5, 1.5]}
 
 TRAIN = """

@@ -215,9 +215,9 @@ def decision_line(decision: Decision) -> str:
     """
     from fitspeed.search.phase import Phase
 
-    if decision.purpose == Phase.SCREEN:  # one trial against the baseline's median: no pairs
+    if decision.purpose == Phase.SCREEN:  # one trial against its round's baseline (else the screen's): no pairs
         return (f"{'screened':>9} {decision.b_label}: {decision.verdict}, its trial at "
-                f"{decision.ratio or 0:.2f}× the median of the screen's baseline trials")
+                f"{decision.ratio or 0:.2f}× the baseline timed beside it")
     if decision.purpose == Phase.RACE:  # one pair that only orders the candidates
         ratio = f"{decision.ratio:.2f}× in one pair" if decision.ratio else "no pair"
         return f"{'raced':>9} {decision.b_label} against {decision.a_label}: {ratio}"

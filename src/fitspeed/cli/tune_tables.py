@@ -118,7 +118,7 @@ def print_tune(console: Console, summary: StudySummary) -> None:
 
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "
                           "own trials, against the median of all the baseline's; the screen's line during the run "
-                          "compared one trial with the screen's baselines, so the two can differ)",
+                          "compared one trial with the baseline timed beside it, so the two can differ)",
                     header_style="bold", pad_edge=False)
     knobs = whole_words([row["config"] for row in summary.effects]
                         + [k for names, _ in summary.skipped_groups for k in names], cap=28)

@@ -17,14 +17,20 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
+def started(fake: Fake, knobs: tuple[str, ...]) -> Tuner:
+    """A tuner of `tiny` on `fake` over `knobs`, its workers started (the test stops them)."""
+    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
+                            steps=64, repeats=3, knobs=knobs)
+    tuner = Tuner(settings, run=fake)
+    tuner.workers.start("cpu", None)
+    return tuner
+
+
 def test_an_answer_the_lean_step_took_back_to_the_defaults_is_not_verified() -> None:
     # jit_compile became the incumbent, and the lean step took it out again: the answer is the defaults, and a
     # verification of the defaults against the defaults (an A/A test) claimed "faster" in 2 of 1,000 null studies
     fake = Fake(effects({("jit_compile", True): 1.0}))
-    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                            steps=64, repeats=3, knobs=("jit_compile",))
-    tuner = Tuner(settings, run=fake)
-    tuner.workers.start("cpu", None)
+    tuner = started(fake, ("jit_compile",))
     try:
         tuner.measure(tuner.base, "baseline")
         leaned = TrialConfig(jit_compile=True)
@@ -41,10 +47,7 @@ def test_an_answer_the_lean_step_took_back_to_the_defaults_is_not_verified() -> 
 
 def test_the_newest_incumbent_is_verified_against_the_defaults() -> None:
     fake = Fake(effects({("jit_compile", True): 1.5}))
-    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                            steps=64, repeats=3, knobs=("jit_compile",))
-    tuner = Tuner(settings, run=fake)
-    tuner.workers.start("cpu", None)
+    tuner = started(fake, ("jit_compile",))
     try:
         tuner.measure(tuner.base, "baseline")
         assert tuner.ledger.chain_add(TrialConfig(jit_compile=True), over=tuner.base)
@@ -58,10 +61,7 @@ def test_a_claim_after_an_earlier_verification_of_the_study_says_it_comes_from_a
     # a study run again (a larger --trials) whose answer changed is verified afresh: a 2.5% test of its own, so the
     # verdict says how many verifications came before it rather than passing as the study's first
     fake = Fake(effects({("jit_compile", True): 1.5, ("intra_op_threads", 1): 1.3}))
-    settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                            steps=64, repeats=3, knobs=("jit_compile", "intra_op_threads"))
-    tuner = Tuner(settings, run=fake)
-    tuner.workers.start("cpu", None)
+    tuner = started(fake, ("jit_compile", "intra_op_threads"))
     try:
         tuner.measure(tuner.base, "baseline")
         first = TrialConfig(jit_compile=True)

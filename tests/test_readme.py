@@ -45,3 +45,21 @@ def _installed(folder: Path, extras: str | None) -> str:
     subprocess.run(["bash", "-c", f"source {ROOT / 'scripts' / 'ensure-venv.sh'}"], cwd=folder, env=env, check=True)
     asked = (python.parent / "asked").read_text().split()
     return " ".join(asked[asked.index("-e"):])
+
+
+def test_run_sh_passes_its_arguments_to_tune(tmp_path: Path) -> None:
+    # issue 61: the host lock's refusal said "pass --allow-shared-host", which run.sh did not take
+    import shutil
+    import subprocess
+
+    shutil.copy(ROOT / "run.sh", tmp_path / "run.sh")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "ensure-venv.sh", tmp_path / "scripts" / "ensure-venv.sh")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "fitspeed"):  # stand-ins: pip's install asked of python, each command fitspeed ran
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "$@" >> "$(dirname "$0")/{name}.asked"\n')
+        (bin_dir / name).chmod(0o755)
+    subprocess.run(["bash", "run.sh", "--allow-shared-host", "--trials", "60"], cwd=tmp_path, check=True)
+    assert (bin_dir / "fitspeed.asked").read_text().splitlines() == [
+        "tune tiny --allow-shared-host --trials 60", "report"]

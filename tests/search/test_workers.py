@@ -247,4 +247,5 @@ def test_a_second_worker_on_one_host_is_refused(workdir: Path, monkeypatch: pyte
         result = subprocess.run([sys.executable, "-m", "fitspeed", "tune", "tiny", "--storage",
                                  f"sqlite:///{workdir / 's.db'}"], cwd=workdir, env=env, capture_output=True,
                                 text=True, timeout=120)
-    refused(result, "Another fitspeed worker already measures on this host", "the test", "--allow-shared-host")
+    refused(result, "Another fitspeed worker already measures on this host", "the test", "--allow-shared-host",
+            "FITSPEED_ALLOW_SHARED_HOST=1 bash run.sh")

@@ -53,7 +53,8 @@ def hold(name: str, what: str, allow_shared: bool = False) -> Iterator[None]:
             raise UserError(
                 f"Another fitspeed worker already measures on this host's {name} ({holder}). Two workers on one "
                 f"host time each other's noise, so the second is refused. Run one worker per host and device, "
-                f"or pass --allow-shared-host to run it anyway (its speeds then include the other's load)."
+                f"or run it anyway with --allow-shared-host (or {ALLOW_ENV}=1 in the environment, as in "
+                f"`{ALLOW_ENV}=1 bash run.sh`); its speeds then include the other's load."
             ) from None
         file.seek(0)
         file.truncate()

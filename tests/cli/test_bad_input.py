@@ -133,6 +133,8 @@ REFUSED = [
     (["compare", "tiny", "--statistic", "mode"], ["--statistic", "'mode'", "median"], 2),
     (["compare", "tiny", "--max-pairs", "1"], ["Invalid value for '--max-pairs'"], 2),
     # tune
+    (["tune", "python", "train.py"], ["training command after `--`", "`fitspeed tune -- python train.py`"], 2),
+    (["measure", "python", "train.py"], ["`fitspeed measure -- python train.py`"], 2),
     (["tune", "tiny", "--time", "0s"], ["--time", "more than zero", "'0s'"], 2),
     (["tune", "tiny", "--time", "-5m"], ["--time"], 2),
     (["tune", "tiny", "--time", "10parsecs"], ["--time", "'10parsecs'"], 2),

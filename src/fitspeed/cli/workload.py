@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -200,6 +201,10 @@ def training_script(workload: str | None, command: list[str] | None, fit: int,
     if workload is None:
         raise UserError("Expected a workload (a built-in model or module:function) or a training command after "
                         "`--`, such as `fitspeed measure -- python train.py`. Received neither.")
+    if command and "--" not in sys.argv[1:]:  # click takes the extra words as the command, `--` or not
+        words = " ".join([workload, *command])
+        raise UserError(f"Expected a training command after `--`, so that its own options are not read as "
+                        f"fitspeed's: `fitspeed {_command_name()} -- {words}`. Received: `{words}` without `--`.")
     if not command and (workload in MODELS or is_callable_ref(workload) or is_saved_model(workload)
                         or not ("/" in workload or workload.endswith((".py", ".sh")) or Path(workload).is_file())):
         return None
@@ -209,6 +214,11 @@ def training_script(workload: str | None, command: list[str] | None, fit: int,
     from fitspeed.measure import training_command
 
     return training_command.describe([workload, *(command or [])], fit)
+
+
+def _command_name() -> str:
+    """The fitspeed command being run (tune, measure, …), from the command line."""
+    return next((word for word in sys.argv[1:] if not word.startswith("-")), "tune")
 
 
 def check_user_error(record: TrialRecord) -> None:

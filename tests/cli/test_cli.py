@@ -109,6 +109,10 @@ def test_knobs_and_workloads_list_everything(workdir: Path) -> None:
     for name in ("steps_per_execution", "jit_compile", "precision", "data_format", "deterministic",
                  "intra_op_threads", "inter_op_threads", "batch_size", "backend"):
         assert name in knobs.stdout
+    assert len(knobs.stdout.splitlines()) <= 40  # one screen (issue 61); --all for the rest
+    full = fitspeed("knobs", "--all", cwd=workdir)
+    for words in ("description", "each backend's own knobs", "Keras options that are not knobs"):
+        assert words in full.stdout and words not in knobs.stdout
     workloads = fitspeed("workloads", cwd=workdir)
     for name in ("tiny", "mlp", "cnn-low", "cnn-high", "cnn10", "wrn-16-4", "wrn-28-10", "36,497,146",
                  "cifar10", "fashion_mnist", "npz:PATH"):

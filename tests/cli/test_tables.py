@@ -78,6 +78,9 @@ def test_show_states_the_resolution_from_the_studys_intervals() -> None:
                                           "ratios": [1.5] * 6}}}
     text = " ".join(render(lambda c: tune_tables.print_tune(c, study_summary(data))).split())
     assert "resolution" in text and "0.120 wide (95%, 6 pairs)" in text and "±6%" in text
+    # the verdict speaks of A and B (issue 61): the table says A is the defaults, B the answer
+    assert "A: baseline │ defaults: 100 samples/s" in text
+    assert "B: best │ steps_per_execution=8: 150 samples/s" in text
     data["verification"] = None
     assert "resolution" not in render(lambda c: tune_tables.print_tune(c, study_summary(data)))
 
@@ -158,7 +161,10 @@ def test_knobs_at_80_columns_show_every_value_and_backend_whole() -> None:
     from fitspeed.core.keras_options import NOT_KNOBS
     from fitspeed.core.knobs import KNOBS
 
-    text = at_80(tables.print_knobs)
+    short = at_80(tables.print_knobs)  # one screen: a line a knob (a long list of values wraps)
+    assert "…" not in short and len(short.splitlines()) <= 40, short
+    assert_whole(short, [value for knob in KNOBS for value in (knob.name, knob.values, knob.default)])
+    text = at_80(lambda console: tables.print_knobs(console, full=True))
     assert "…" not in text
     assert_whole(text, [value for knob in KNOBS for value in (knob.name, knob.values, knob.default, knob.scope,
                                                               ", ".join(knob.backends()), knob.description)])
@@ -171,7 +177,7 @@ def test_knobs_at_80_columns_show_every_value_and_backend_whole() -> None:
     assert lines[at + 1].split() == ["values", "float32,", "mixed_float16,", "mixed_bfloat16"]
     assert lines[at + 2].split() == ["default", "float32"]
     wide = Console(file=io.StringIO(), width=250, color_system=None)
-    tables.print_knobs(wide)
+    tables.print_knobs(wide, full=True)
     assert "┃ knob " in wide.file.getvalue()  # a terminal wide enough still gets the table  # type: ignore[attr-defined]
 
 

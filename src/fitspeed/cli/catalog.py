@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from fitspeed.cli import tables
 from fitspeed.cli.console import out
 
@@ -11,6 +15,9 @@ def workloads() -> None:
     tables.print_workloads(out)
 
 
-def knobs() -> None:
+def knobs(
+    all_: Annotated[bool, typer.Option("--all", help="Also what each knob does, each backend's own knobs, and the "
+                                                      "Keras options that are not knobs.")] = False,
+) -> None:
     """List every knob, its values, and which backends support it."""
-    tables.print_knobs(out)
+    tables.print_knobs(out, full=all_)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
@@ -341,7 +342,22 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
                               f"{record.reason}", highlight=False)
 
 
-def print_knobs(console: Console) -> None:
+def print_knobs(console: Console, full: bool = False) -> None:
+    """One line a knob (its values, default and backends); `full`: each knob's description, each backend's own
+    knobs, and the Keras options that are not knobs."""
+    if not full:
+        short = Table(title="knobs (--all: what each does, each backend's own, what is not a knob)",
+                      header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+        short.add_column("knob", no_wrap=True)
+        short.add_column("values", max_width=30)
+        short.add_column("default", no_wrap=True)
+        short.add_column("backends", no_wrap=True)
+        for knob in KNOBS:
+            backends = knob.backends()
+            short.add_row(knob.name, knob.values, str(knob.default), "all" if len(backends) == len(BACKENDS)
+                          else " ".join("tf" if b == "tensorflow" else b for b in backends))
+        console.print(short)
+        return
     table = Table(title="knobs", header_style="bold")
     table.add_column("knob", no_wrap=True)
     table.add_column("values")

@@ -209,3 +209,24 @@ def test_every_table_row_has_a_cell_per_heading(tmp_path: Path) -> None:
     assert len(headed) >= 2, parser.tables
     for rows in headed:
         assert all(len(row) == len(rows[0]) for row in rows[1:]), rows
+
+
+def test_the_decisions_text_names_the_level_its_table_shows(tmp_path: Path) -> None:
+    # issue 61: the text said combination steps use "a 90% interval" while the table showed "(30%)"
+    from test_plot_data import VERIFIED, study
+
+    from fitspeed.report.html import write
+    from fitspeed.search.decider import COMBINE_ALPHA
+    from fitspeed.search.decision import Decision
+    from fitspeed.search.summary import decision_row, study_summary
+
+    level = 1 - 2 * COMBINE_ALPHA  # a one-sided COMBINE_ALPHA test: the two-sided interval at this level
+    combine = decision_row(Decision.from_dict({
+        "id": "c1", "purpose": "combine", "a": {}, "b": {"jit_compile": True}, "pairs": [[100.0, 150.0]] * 2,
+        "ratio": 1.5, "low": 1.2, "high": 1.8, "confidence": level, "verdict": "faster"}))
+    summary = dataclasses.replace(study_summary(study(VERIFIED)), decisions=(combine,), read_notes=())
+    page = write(summary, tmp_path).index.read_text()
+    shown = f"{round(100 * level)}%"
+    assert f"({shown})" in combine["interval"] and f"({shown})" in page
+    assert f"step&#39;s {shown} interval" in page or f"step's {shown} interval" in page
+    assert "90% interval" not in page

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @workload_command(after="set_", through="pairs")
 def tune(
     workload: Workload,
-    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included; the lean step's pairs and the guard's runs come on top (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; 40 for tiny].")] = None,
+    trials: Annotated[Optional[int], typer.Option("--trials", min=1, help="Trial processes in the study, every decision's pairs and the verification's first included; the lean step's pairs and the guard's runs come on top (a rerun continues to this total) [default: what this search space needs: the screen, five decisions and the verification; about 40 for tiny, by what is installed: the run says how many].")] = None,
     time_budget: Annotated[Optional[str], typer.Option("--time", help="Search time for this run, such as 20m.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="Study name [default: WORKLOAD-DATA]; an existing one resumes.")] = None,
     storage: Annotated[str, typer.Option("--storage", help="Optuna storage: sqlite:///FILE, postgresql://USER:PW@HOST/DB (many machines), or journal:PATH (a file on a shared disk). Workers started on one study share its search (docs/distributed.md).")] = "sqlite:///fitspeed.db",

@@ -86,9 +86,10 @@ def print_tune(console: Console, summary: StudySummary) -> None:
     head = Table(show_header=False)
     head.add_column("", style="bold")
     head.add_column("")
-    head.add_row("baseline", f"{base.config.label()}: "
+    # the verdict speaks of A and B: the rows say which is which
+    head.add_row("A: baseline", f"{base.config.label()}: "
                              f"{number(base.samples_per_s, 0)} samples/s{_of_trials(base.trials)}")
-    head.add_row("best", f"{best.label}: {number(best.samples_per_s, 0)} samples/s{_of_trials(best.trials)}")
+    head.add_row("B: best", f"{best.label}: {number(best.samples_per_s, 0)} samples/s{_of_trials(best.trials)}")
     estimate = best.estimate
     if estimate:
         head.add_row("verified", f"{estimate['median']:.2f}× "

@@ -14,7 +14,7 @@ import importlib
 import types
 from typing import Any
 
-from fitspeed.api.errors import said
+from fitspeed.api.errors import install_hook, said
 from fitspeed.api.result import TuneResult as TuneResult
 from fitspeed.api.result import load as load
 from fitspeed.api.tuning import compare as compare
@@ -38,5 +38,6 @@ class _CallableModule(types.ModuleType):
         return measure(*args, **kwargs)
 
 
+install_hook()
 _package = importlib.import_module("fitspeed.measure")
 _package.__class__ = _CallableModule

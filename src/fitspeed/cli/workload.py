@@ -175,6 +175,7 @@ def workload_command(*, repeats: int = 3, after: str | None = None, through: str
         @functools.wraps(command)
         def run(**given: Any) -> None:
             options = WorkloadOptions(**{name: given.pop(name) for name in names})
+            dashes_first(command.__name__, options.workload, options.command, sys.argv[1:])
             command(workload=options.resolve(), **given)
 
         run.__signature__ = signature  # type: ignore[attr-defined]  # what typer reads the options from
@@ -201,10 +202,6 @@ def training_script(workload: str | None, command: list[str] | None, fit: int,
     if workload is None:
         raise UserError("Expected a workload (a built-in model or module:function) or a training command after "
                         "`--`, such as `fitspeed measure -- python train.py`. Received neither.")
-    if command and "--" not in sys.argv[1:]:  # click takes the extra words as the command, `--` or not
-        words = " ".join([workload, *command])
-        raise UserError(f"Expected a training command after `--`, so that its own options are not read as "
-                        f"fitspeed's: `fitspeed {_command_name()} -- {words}`. Received: `{words}` without `--`.")
     if not command and (workload in MODELS or is_callable_ref(workload) or is_saved_model(workload)
                         or not ("/" in workload or workload.endswith((".py", ".sh")) or Path(workload).is_file())):
         return None
@@ -216,9 +213,23 @@ def training_script(workload: str | None, command: list[str] | None, fit: int,
     return training_command.describe([workload, *(command or [])], fit)
 
 
-def _command_name() -> str:
-    """The fitspeed command being run (tune, measure, …), from the command line."""
-    return next((word for word in sys.argv[1:] if not word.startswith("-")), "tune")
+def dashes_first(name: str, workload: str | None, command: list[str] | None, argv: list[str]) -> None:
+    """Refuse a training command given without `--` on the command line `argv` of fitspeed command `name`.
+
+    Click hands the words after WORKLOAD to COMMAND with `--` or without it,
+    but without it the command's own options would be read as fitspeed's.
+
+    >>> dashes_first("tune", "python", ["train.py"], ["tune", "--", "python", "train.py"])
+    >>> dashes_first("tune", "tiny", None, ["tune", "tiny"])
+    >>> dashes_first("tune", "python", ["train.py"], ["tune", "python", "train.py"])
+    Traceback (most recent call last):
+    ...
+    fitspeed.core.errors.UserError: Expected a training command after `--`, so that its own options are not read as fitspeed's: `fitspeed tune -- python train.py`. Received: `python train.py` without `--`.
+    """
+    if workload is not None and command and "--" not in argv:
+        words = " ".join([workload, *command])
+        raise UserError(f"Expected a training command after `--`, so that its own options are not read as "
+                        f"fitspeed's: `fitspeed {name} -- {words}`. Received: `{words}` without `--`.")
 
 
 def check_user_error(record: TrialRecord) -> None:

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from fitspeed.cli.console import err
 
 
 def run_script(
@@ -22,7 +21,7 @@ def run_script(
 
     chosen, best = best_json.read(config)
     command, seed, force = own_options(command, seed, force)
-    err.print(f"running `{' '.join(command)}` with {chosen.label()}", highlight=False)
+    # `training_command.run` says what it applies: a script's batch size and model layout stay the script's own
     raise typer.Exit(training_command.run(chosen, command, seed=seed, best=best, force=force))
 
 

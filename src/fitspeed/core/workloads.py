@@ -14,7 +14,7 @@ builders run in the trial child (`fitspeed.trial.models`,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from fitspeed.core.data_ref import is_callable_ref
 from fitspeed.core.errors import WorkloadError
@@ -97,3 +97,29 @@ def check_model(ref: str) -> str:
         "a builder written as module:function, such as mypkg.models:build, or a saved model.keras file. "
         "Run `fitspeed workloads` to list the built-in ones."
     )
+
+
+def origin(ref: str) -> str:
+    """Where a study's model came from, as a person names it (`fitspeed run`'s warning on a foreign best.json).
+
+    A model handed to `fitspeed.tune` from Python is shipped to a file under
+    `fitspeed-shipped/` (a compiled model) or to a generated `fitspeed_*`
+    module (a function that builds one): both read as what the user passed.
+
+    >>> origin("tiny"), origin("mymodels:build")
+    ('the built-in workload tiny', 'the model builder mymodels:build')
+    >>> origin("/w/fitspeed-shipped/functional-1a2b.keras"), origin("fitspeed_build_1a2b:build")
+    ('a model passed to fitspeed.tune from Python (functional)', 'a model-building function passed to fitspeed.tune from Python')
+    >>> origin("/w/models/net.keras")
+    'the saved model /w/models/net.keras'
+    """
+    if ref in MODELS:
+        return f"the built-in workload {ref}"
+    if ref.startswith("fitspeed_") and ":" in ref:
+        return "a model-building function passed to fitspeed.tune from Python"
+    if is_saved_model(ref):
+        path = PurePath(ref)
+        if path.parent.name == "fitspeed-shipped":
+            return f"a model passed to fitspeed.tune from Python ({path.stem.rsplit('-', 1)[0]})"
+        return f"the saved model {ref}"
+    return f"the model builder {ref}"

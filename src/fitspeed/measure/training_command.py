@@ -29,6 +29,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialSpec
+from fitspeed.core.workloads import origin
 
 DATA = "script"  # TrialSpec.data of a script trial: its data kind is learned from the first trial
 SITE = Path(__file__).parent.parent / "trial" / "script_site"  # a folder on PYTHONPATH, never imported here
@@ -179,9 +180,13 @@ def read_record(path: Path) -> JSONObject | None:
 def provenance(best: JSONObject, script: JSONObject) -> str | None:
     """Why a best.json may not fit this command: tuned on another workload, another script, or another version of it.
 
-    >>> mine = {"file": "/work/train.py", "sha256": "ab" * 32}
-    >>> provenance({"model": "tiny", "script": None}, mine)
-    'best.json was tuned on the built-in workload tiny, not on train.py: its steps_per_execution, batch and input knobs may not fit this script'
+    >>> mine = {"file": "/work/train.py", "sha256": "ab" * 32, "command": ["python", "/work/train.py"]}
+    >>> print(provenance({"model": "tiny", "script": None}, mine))  # doctest: +NORMALIZE_WHITESPACE
+    best.json was tuned on the built-in workload tiny, not on train.py: its steps_per_execution and input knobs
+    were measured on another model and data. Tune this script for an answer of its own: fitspeed tune -- python
+    /work/train.py
+    >>> provenance({"model": "/w/fitspeed-shipped/functional-1a2b.keras", "script": None}, mine)[:79]
+    'best.json was tuned on a model passed to fitspeed.tune from Python (functional)'
     >>> provenance({"model": "script:train.py", "script": {"file": "train.py", "sha256": "ab" * 32}}, mine) is None
     True
     >>> provenance({"model": "script:train.py", "script": {"file": "train.py", "sha256": "cd" * 32}}, mine)
@@ -193,8 +198,9 @@ def provenance(best: JSONObject, script: JSONObject) -> str | None:
         model = best.get("model")
         if not model:
             return None  # a hand-written configuration: nothing to check it against
-        return (f"best.json was tuned on the built-in workload {model}, not on {here}: its steps_per_execution, "
-                "batch and input knobs may not fit this script")
+        return (f"best.json was tuned on {origin(model)}, not on {here}: its steps_per_execution and input knobs "
+                f"were measured on another model and data. Tune this script for an answer of its own: fitspeed tune "
+                f"-- {' '.join(script['command'])}")
     if tuned.get("file") != here:
         return f"best.json was tuned on {tuned.get('file') or best.get('model')}, not on {here}"
     if tuned.get("sha256") and script.get("sha256") and tuned["sha256"] != script["sha256"]:
@@ -211,13 +217,21 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
     script = describe(command)
     warning = provenance(best, script) if best is not None and not force else None
     if warning:
-        sys.stderr.write(f"fitspeed: {warning} (--force quiets this).\n")
+        sys.stderr.write(f"fitspeed: {warning} (--force quiets this warning).\n")
     if config.data_format != "channels_last":  # the script holds its own model: fitspeed cannot swap it here
         sys.stderr.write(
             f"fitspeed: data_format={config.data_format} is a rewrite of the script's model, which `fitspeed run` "
             "cannot swap. Add it to the script: model = fitspeed.rewrite_model(model, best_json) before fit() "
             "(best.json's snippet shows it). Running with the other knobs.\n")
         config = config.replace(data_format="channels_last")
+    if "batch_size" in config.changed():  # the script's batch is its recipe: the hook never changes it
+        sys.stderr.write(
+            f"fitspeed: batch_size={config.batch_size} is not applied: a script's batch size is its own (it changes "
+            f"the recipe). Pass {config.batch_size} through the script's own arguments to use it.\n")
+        config = config.replace(batch_size=TrialConfig().batch_size)
+    applied = config.label()
+    sys.stderr.write(f"fitspeed: running `{' '.join(command)}` with "
+                     f"{'nothing changed (the defaults)' if applied == 'defaults' else applied}\n")
     spec = TrialSpec(model=label(script), data=DATA, config=config, seed=seed, script=script, timeout_s=None)
     with tempfile.TemporaryDirectory(prefix="fitspeed-run-") as tmp:
         argv, env, _ = prepare(spec, Path(tmp), dict(os.environ), action="run")

@@ -1,23 +1,26 @@
-"""The numerics guard's three rates, measured through the real rule (`guard.seeds_needed`, `guard.judge`, `guard.replicate`).
+"""The numerics guard's four rates at its margin, measured through the real rule (`guard.seeds_needed`, `guard.judge`, `guard.replicate`).
 
-    python benchmarks/guard_power.py --json            # simulated seeds: about 130 s of CPU at 2,000 studies
+    python benchmarks/guard_power.py --json            # simulated seeds: a few minutes of CPU at 2,000 studies
     python benchmarks/guard_power.py --real --models tiny --seeds 10   # trained for real: minutes to hours
 
-Simulated: each study draws a baseline's held-out loss at MAX_SEEDS seeds,
+Simulated: each study draws a baseline's held-out loss at 2 x MAX_SEEDS seeds,
 1.0 + sigma x e_b, and a candidate's at the same seeds, 1.0 + gap + sigma x
 (rho x e_b + sqrt(1 - rho^2) x e_c): rho is how much a seed's two runs agree
 (the same init and data order), the noise e is normal, heavy-tailed (t, 3
 degrees of freedom) or skewed (a centred lognormal), each scaled to sd 1. The
-runs become `GuardRun`s; the first FIRST_SEEDS pairs go to
+margin is the guard's default, 1% of the baseline's loss (0.01), and sigma is
+set so that a seed's gap varies by `ratio` margins (0.5 to 4: where it is over
+1, the rule's 24 seeds cannot see twice the margin at 80%, and a pass says so).
+The runs become `GuardRun`s; the first FIRST_SEEDS pairs go to
 `guard.seeds_needed`, the first N of each to `guard.judge`, and where they
 fail on the paired gap alone, seeds N to 2N - 1 to `guard.replicate`, as the
-tuner does (`replicated`: the share of studies that replicated a failure).
-Four candidates, in baseline sds: one worse by one sd (`power_at_1sd`: share
-rejected, at worst; `power_at_1sd_rho_0.8_or_more` where the pairs
-correlate), one that learns the same (`false_rejections`), one lower by one sd
-(`lower_loss_rejections`) and one lower by a quarter sd; beside them, how many
-rejections had a mean gap at or below 0 (never allowed) and the seeds used.
-Each is reported per setting and at its worst.
+tuner does. Four candidates, in margins: one that learns the same
+(`false_rejections`: share rejected, at worst), one half a margin worse
+(`pass_at_half_margin`: share passed, at worst), one two margins worse
+(`power_at_2x_margin`: share rejected, at worst where the seeds can see it;
+beside it the power where they cannot, and how often such a pass said so) and
+one a margin lower (`lower_loss_rejections`); and how many rejections had an
+observed mean gap at or below the margin (the rule cannot make one).
 
 --real trains workloads for real (`--models`: tiny, cnn10, the builder module
 examples/bn_cnn.py, and the script tests/fixtures/scripts/conv_train.py as
@@ -51,9 +54,13 @@ from typing import Any
 from fitspeed.core.stats import share_interval
 from fitspeed.search import guard
 
-RHOS = (0.0, 0.5, 0.8, 0.95)
-GAPS = {"power_at_1sd": 1.0, "false_rejections": 0.0, "lower_loss_rejections": -1.0,  # in baseline sds
-        "lower_by_quarter_sd_rejections": -0.25}
+RHOS = (0.0, 0.8, 0.95)
+# sd of a seed's gap (candidate - baseline) over the margin: 0.5-1 the rule's 24 seeds see twice the margin at 80%;
+# 2 and 4 they cannot (it would take 72 and 288), and the verdict says so (`PairedGap.blind`)
+RATIOS = (0.5, 1.0, 2.0, 4.0)
+SEEABLE = 1.0  # the largest ratio at which MAX_SEEDS seeds reach POWER at twice the margin
+GAPS = {"false_rejections": 0.0, "half_margin_rejections": 0.5, "power_at_2x_margin": 2.0,  # in margins
+        "lower_loss_rejections": -1.0}
 
 
 def _normal(rng: random.Random) -> float:
@@ -78,21 +85,30 @@ def _runs(losses: list[float]) -> list[guard.GuardRun]:
 
 
 def study(rng: random.Random, rho: float, gap: float, noise: Callable[[random.Random], float],
-          sigma: float = 0.05) -> tuple[bool, float, int, bool]:
-    """One guard decision on simulated seeds, as the tuner makes it: (rejected, the observed mean gap over the
-    rule's N seeds, the seeds it took a side, whether a failure was replicated on N fresh seeds)."""
+          ratio: float = 1.0) -> tuple[bool, float, int, bool, bool]:
+    """One guard decision on simulated seeds, as the tuner makes it, at the default margin (1% of a loss of 1.0):
+    (rejected, the observed mean gap over the rule's N seeds, in margins, the seeds it took a side, whether a
+    failure was replicated on N fresh seeds, whether a pass said its seeds could not see twice the margin).
+
+    `gap` is the candidate's true gap in margins; `ratio` the sd of a seed's gap over the margin; `rho` how much a
+    seed's two runs agree (it sets each run's own sd, which the spread test reads).
+    """
+    delta = guard.MARGIN
+    sigma = ratio * delta / math.sqrt(2 * (1 - rho))  # each run's seed-to-seed sd, for a gap sd of ratio x delta
     base, cand = [], []
     for _ in range(2 * guard.MAX_SEEDS):  # the rule's N, and N fresh seeds where a failure is replicated
         shared, own = noise(rng), noise(rng)
         base.append(1.0 + sigma * shared)
-        cand.append(1.0 + gap * sigma + sigma * (rho * shared + math.sqrt(1 - rho * rho) * own))
+        cand.append(1.0 + gap * delta + sigma * (rho * shared + math.sqrt(1 - rho * rho) * own))
     baseline, candidate = _runs(base), _runs(cand)
     n = guard.seeds_needed(baseline[:guard.FIRST_SEEDS], candidate[:guard.FIRST_SEEDS])
     verdict = guard.judge(baseline[:n], candidate[:n])
     again = guard.replicates(baseline[:n], candidate[:n], verdict)
     if again:
         verdict = guard.replicate(verdict, baseline[n:2 * n], candidate[n:2 * n])
-    return not verdict.ok, statistics.fmean(cand[:n]) - statistics.fmean(base[:n]), 2 * n if again else n, again
+    blind = verdict.ok and any(check.blind for check in verdict.checks[:1])
+    observed = (statistics.fmean(cand[:n]) - statistics.fmean(base[:n])) / delta
+    return not verdict.ok, observed, 2 * n if again else n, again, blind
 
 
 def simulate(studies: int, seed: int) -> dict[str, Any]:
@@ -100,30 +116,35 @@ def simulate(studies: int, seed: int) -> dict[str, Any]:
     rows = []
     for shape, noise in SHAPES.items():
         for rho in RHOS:
-            row: dict[str, Any] = {"shape": shape, "rho": rho}
-            for name, gap in GAPS.items():
-                found = [study(rng, rho, gap, noise) for _ in range(studies)]
-                rejected = sum(r for r, _, _, _ in found)
-                row[name] = rejected / studies
-                row[name + "_ci"] = share_interval(rejected, studies)
-                row[name + "_at_or_below_0"] = sum(r and d <= 0 for r, d, _, _ in found)
-                row[name + "_seeds"] = statistics.fmean(n for _, _, n, _ in found)
-                row[name + "_replicated"] = sum(again for _, _, _, again in found) / studies
-            rows.append(row)
-    worst = {"power_at_1sd": min(r["power_at_1sd"] for r in rows),
-             "false_rejections": max(r["false_rejections"] for r in rows),
-             "lower_loss_rejections": max(r["lower_loss_rejections"] for r in rows),
-             "lower_by_quarter_sd_rejections": max(r["lower_by_quarter_sd_rejections"] for r in rows)}
-    pooled_false = statistics.fmean(r["false_rejections"] for r in rows)
+            for ratio in RATIOS:
+                row: dict[str, Any] = {"shape": shape, "rho": rho, "ratio": ratio}
+                for name, gap in GAPS.items():
+                    found = [study(rng, rho, gap, noise, ratio) for _ in range(studies)]
+                    rejected = sum(r for r, *_ in found)
+                    row[name] = rejected / studies
+                    row[name + "_ci"] = share_interval(rejected, studies)
+                    row[name + "_at_or_below_margin"] = sum(r and d <= 1.0 for r, d, *_ in found)
+                    row[name + "_seeds"] = statistics.fmean(n for _, _, n, _, _ in found)
+                    row[name + "_replicated"] = sum(again for _, _, _, again, _ in found) / studies
+                    row[name + "_said_blind"] = sum(blind for *_, blind in found) / studies
+                rows.append(row)
+    seeable = [r for r in rows if r["ratio"] <= SEEABLE]
+    blind = [r for r in rows if r["ratio"] > SEEABLE]
     return {
-        **worst,
-        "power_at_1sd_rho_0.8_or_more": min(r["power_at_1sd"] for r in rows if r["rho"] >= 0.8),
-        "false_rejections_pooled": pooled_false,
-        "rejections_with_mean_gap_at_or_below_0": sum(r[n + "_at_or_below_0"] for r in rows for n in GAPS),
-        "mean_seeds": statistics.fmean(r[n + "_seeds"] for r in rows for n in GAPS),
+        "false_rejections": max(r["false_rejections"] for r in rows),
+        "pass_at_half_margin": min(1 - r["half_margin_rejections"] for r in rows),
+        "power_at_2x_margin": min(r["power_at_2x_margin"] for r in seeable),
+        "lower_loss_rejections": max(r["lower_loss_rejections"] for r in rows),
+        # where the seeds cannot see twice the margin: the power they have, and how often a pass said so
+        "power_at_2x_margin_where_seeds_cannot_see_it": min(r["power_at_2x_margin"] for r in blind),
+        "passes_at_2x_margin_that_said_so": min(
+            r["power_at_2x_margin_said_blind"] / max(1e-9, 1 - r["power_at_2x_margin"]) for r in blind),
+        "rejections_with_mean_gap_at_or_below_margin": sum(r[n + "_at_or_below_margin"] for r in rows for n in GAPS),
+        "mean_seeds": {name: statistics.fmean(r[name + "_seeds"] for r in rows) for name in GAPS},
         "studies_per_setting": studies, "seed": seed,
-        "rule": {"first_seeds": guard.FIRST_SEEDS, "max_seeds": guard.MAX_SEEDS, "level": guard.LEVEL, "gap_level": guard.GAP_LEVEL,
-                 "power": guard.POWER, "replication_level": guard.REPLICATION_LEVEL},
+        "rule": {"first_seeds": guard.FIRST_SEEDS, "max_seeds": guard.MAX_SEEDS, "level": guard.LEVEL,
+                 "gap_level": guard.GAP_LEVEL, "power": guard.POWER, "replication_level": guard.REPLICATION_LEVEL,
+                 "margin": guard.MARGIN},
         "settings": rows,
     }
 
@@ -324,22 +345,24 @@ def main() -> None:
     if args.real:
         _print_real(result)
         return
-    print("| noise | rho | power at 1 sd | false rejections (95% CI) | rejections 1 sd lower / ¼ sd lower | "
-          "mean seeds (1 sd worse / same / 1 sd lower) |")
-    print("|---|---|---|---|---|---|")
+    print("| noise | ρ | gap sd / margin | rejected at 0 (95% CI) | passed at ½ margin | rejected at 2× margin "
+          "(passes that said the seeds could not see it) | rejected 1 margin lower | mean seeds a side (0 / 2×) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in result["settings"]:
         low, high = r["false_rejections_ci"]
-        print(f"| {r['shape']} | {r['rho']:g} | {100 * r['power_at_1sd']:.1f}% | {100 * r['false_rejections']:.1f}% "
-              f"({100 * low:.1f}–{100 * high:.1f}%) | {100 * r['lower_loss_rejections']:.1f}% / "
-              f"{100 * r['lower_by_quarter_sd_rejections']:.1f}% | "
-              f"{r['power_at_1sd_seeds']:.1f} / {r['false_rejections_seeds']:.1f} / "
-              f"{r['lower_loss_rejections_seeds']:.1f} |")
-    print(f"\nworst: power at 1 sd {100 * result['power_at_1sd']:.1f}% (where a seed's runs correlate at 0.8 or "
-          f"more {100 * result['power_at_1sd_rho_0.8_or_more']:.1f}%), false rejections "
-          f"{100 * result['false_rejections']:.1f}% (pooled {100 * result['false_rejections_pooled']:.2f}%), "
-          f"rejections of a loss 1 sd lower {100 * result['lower_loss_rejections']:.1f}% (¼ sd lower "
-          f"{100 * result['lower_by_quarter_sd_rejections']:.1f}%); rejections with a mean gap <= 0: "
-          f"{result['rejections_with_mean_gap_at_or_below_0']}; {time.perf_counter() - started:.0f} s")
+        blind = r["power_at_2x_margin_said_blind"] / max(1e-9, 1 - r["power_at_2x_margin"])
+        print(f"| {r['shape']} | {r['rho']:g} | {r['ratio']:g} | {100 * r['false_rejections']:.2f}% "
+              f"({100 * low:.2f}–{100 * high:.2f}%) | {100 * (1 - r['half_margin_rejections']):.1f}% | "
+              f"{100 * r['power_at_2x_margin']:.1f}% ({100 * blind:.0f}%) | {100 * r['lower_loss_rejections']:.1f}% | "
+              f"{r['false_rejections_seeds']:.1f} / {r['power_at_2x_margin_seeds']:.1f} |")
+    print(f"\nfalse rejections {100 * result['false_rejections']:.2f}% at worst; passed at half the margin "
+          f"{100 * result['pass_at_half_margin']:.1f}% at worst; power at twice the margin "
+          f"{100 * result['power_at_2x_margin']:.1f}% at worst where the seeds can see it (gap sd at most "
+          f"{SEEABLE:g} margin), {100 * result['power_at_2x_margin_where_seeds_cannot_see_it']:.1f}% where they "
+          f"cannot, and {100 * result['passes_at_2x_margin_that_said_so']:.0f}% of those passes said so; "
+          f"rejections of a loss one margin lower {100 * result['lower_loss_rejections']:.1f}%; rejections with a "
+          f"mean gap at or below the margin: {result['rejections_with_mean_gap_at_or_below_margin']}; "
+          f"{time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":

@@ -403,12 +403,15 @@ def as_given(given: dict[str, Any]) -> Data | None:
 
 
 def entering(x: Any, y: Any, validation_split: float = 0.0, sample_weight: Any = None,
-             shuffle: bool | str = True, ref: str = "the script's dataset") -> Data:
+             shuffle: bool | str = True, ref: str = "the script's dataset", validation_data: Any = None) -> Data:
     """What a script (or `auto_steps`) handed fit(), as its class: the one place its kind is chosen.
 
     Arrays keep the script's `sample_weight` and `shuffle`; with a
     validation_split they are cut where Keras cuts them (its own
-    `train_validation_split`: the first 1 - split of the samples train).
+    `train_validation_split`: the first 1 - split of the samples train, the
+    rest held out). The held-out arrays, the split's or the script's own
+    `validation_data=(x_val, y_val)` (arrays), are what the numerics guard
+    judges a candidate on (`x_val`, `y_val`).
     """
     found = pipeline_of(x, ref)
     if found is not None:
@@ -418,11 +421,19 @@ def entering(x: Any, y: Any, validation_split: float = 0.0, sample_weight: Any =
     if _arrays(x) and y is not None and _arrays(y):
         x, y = keras.tree.map_structure(np.asarray, x), keras.tree.map_structure(np.asarray, y)
         weights = None if sample_weight is None else keras.tree.map_structure(np.asarray, sample_weight)
+        held: tuple[Any, Any] = (None, None)
         if validation_split:
             from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
-            (x, y, weights), _ = train_validation_split((x, y, weights), validation_split=validation_split)
-        return ArrayData(x=x, y=y, sample_weight=weights, shuffle=shuffle)
+            (x, y, weights), (x_val, y_val, _) = train_validation_split((x, y, weights),
+                                                                        validation_split=validation_split)
+            held = (x_val, y_val)
+        elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
+                and all(_arrays(part) for part in validation_data[:2]):
+            held = tuple(keras.tree.map_structure(np.asarray, part) for part in validation_data[:2])
+        if not all(isinstance(part, np.ndarray) for part in held):
+            held = (None, None)  # held-out figures take one input array and one label array (`trial.validation`)
+        return ArrayData(x=x, y=y, sample_weight=weights, shuffle=shuffle, x_val=held[0], y_val=held[1])
     raise DataError(
         "Expected the script to pass fit() numpy arrays x and y (or dicts or lists of them), a tf.data.Dataset or "
         "a keras.utils.PyDataset, "

@@ -1,6 +1,7 @@
 """fitspeed from Python against `fitspeed tune` on the same model: the same kind of verdict, within each other's intervals.
 
     python benchmarks/notebook_api.py [--out FOLDER] [--knobs steps_per_execution] [--pairs 5] [--trials N]
+        [--screen-only]
 
 One small CNN (examples/notebook.ipynb's) on one set of arrays, tuned four ways
 at the same budget (`--trials`, by default what the search needs), each in its own study:
@@ -77,7 +78,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="measure pairs for the applied model")
     parser.add_argument("--trials", type=int, default=None,
                         help="trial processes per study [default: what the search needs]; too few to verify an "
-                             "answer keep the defaults")
+                             "answer are refused, unless --screen-only")
+    parser.add_argument("--screen-only", action="store_true",
+                        help="each way times each knob once and decides nothing (`fitspeed tune --screen-only`)")
     args = parser.parse_args()
     for name in ("pairs", "trials"):
         value = getattr(args, name)
@@ -95,13 +98,14 @@ def main() -> None:
 
     storage = f"sqlite:///{out / 'studies.db'}"
     budget = {"knobs": args.knobs, "steps": 64, "repeats": 2, "trials": args.trials, "storage": storage,
-              "progress": False}
+              "progress": False, "screen_only": args.screen_only}
     rows: dict[str, dict] = {}
     started = time.time()
     cli = subprocess.run([sys.executable, "-m", "fitspeed", "tune", "nb_model:model", "--data", "nb_model:data",
                           "--knobs", args.knobs, "--steps", "64", "--repeats", "2", "--storage", storage,
                           "--study", "cli", "--json", "--best", str(out / "cli-best.json"),
-                          *(["--trials", str(args.trials)] if args.trials else [])],
+                          *(["--trials", str(args.trials)] if args.trials else []),
+                          *(["--screen-only"] if args.screen_only else [])],
                          capture_output=True, text=True)
     if cli.returncode != 0:
         sys.exit(cli.stderr)

@@ -144,7 +144,7 @@ CELL = textwrap.dedent('''
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(256, 8, 8, 1)).astype("float32"), rng.integers(0, 3, 256)
-    result = fitspeed.tune(model, x, y, trials=3, knobs="steps_per_execution", storage=STORAGE, study="c",
+    result = fitspeed.tune(model, x, y, trials=3, screen_only=True, knobs="steps_per_execution", storage=STORAGE, study="c",
                            steps=16, repeats=2, pairs=2)
     print("DONE", result.best.label())
 ''')

@@ -42,7 +42,7 @@ def test_each_miss_goes_under_the_first_cause_that_applies(diagnosis: ModuleType
 
 def test_one_world_end_to_end(diagnosis: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment, "nvidia_gpus", lambda: ([], None))
-    out = diagnosis.diagnose(range(3_000_000, 3_000_001), trials=12, cv=0.10)
+    out = diagnosis.diagnose(range(3_000_000, 3_000_001), trials=25, cv=0.10)
     row = out["rows"][0]
     assert out["worlds"] == 1 and row["seed"] == 3_000_000
     assert row["trials"]["every"] >= row["trials"]["search"] >= row["trials"]["budgeted"] > 0

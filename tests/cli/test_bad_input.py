@@ -139,6 +139,10 @@ REFUSED = [
     (["tune", "tiny", "--time", "-5m"], ["--time"], 2),
     (["tune", "tiny", "--time", "10parsecs"], ["--time", "'10parsecs'"], 2),
     (["tune", "tiny", "--trials", "0"], ["Invalid value for '--trials'"], 2),
+    # issue 61: a budget that cannot pay for an answer is refused before any trial, with the smallest that can
+    (["tune", "tiny", "--trials", "12", "--storage", "sqlite:///new.db"],
+     ["Received: --trials 12", "Pass --trials", "or more", "--screen-only"], 2),
+    (["tune", "tiny", "--guard-margin", "2"], ["Invalid value for '--guard-margin'"], 2),
     (["tune", "tiny", "--space", "nosuch=1,2", "--storage", "sqlite:///new.db"], ["nosuch"], 2),
     (["tune", "tiny", "--space", "precision=fp8", "--storage", "sqlite:///new.db"], ["fp8"], 2),
     (["tune", "tiny", "--knobs", "nosuch", "--storage", "sqlite:///new.db"], ["nosuch"], 2),
@@ -326,7 +330,7 @@ def test_a_long_failure_keeps_its_cause(workdir: Path) -> None:
 
 def test_tune_prints_a_failed_trial_in_one_line(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 's.db'}"
-    result = fitspeed("tune", "userwork:long_error", "--trials", "1", "--storage", storage, *QUICK, cwd=workdir)
+    result = fitspeed("tune", "userwork:long_error", "--trials", "1", "--screen-only", "--storage", storage, *QUICK, cwd=workdir)
     assert "Traceback" not in result.stderr
     text = " ".join(result.stderr.split())  # the terminal wraps long lines
     assert "baseline defaults: failed (ValueError: while building: context" in text, text

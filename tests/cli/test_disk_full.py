@@ -94,7 +94,7 @@ def test_measure_on_a_full_disk_keeps_the_earlier_records(disk: SmallDisk) -> No
 
 def test_tune_on_a_full_disk_says_so_and_keeps_the_study(disk: SmallDisk) -> None:
     storage = f"sqlite:///{disk.folder / 'study.db'}"
-    args = ("tune", "tiny", "--knobs", "steps_per_execution", "--space", "steps_per_execution=8",
+    args = ("tune", "tiny", "--knobs", "steps_per_execution", "--space", "steps_per_execution=8", "--screen-only",
             "--storage", storage, "--study", "s", "--best", str(disk.folder / "best.json"), *FAST)
     first = disk.run(*args, "--trials", "1")
     assert first.returncode == 0, first.stderr

@@ -35,6 +35,12 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
 
     tune = ["tune", *QUICK, "--trials", "4", "--knobs", "steps_per_execution", "--json",
             "--storage", f"sqlite:///{tmp_path}/s.db", "--best", str(tmp_path / "best.json"), *command]
+    # issue 61, item 3: a budget too small for an answer is refused before the first trial, with the one that pays
+    refused = _fitspeed(env, tmp_path, *tune)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and "Received: --trials 4" in said and "--screen-only" in said, said
+    assert not (tmp_path / "s.db").exists() and "Traceback" not in said  # refused before the study was opened
+    tune.insert(tune.index("--json"), "--screen-only")
     first = _fitspeed(env, tmp_path, *tune)
     assert first.returncode == 2 and "No module named" in first.stderr, (first.stdout, first.stderr)
 
@@ -45,11 +51,10 @@ def test_a_python_without_fitspeed_is_named_and_its_crashed_baseline_is_measured
         in " ".join(second.stderr.split()), second.stderr
     summary = json.loads(second.stdout)
     assert summary["baseline"]["samples_per_s"] > 0, summary["baseline"]
-    # issue 25, item 8: a budget too small for an answer is named before the first trial, with the one that would do
-    assert "--trials 4 does not pay for an answer on this space" in " ".join(second.stderr.split())
-    # and the answer says the budget was why
+    # screening only is said before the first trial, and the answer says it was why nothing was decided
+    assert "screening only (--screen-only)" in " ".join(second.stderr.split())
     assert not summary["best"]["claimed"], summary["best"]
-    assert summary["best"]["why"].startswith("no change was decided: --trials 4 paid for the screen"), summary["best"]
+    assert summary["best"]["why"].startswith("screened only (--screen-only)"), summary["best"]
     best = json.loads((tmp_path / "best.json").read_text())  # what `fitspeed run` checks a command against
     assert best["script"]["file"] == "long_train.py" and len(best["script"]["sha256"]) == 64
 
@@ -60,7 +65,7 @@ def test_show_opens_the_study_used_last_and_no_tune_overwrites_anothers_best_jso
     env = child_env()
 
     def tune(study: str) -> subprocess.CompletedProcess[str]:
-        done = _fitspeed(env, tmp_path, "tune", "tiny", *QUICK, "--trials", "1", "--knobs", "steps_per_execution",
+        done = _fitspeed(env, tmp_path, "tune", "tiny", *QUICK, "--trials", "1", "--screen-only", "--knobs", "steps_per_execution",
                          "--study", study, "--json")
         assert done.returncode == 0, (done.stdout, done.stderr)
         return done

@@ -37,7 +37,7 @@ def test_a_search_made_configuration_that_fails_on_the_users_input_is_a_failed_t
 
 def test_tune_on_data_the_model_cannot_take_stops_at_the_baseline_with_one_sentence(workdir: Path) -> None:
     np.savez(workdir / "d.npz", x=np.zeros((3, 16, 16, 3), "float32"), y=np.zeros(2, "int32"))
-    result = fitspeed_in_process("tune", "tiny", "--data", "npz:d.npz", "--trials", "3", *QUICK, cwd=workdir)
+    result = fitspeed_in_process("tune", "tiny", "--data", "npz:d.npz", "--trials", "3", "--screen-only", *QUICK, cwd=workdir)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     said = " ".join(result.stderr.split())
     assert "have the same, non-zero length" in said and "Received: 3 and 2" in said, said

@@ -12,7 +12,8 @@ from fitspeed.search.decision import Decision
 # the keys in the order the summary dict had them before it was typed (search/summary.py at 9515824)
 SUMMARY_KEYS = ["study", "model", "data", "script", "environment", "skipped", "skipped_groups", "refused",
                 "baseline", "best", "effects", "rejected", "batch_sizes", "trials", "decisions", "determinism",
-                "read_notes", "processes"]  # processes: added at the end (where a study's trial processes went)
+                "read_notes", "processes", "cost"]  # processes, cost: added at the end (where a study's trial processes
+# went; what the tune took and what its answer saves, `search.cost`)
 BEST_KEYS = ["config", "label", "samples_per_s", "trials", "claimed", "agreement", "verdict", "why", "estimate",
              "shares", "rewrite"]
 # a decision as `Decider.store` wrote it before it was typed: Step.to_dict's keys first, then the decision's own

@@ -281,7 +281,7 @@ def test_doctor_diagnoses_a_scripts_own_pipeline(tmp_path: Path) -> None:
 
 
 def _tune_long_train(folder: Path) -> None:
-    result = cli("tune", *QUICK, "--trials", "3", "--pairs", "2", "--json", "--storage", f"sqlite:///{folder}/s.db",
+    result = cli("tune", *QUICK, "--trials", "3", "--screen-only", "--pairs", "2", "--json", "--storage", f"sqlite:///{folder}/s.db",
                  "--best", str(folder / "best.json"),
                  "--", PY, str(SCRIPTS / "long_train.py"), "--out", str(folder / "m.keras"), cwd=folder)
     (folder / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
@@ -312,7 +312,7 @@ def test_tune_cuts_a_scripts_far_slower_trial_short_as_it_does_a_built_in_models
     import optuna
 
     storage = f"sqlite:///{tmp_path}/s.db"
-    result = cli("tune", "--steps", "16", "--repeats", "3", "--trials", "5", "--knobs", "precision", "--json",
+    result = cli("tune", "--steps", "16", "--repeats", "3", "--trials", "5", "--screen-only", "--knobs", "precision", "--json",
                  "--storage", storage, "--best", str(tmp_path / "best.json"),
                  "--", PY, str(SCRIPTS / "slow_when_mixed.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -359,6 +359,14 @@ def test_the_guard_compares_a_scripts_own_loss_curves(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_guard_judges_a_script_on_the_samples_its_validation_split_holds_out(tmp_path: Path) -> None:
+    # issue 61, item 2: a script with validation_split=0.2 was "judged on the final training loss"
+    verdict = _guard_verdict(tmp_path, "validated_train.py")
+    assert verdict.checks and verdict.checks[0].measure == "held-out loss", verdict.reason
+    assert "no held-out data" not in verdict.reason and verdict.reason.startswith("held-out loss"), verdict.reason
+
+
+@pytest.mark.slow
 def test_the_guard_says_when_a_script_cannot_be_made_reproducible(tmp_path: Path) -> None:
     verdict = _guard_verdict(tmp_path, "unseeded.py")
     assert not verdict.ok
@@ -378,9 +386,36 @@ def test_run_says_in_one_line_when_best_json_was_tuned_on_another_workload(tmp_p
     assert warned.returncode == 0, warned.stderr
     lines = [line for line in warned.stderr.splitlines() if "was tuned on" in line]
     assert lines == ["fitspeed: best.json was tuned on the built-in workload tiny, not on long_train.py: its "
-                     "steps_per_execution, batch and input knobs may not fit this script (--force quiets this)."]
+                     "steps_per_execution and input knobs were measured on another model and data. Tune this script "
+                     f"for an answer of its own: fitspeed tune -- {' '.join(command[1:])} (--force quiets this "
+                     "warning)."]
     quiet = cli("run", "--force", "best.json", *command, cwd=tmp_path)
     assert quiet.returncode == 0 and "was tuned on" not in quiet.stderr, quiet.stderr
+
+
+def test_run_says_only_what_it_applies_and_where_a_notebook_answer_came_from(tmp_path: Path) -> None:
+    # issue 61, item 4: a notebook model's answer run on a script printed "running … with batch_size=64
+    # steps_per_execution=64" while the script kept its batch of 16, and called the model "the built-in workload"
+    from fitspeed.core import best_json
+
+    shipped = str(tmp_path / "fitspeed-shipped" / "functional-1a2b3c.keras")
+    best_json.write(tmp_path / "best.json", {"study": "functional-1a2b3c-arrays-9f", "model": shipped, "script": None,
+                                              "baseline": {"config": {}}, "best": {"claimed": True, "config": {
+                                                  "batch_size": 64, "steps_per_execution": 8}}})
+    report = tmp_path / "report.json"
+    command = ["--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "1", "--out", str(tmp_path / "m.keras"),
+               "--report", str(report)]
+    ran = cli("run", "best.json", *command, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    said = ran.stderr.splitlines()
+    assert f"fitspeed: running `{' '.join(command[1:])}` with steps_per_execution=8" in said, said
+    assert not [line for line in said if "running" in line and "batch_size" in line], said
+    assert any(line.startswith("fitspeed: batch_size=64 is not applied: a script's batch size is its own")
+               for line in said), said
+    warning = next(line for line in said if "was tuned on" in line)
+    assert "tuned on a model passed to fitspeed.tune from Python (functional)" in warning, warning
+    assert "Tune this script for an answer of its own: fitspeed tune --" in warning, warning
+    assert json.loads(report.read_text())["steps_per_execution"] == 8  # what the line says is what ran
 
 
 def test_tune_tries_no_steps_per_execution_beyond_the_scripts_epoch(tmp_path: Path) -> None:
@@ -388,7 +423,7 @@ def test_tune_tries_no_steps_per_execution_beyond_the_scripts_epoch(tmp_path: Pa
     import optuna
 
     storage = f"sqlite:///{tmp_path}/s.db"
-    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--screen-only", "--knobs", "steps_per_execution",
                  "--storage", storage, "--best", str(tmp_path / "best.json"),
                  "--", PY, str(SCRIPTS / "short_epoch.py"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -415,7 +450,7 @@ def test_tune_screens_the_other_backends_of_a_portable_script_and_run_trains_on_
     from fitspeed.core import best_json
 
     script = ["--", PY, str(SCRIPTS / "portable_train.py"), "--epochs", "2"]
-    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "3", "--pairs", "2", "--json",
+    result = cli("tune", *QUICK, "--knobs", "backend", "--trials", "3", "--screen-only", "--pairs", "2", "--json",
                  "--storage", f"sqlite:///{tmp_path}/s.db", *script, cwd=tmp_path, timeout=600)
     summary = measured(result)
     screened = {row["config"]: row for row in summary["trials"] if row["phase"] == "sweep"}
@@ -452,7 +487,7 @@ def test_tune_caps_steps_per_execution_for_batch_callbacks_and_run_keeps_their_r
     # issue 36, item 2: a per-batch callback ran 64x less often under an answer of steps_per_execution=64
     storage = f"sqlite:///{tmp_path}/s.db"
     script = ["--", PY, str(SCRIPTS / "batch_callback.py")]
-    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+    result = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--screen-only", "--knobs", "steps_per_execution",
                  "--storage", storage, "--best", str(tmp_path / "best.json"), *script, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
@@ -466,9 +501,30 @@ def test_tune_caps_steps_per_execution_for_batch_callbacks_and_run_keeps_their_r
     assert (tmp_path / "calls.txt").read_text() == "64"
 
     allowed = f"sqlite:///{tmp_path}/allowed.db"
-    lifted = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--knobs", "steps_per_execution",
+    lifted = cli("tune", "--steps", "8", "--repeats", "2", "--trials", "4", "--screen-only", "--knobs", "steps_per_execution",
                  "--allow-batch-callbacks", "--storage", allowed, "--best", str(tmp_path / "b2.json"), *script,
                  cwd=tmp_path)
     assert lifted.returncode == 0, lifted.stderr
     assert "calls their batch hooks once per execution" in " ".join(lifted.stderr.split())
     assert max(_tried_steps(allowed)) > 1
+
+
+def test_a_script_tune_says_its_cost_before_and_its_saving_per_run_after(tmp_path: Path) -> None:
+    # issue 61, item 1: 12 minutes of tune for a script whose whole run is start-up and compile, and no word on it.
+    # long_train.py's run is 5 epochs of 32 steps of a 16-sample batch: a fraction of a second of training, so no
+    # answer can pay back a tune within a few runs, and the line must say so.
+    result = cli("tune", "--steps", "16", "--repeats", "2", "--trials", "14", "--pairs", "2",
+                 "--knobs", "steps_per_execution", "--json", "--storage", f"sqlite:///{tmp_path}/s.db",
+                 "--", PY, str(SCRIPTS / "long_train.py"), "--epochs", "5", "--out", str(tmp_path / "m.keras"),
+                 cwd=tmp_path, timeout=600)
+    summary = measured(result)
+    said = " ".join(result.stderr.split())
+    assert "budget: 14 trial processes for the search and the verification's first look, at about" in said, said
+    cost = summary["cost"]
+    assert cost["tune_s"] > 0 and cost["line"].startswith("the tune took"), cost
+    if summary["best"]["claimed"]:  # steps_per_execution on a 16-sample dense model: the usual outcome
+        assert cost["per"] == "run of the script" and cost["steps"] == 5 * 32, cost
+        assert cost["runs_to_pay_back"] is None or cost["runs_to_pay_back"] > 10, cost
+        assert "not within the next 10" in cost["line"] or "does not pay back" in cost["line"], cost
+    else:
+        assert "it saves nothing per run" in cost["line"], cost

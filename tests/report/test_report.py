@@ -16,7 +16,7 @@ EVIL = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned =
 
 def _tune_and_report(folder: Path) -> None:
     storage = f"sqlite:///{folder / 'fitspeed.db'}"
-    result = fitspeed("tune", "tiny", "--study", EVIL, "--knobs", "steps_per_execution", "--trials", "3",
+    result = fitspeed("tune", "tiny", "--study", EVIL, "--knobs", "steps_per_execution", "--screen-only",
                       "--pairs", "2", "--storage", storage, *QUICK, cwd=folder)
     assert result.returncode == 0, result.stderr
     result = fitspeed("report", "--storage", storage, "--out", "report", cwd=folder)
@@ -126,7 +126,7 @@ def test_report_from_a_results_file_escapes_the_workload_name(
 
 def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    result = fitspeed("tune", "userwork:dies", "--data", "userwork:arrays", "--trials", "2",
+    result = fitspeed("tune", "userwork:dies", "--data", "userwork:arrays", "--trials", "2", "--screen-only",
                       "--storage", storage, *QUICK, cwd=workdir)
     assert result.returncode == 0, result.stderr
     result = fitspeed("report", "study.db", cwd=workdir)
@@ -145,7 +145,7 @@ def test_a_study_whose_baseline_failed_renders_with_a_note(workdir: Path) -> Non
 
 def test_show_and_the_page_print_the_end_of_a_crashed_trials_stderr(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    result = fitspeed("tune", "userwork:aborts", "--data", "userwork:arrays", "--trials", "2",
+    result = fitspeed("tune", "userwork:aborts", "--data", "userwork:arrays", "--trials", "2", "--screen-only",
                       "--storage", storage, *QUICK, cwd=workdir)
     assert result.returncode == 0, result.stderr
     shown = fitspeed("show", "--storage", storage, cwd=workdir)

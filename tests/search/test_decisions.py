@@ -13,6 +13,7 @@ import pytest
 from conftest import missing
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.core.errors import UserError
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.machine import environment
 from fitspeed.core.sequential import Noise, Verdict, step
@@ -58,9 +59,9 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def tune(fake: Fake, knobs: str, trials: int = 30, on_event: Callable[[TuneEvent], None] | None = None,
-         space: tuple[str, ...] = ()) -> tuple[Tuner, dict[str, Any]]:
+         space: tuple[str, ...] = (), screen_only: bool = False) -> tuple[Tuner, dict[str, Any]]:
     settings = TuneSettings(model="tiny", trials=trials, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
-                            steps=64, repeats=3, knobs=tuple(knobs.split(",")), space=space)
+                            steps=64, repeats=3, knobs=tuple(knobs.split(",")), space=space, screen_only=screen_only)
     tuner = Tuner(settings, run=fake, on_event=on_event)
     return tuner, tuner.run()
 
@@ -195,7 +196,7 @@ def test_a_failing_knob_is_recorded_and_skipped() -> None:
     assert all(d.b.data_format == "channels_last" for d in tuner.decisions())
 
 
-@pytest.mark.parametrize("trials", [9, 12, 15])
+@pytest.mark.parametrize("trials", [18, 21, 24])  # 18: the smallest budget that pays on these 4 knobs
 def test_the_budget_is_exact_and_ends_on_whole_pairs(trials: int) -> None:
     # steps_per_execution=64 is a 1.3x that takes pairs to confirm, inter_op_threads=1 helps only beside it:
     # wherever the budget ends, it is never overrun and no candidate trial is left without its partner
@@ -327,20 +328,26 @@ def test_every_decision_runs_on_fresh_trials_in_alternating_order() -> None:
     assert verdict["claimed"] is True
 
 
-def test_a_budget_too_small_is_named_before_the_first_trial() -> None:
+def test_a_budget_too_small_is_refused_before_the_first_trial_unless_it_screens_only() -> None:
+    # issue 61, item 3: `fitspeed.tune(..., trials=12)` ran all 12 trials and answered "keep the defaults"
+    fake = Fake(effects({("steps_per_execution", 8): 1.5}))
+    with pytest.raises(UserError) as refused:
+        tune(fake, "steps_per_execution,jit_compile,intra_op_threads", trials=6)
+    said = str(refused.value)
+    assert "Received: --trials 6" in said and "Pass --trials 16 or more" in said and "--screen-only" in said
+    assert not fake.calls  # refused before any trial
+    tune(fake, "steps_per_execution,jit_compile,intra_op_threads", trials=16)  # the smallest that pays runs
+    assert fake.calls
+
     notes: list[str] = []
-    first_trial: list[int] = []
-
-    def on_event(event: TuneEvent) -> None:
-        if isinstance(event, Note):
-            notes.append(event.text)
-        if isinstance(event, TrialStarted) and not first_trial:
-            first_trial.append(len(notes))
-
-    tune(Fake(effects({})), "steps_per_execution,jit_compile,intra_op_threads", trials=6, on_event=on_event)
-    assert first_trial and first_trial[0] >= 1
-    assert notes[0].startswith("--trials 6 does not pay for an answer on this space")
-    assert "the smallest budget that screens, decides and verifies is --trials 16" in notes[0]
+    screened = Fake(effects({("steps_per_execution", 8): 1.5}))
+    tuner, verdict = tune(screened, "steps_per_execution,jit_compile,intra_op_threads", trials=6,
+                          on_event=lambda event: notes.append(event.text) if isinstance(event, Note) else None,
+                          screen_only=True)
+    assert notes[0].startswith("screening only (--screen-only)")
+    phases = {t.user_attrs.get("phase") for t in tuner.study.trials}
+    assert phases == {"baseline", "sweep"}, phases  # the screen and nothing after it
+    assert verdict["claimed"] is False and verdict["why"].startswith("screened only (--screen-only)")
 
 
 def test_small_wins_that_stack_are_kept_together_as_a_bundle() -> None:

@@ -44,7 +44,7 @@ def hold_next_trial(hold: Path, storage: str, study: str, done: int, parent: sub
 @pytest.mark.slow
 def test_killed_parent_loses_at_most_the_running_round(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    args = ["tune", "mlp", "--trials", "5", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
+    args = ["tune", "mlp", "--trials", "5", "--screen-only", "--knobs", "steps_per_execution,jit_compile,intra_op_threads",
             "--storage", storage, "--study", "k", *FAST]
     hold = workdir / "hold"
     hold.mkdir()
@@ -88,7 +88,7 @@ def test_killed_parent_loses_at_most_the_running_round(workdir: Path) -> None:
 def test_float16_overflow_is_rejected_for_numerics(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     result = fitspeed("tune", "userwork:overflow_model", "--data", "userwork:arrays", "--knobs", "precision",
-                      "--space", "precision=mixed_float16", "--trials", "4", "--storage", storage,
+                      "--space", "precision=mixed_float16", "--trials", "15", "--storage", storage,
                       "--json", *FAST, cwd=workdir)
     assert result.returncode == 0, result.stderr
     summary = json_out(result)
@@ -115,7 +115,7 @@ def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     # fitspeed cycles a whole epoch of arrays, so memory grows with the batch: 1200 MiB caps it
     result = fitspeed("tune", "mlp", "--knobs", "steps_per_execution", "--space", "steps_per_execution=4",
-                      "--trials", "2", "--batch-sizes", "2048,16384", "--memory-limit", "1200",
+                      "--screen-only", "--batch-sizes", "2048,16384", "--memory-limit", "1200",
                       "--storage", storage, *FAST, cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "re-tune the learning rate" in result.stdout
@@ -132,7 +132,7 @@ def test_batch_sizes_back_off_from_out_of_memory(workdir: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resumes(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
-    args = ["tune", "mlp", "--trials", "3", "--knobs", "steps_per_execution", "--storage", storage,
+    args = ["tune", "mlp", "--trials", "3", "--screen-only", "--knobs", "steps_per_execution", "--storage", storage,
             "--study", "c", *FAST]
     hold = workdir / "hold"
     hold.mkdir()

@@ -177,7 +177,7 @@ def test_doctor_refuses_augment_without_images(workdir: Path) -> None:
 def test_tune_learns_a_user_pydataset_and_searches_its_worker_knobs(workdir: Path) -> None:
     storage = f"sqlite:///{workdir / 'study.db'}"
     result = fitspeed("tune", "userwork:small_model", "--data", "userwork:pydataset", "--knobs",
-                      "workers,use_multiprocessing", "--trials", "3", "--steps", "8", "--repeats", "2",
+                      "workers,use_multiprocessing", "--trials", "3", "--screen-only", "--steps", "8", "--repeats", "2",
                       "--pairs", "2", "--storage", storage, "--json", cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "the data is pydataset: its input knobs join the search" in result.stderr

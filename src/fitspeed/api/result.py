@@ -68,6 +68,12 @@ class TuneResult:
         """Each knob of the answer with its own share of the speed-up (`search.lean`)."""
         return list(self.summary.best.shares)
 
+    @property
+    def cost(self) -> JSONObject:
+        """The tune's time and what the answer saves per run (`fitspeed.search.cost.saving`): `tune_s`,
+        `saved_s` (`saved_low_s` at the interval's lower end), `run_s`, `runs_to_pay_back`, and its `line`."""
+        return dict(self.summary.cost or {})
+
     def table(self, width: int = 100) -> str:
         """The tables `fitspeed tune` prints, as plain text `width` columns wide."""
         from fitspeed.cli import tune_tables

@@ -87,6 +87,14 @@ def _trials(shipment: Shipment) -> Iterator[None]:
         warm_start.close_all()
 
 
+def _share(value: Any, name: str) -> float:
+    """A share from 0 to 1, as `--guard-margin` takes it; a clear sentence otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise UserError(f"Expected {name} as a share of the baseline's loss from 0 to 1, such as 0.01 for 1%. "
+                        f"Received: {value!r}.")
+    return float(value)
+
+
 @said
 def tune(
     model: Any,
@@ -114,6 +122,8 @@ def tune(
     allow_shared_host: bool = False,
     best: str | Path | None = None,
     progress: bool = True,
+    screen_only: bool = False,
+    guard_margin: float = 0.01,
 ) -> TuneResult:
     """Find the fastest configuration of `model` that trains the same, and verify it: `fitspeed tune` from Python.
 
@@ -125,8 +135,10 @@ def tune(
     PyDataset, or a reference such as "npz:data.npz"; neither means the
     model's synthetic data. `config` holds knobs the search starts from
     (`batch_size` is one). `trials`, `time`, `pairs`, `knobs`, `space`,
-    `storage` and `study` are `fitspeed tune`'s options; `best` writes
-    best.json too (`result.save` does it later).
+    `storage`, `study`, `screen_only` and `guard_margin` are `fitspeed tune`'s options
+    (`--screen-only`: each knob timed once, nothing decided; a `trials`
+    too small to decide is refused without it); `best` writes best.json too
+    (`result.save` does it later).
 
     Returns a `TuneResult`; raises `fitspeed.UserError` for bad input.
     """
@@ -148,7 +160,8 @@ def tune(
         study=study or shipment.name, storage=storage, steps=work.steps, repeats=work.repeats, seed=work.seed,
         timeout_s=work.timeout_s, memory_limit_mb=work.memory_limit_mb, pairs=pairs,
         space=tuple(f"{k}={','.join(str(v) for v in values)}" for k, values in (space or {}).items()),
-        knobs=knob_names, batch_sizes=tuple(batch_sizes or ()), monitor=monitor,
+        knobs=knob_names, batch_sizes=tuple(batch_sizes or ()), monitor=monitor, screen_only=screen_only,
+        guard_margin=_share(guard_margin, "guard_margin"),
     )
     shown = progress_kinds.choose(progress)
     with _trials(shipment), host_lock.hold(host_lock.device(), f"study {settings.study_name}", allow_shared_host):

@@ -40,6 +40,8 @@ def tune(
     best_path: Annotated[Path, typer.Option("--best", help="Where to write the best configuration and its snippet.")] = Path("best.json"),
     as_json: JsonOpt = False,
     monitor: MonitorOpt = False,
+    guard_margin: Annotated[float, typer.Option("--guard-margin", min=0.0, max=1.0, help="The numerics guard rejects a change of numerics only where its held-out loss is shown worse than the baseline's by more than this share of the baseline's loss; printed in every verdict.")] = 0.01,
+    screen_only: Annotated[bool, typer.Option("--screen-only", help="Time each knob once beside the baseline and stop: nothing decided or verified, so best.json keeps the defaults. A --trials too small to decide is refused without it.")] = False,
     allow_batch_callbacks: Annotated[bool, typer.Option("--allow-batch-callbacks", help="With a training command whose callbacks act per batch: try steps_per_execution above 1 anyway; Keras then calls their batch hooks once per execution, N times less often.")] = False,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
@@ -60,7 +62,7 @@ def tune(
         memory_limit_mb=workload.memory_limit_mb, pairs=pairs,
         space=tuple(space or ()), knobs=tuple((knobs_only or "").split(",")),
         batch_sizes=parse_int_list(batch_sizes, "--batch-sizes"), monitor=monitor, heartbeat_s=heartbeat,
-        allow_batch_callbacks=allow_batch_callbacks,
+        allow_batch_callbacks=allow_batch_callbacks, screen_only=screen_only, guard_margin=guard_margin,
     )
     if allow_batch_callbacks and workload.is_script:
         err.print("--allow-batch-callbacks: steps_per_execution is tried above 1 even where the script's callbacks "

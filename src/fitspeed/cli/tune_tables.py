@@ -115,6 +115,8 @@ def print_tune(console: Console, summary: StudySummary) -> None:
         head.add_row("resolution", resolution)
     if summary.processes:
         head.add_row("trials", processes_line(summary.processes))
+    if summary.cost and summary.cost.get("line"):
+        head.add_row("cost", summary.cost["line"])  # the tune's time, and what the answer saves per run
     print_table(console, head)
 
     effects = Table(title="each knob alone (screened in one trial each; samples/s: the median of the configuration's "

@@ -185,6 +185,7 @@ class StudySummary:
     read_notes: tuple[str, ...] = ()
     failures: tuple[dict[str, str], ...] | None = None  # each crash's stderr tail, where a report loaded it
     processes: dict[str, int] = field(default_factory=dict)  # trial processes by stage (`search.summary.processes`)
+    cost: JSONObject | None = None  # the study's time and what its answer saves per run (`search.cost.saving`)
 
     @property
     def answer(self) -> TrialConfig:
@@ -200,7 +201,8 @@ class StudySummary:
             "best": self.best.to_dict(), "effects": [dict(r) for r in self.effects],
             "rejected": [dict(r) for r in self.rejected], "batch_sizes": self.batch_sizes,
             "trials": [dict(r) for r in self.trials], "decisions": [dict(r) for r in self.decisions],
-            "determinism": self.determinism, "read_notes": list(self.read_notes), "processes": dict(self.processes)}
+            "determinism": self.determinism, "read_notes": list(self.read_notes), "processes": dict(self.processes),
+            "cost": self.cost}
         if self.failures is not None:
             out["failures"] = [dict(f) for f in self.failures]
         return out
@@ -219,4 +221,5 @@ class StudySummary:
             trials=tuple(values.get("trials") or ()), decisions=tuple(values.get("decisions") or ()),
             determinism=values.get("determinism"), read_notes=tuple(values.get("read_notes") or ()),
             failures=None if failures is None else tuple(failures),
-            processes={str(k): int(v) for k, v in (values.get("processes") or {}).items()})
+            processes={str(k): int(v) for k, v in (values.get("processes") or {}).items()},
+            cost=values.get("cost"))

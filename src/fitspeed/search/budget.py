@@ -7,6 +7,8 @@ from fitspeed.search.space import Dimension
 
 SCREEN_GROUP = 3  # the screen measures the baseline again after this many candidates
 DECISIONS = 5  # the default budget pays for the screen, the verification and this many decisions of 2 pairs
+SCREEN_ONLY = ("screening only (--screen-only): each knob is timed once beside the baseline; nothing is decided "
+               "or verified, and the answer stays the defaults")
 VERIFY_RESERVE = 2 * VERIFY_MIN_PAIRS + 1  # kept inside --trials: a verification's first look is 6 trials, 7.0 on average in the simulator
 
 
@@ -35,16 +37,21 @@ def budget_plan(dims: list[Dimension], trials: int, pairs: int) -> dict[str, int
             "decisions": left // decision, "suggested": screen + VERIFY_RESERVE + DECISIONS * decision}
 
 
-def shortfall(plan: dict[str, int], trials: int) -> str | None:
-    """What `trials` lacks to pay for an answer on the space `plan` was made for (`budget_plan`); None where it pays.
+def refusal(plan: dict[str, int], trials: int) -> str | None:
+    """Why `trials` is refused before any trial: it cannot pay for an answer ; None where it pays.
 
     >>> plan = {"screen": 5, "decision": 4, "verify": 7, "smallest": 16, "suggested": 32}
-    >>> shortfall(plan, 12)[:72], shortfall(plan, 16)
-    ('--trials 12 does not pay for an answer on this space: the screen takes 5', None)
+    >>> print(refusal(plan, 12))  # doctest: +NORMALIZE_WHITESPACE
+    Expected a budget that pays for an answer on this search space: the screen takes 5 trials, one decision 4 and
+    the verification 7, 16 in all. Received: --trials 12 (trials=12 from Python). Pass --trials 16 or more (the
+    default, 32, pays for 5 decisions), or --screen-only (screen_only=True) to time each knob once and decide nothing.
+    >>> refusal(plan, 16) is None
+    True
     """
     if trials >= plan["smallest"]:
         return None
-    return (f"--trials {trials} does not pay for an answer on this space: the screen takes "
-            f"{plan['screen']} trials, one decision {plan['decision']} and the verification {plan['verify']}, "
-            f"so the smallest budget that screens, decides and verifies is --trials {plan['smallest']} "
-            f"(the default, --trials {plan['suggested']}, pays for {DECISIONS} decisions)")
+    return (f"Expected a budget that pays for an answer on this search space: the screen takes {plan['screen']} "
+            f"trials, one decision {plan['decision']} and the verification {plan['verify']}, {plan['smallest']} in "
+            f"all. Received: --trials {trials} (trials={trials} from Python). Pass --trials {plan['smallest']} or "
+            f"more (the default, {plan['suggested']}, pays for {DECISIONS} decisions), or --screen-only "
+            f"(screen_only=True) to time each knob once and decide nothing.")

@@ -56,6 +56,7 @@ VERIFICATION = "verification"
 LEANED = "leaned"
 SEARCHED = "searched"  # the --trials budget a run of the study searched to its end with (`Tuner._search`)
 BUDGET = "budget"
+TUNE_S = "tune_s"  # the study's wall time in seconds, over every run of it (`Tuner.run`, `fitspeed.search.cost`)
 CONCLUSIONS = (DECISION, FACTORIAL, GUARD, GUARD_RUN, CHALLENGE, CLAIM, REFUSED, "reuse:")  # "reuse:" in studies made before the ledger
 BUDGET_FREE = (Phase.BATCH_SIZE, Phase.LEAN, Phase.VERIFY)  # phases outside the search's share of --trials
 

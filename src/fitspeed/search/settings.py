@@ -8,6 +8,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialSpec
 from fitspeed.search import storages
+from fitspeed.search.guard_stats import MARGIN
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class TuneSettings:
     monitor: bool = False  # each trial record gains a `monitor` summary (fitspeed.machine.sampler)
     allow_batch_callbacks: bool = False  # a script's per-batch callbacks do not cap steps_per_execution
     script: JSONObject | None = None  # a user's training command (fitspeed.measure.training_command); model and data name it
+    guard_margin: float = MARGIN  # the numerics guard rejects a loss shown worse by more than this share (`guard_stats`)
+    screen_only: bool = False  # time each knob once beside the baseline and stop: a budget that decides nothing
     lockstep: bool = True  # a pair's trials alive together, timed in turns (fitspeed.measure.rounds); False: sequential
 
     @property

@@ -20,9 +20,9 @@ from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord
 from fitspeed.core.study_summary import NOT_VERIFIED, Baseline, Best, DecisionRow, StudySummary, TrialRow
 from fitspeed.core.sequential import level
-from fitspeed.search import batch_figures, guard
+from fitspeed.search import batch_figures, cost, guard
 from fitspeed.search.decision import Decision
-from fitspeed.search.ledger import BUDGET, BUDGET_FREE, GUARD_RUN, decisions_of, guards_of, meta_of, refusals_of
+from fitspeed.search.ledger import BUDGET, BUDGET_FREE, GUARD_RUN, TUNE_S, decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
 from fitspeed.search.studies import config_key
 
@@ -442,4 +442,33 @@ def study_summary(data: StudyData) -> StudySummary:
         determinism=determinism,
         read_notes=tuple(data.get("read_notes") or ()),
         processes=processes(data),
+        cost=cost_of(data, base, best_config, base_speed, verification),
     )
+
+
+def cost_of(data: StudyData, base: TrialConfig, best: TrialConfig, base_speed: float | None,
+            verification: JSONObject) -> JSONObject | None:
+    """The study's time and what its answer saves per run (`fitspeed.search.cost.saving`); None before the
+    verification."""
+    if not verification:
+        return None
+
+    def records(config: TrialConfig) -> list[TrialRecord]:
+        key = config_key(config)
+        return [t["record"] for t in data["trials"]
+                if t["record"].throughput and config_key(TrialConfig.from_dict(t["config"])) == key]
+
+    def median_of(found: list[TrialRecord], name: str) -> float | None:
+        values = [r.measured(name) for r in found if isinstance(r.measured(name), (int, float))]
+        return statistics.median(values) if values else None
+
+    own = records(base)
+    first = own[0] if own else None
+    baseline = {"samples_per_s": base_speed, "compile_s": median_of(own, "compile_s"),
+                "batch_size": first.metrics.batch_size if first and first.metrics else None,
+                "epochs": first.measured("epochs") if first else None,
+                "epoch_steps": first.measured("epoch_steps") if first else None}
+    estimate = verification.get("estimate") or {}
+    answer = {"ratio": estimate.get("median"), "low": estimate.get("ci_low"),
+              "compile_s": median_of(records(best), "compile_s")} if verification.get("claimed") else None
+    return cost.saving(baseline, answer, data["meta"].get(TUNE_S))

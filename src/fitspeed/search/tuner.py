@@ -72,9 +72,9 @@ from fitspeed.core.knobs import get_knob
 from fitspeed.core.record import TrialRecord, TrialRunner
 from fitspeed.machine import environment, host_lock
 from fitspeed.measure.rounds import RoundRunner, Rounds, as_rounds
-from fitspeed.search import guard, script_caps, studies
+from fitspeed.search import cost, guard, script_caps, studies
 from fitspeed.search.batch_sizes import BatchSizes
-from fitspeed.search.budget import VERIFY_RESERVE, budget_plan, shortfall
+from fitspeed.search.budget import SCREEN_ONLY, VERIFY_RESERVE, budget_plan, refusal
 from fitspeed.search.combination import Combination
 from fitspeed.search.lean import Lean, changed_knobs
 from fitspeed.search.decision import Decision
@@ -91,6 +91,7 @@ from fitspeed.search.ledger import (
     BUDGET,
     CHALLENGE,
     CLAIM,
+    TUNE_S,
     VERIFICATION,
     Ledger,
     guard_key,
@@ -136,6 +137,14 @@ class Tuner:
             settings.knobs,
         )
         self.choices = choices(self.dims, self.base)
+        plan = budget_plan(self.dims, settings.trials or 0, settings.pairs)
+        if settings.screen_only:  # the screen alone: no decision, no verification to keep room for
+            trials, reserve = settings.trials or plan["screen"], 0
+        else:  # refused before the study is opened and before any trial: it would run and answer nothing
+            trials, reserve = settings.trials or plan["suggested"], VERIFY_RESERVE
+            refused = refusal(plan, trials)
+            if refused:
+                raise UserError(refused)
         self.most_steps_per_execution: int | None = None  # a script's cap, once its baseline said (`_fit_epoch`)
         self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
         self.data_kind: str | None = data_kind(settings.data)  # what fit() is given; a data function's, once loaded
@@ -155,10 +164,6 @@ class Tuner:
             heartbeat_s=settings.heartbeat_s,
         )
         self.workers = Workers(self.study, storage, settings.storage)
-        plan = budget_plan(self.dims, settings.trials or 0, settings.pairs)
-        trials = settings.trials or plan["suggested"]
-        # a budget too small to screen, decide and verify goes to the search whole (its note says so)
-        reserve = VERIFY_RESERVE if trials >= plan["smallest"] else 0
         self.ledger = Ledger(self.study, self.base, trials, settings.time_s, reserve)
         self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed,
                                self.measure_round)
@@ -383,22 +388,23 @@ class Tuner:
         candidate run.
         """
         spec = self.settings.spec(config)
+        margin = self.settings.guard_margin  # a share of the baseline's loss (`guard_stats.MARGIN`)
         first = guard.seeds(spec)
         baseline = self._guard_curve(self.base, first)
         script = self.settings.script is not None
         candidate = self._guard_curve(config, first[:1])
         if not (script and guard.settled_by_baseline(baseline, candidate)):
             candidate = self._guard_curve(config, first, candidate)
-            every = guard.seeds(spec, guard.seeds_needed(baseline, candidate))
+            every = guard.seeds(spec, guard.seeds_needed(baseline, candidate, margin))
             baseline = self._guard_curve(self.base, every, baseline)
             candidate = self._guard_curve(config, every, candidate)
-        judged = guard.judge(baseline, candidate, script=script)
+        judged = guard.judge(baseline, candidate, script=script, margin=margin)
         if guard.replicates(baseline, candidate, judged):
             n = len(baseline)
             again = guard.seeds(spec, 2 * n)
             baseline = self._guard_curve(self.base, again, baseline)
             candidate = self._guard_curve(config, again, candidate)
-            judged = guard.replicate(judged, baseline[n:], candidate[n:], script=script)
+            judged = guard.replicate(judged, baseline[n:], candidate[n:], script=script, margin=margin)
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, judged))
@@ -429,10 +435,15 @@ class Tuner:
 
     def run(self) -> JSONObject:
         """The whole search; a full disk under the study storage ends it with one sentence."""
+        started = time.perf_counter()
         try:
             self.workers.start(host_lock.device(), self.study.user_attrs.get("fitspeed_version"))
             try:
-                return self._search()
+                answer = self._search()
+                # the study's wall time over every run of it, for the saving line (`fitspeed.search.cost`)
+                spent = float(self.study.user_attrs.get(TUNE_S) or 0.0) + time.perf_counter() - started
+                self.study.set_user_attr(TUNE_S, round(spent, 1))
+                return answer
             finally:
                 self.workers.stop()
         except (optuna.exceptions.StorageInternalError, OSError) as error:  # the storage, not the search
@@ -454,9 +465,16 @@ class Tuner:
             return self.finish()
         self._learn_data_kind(baseline)
         self._fit_epoch(baseline)
+        self._name_cost(baseline)
         if self.ledger.searched_to_its_end():
             self.emit(Note(f"this study was searched to its end with --trials {self.ledger.trials} in an earlier "
                            "run: its answer stands (a larger --trials searches on)"))
+        elif self.settings.screen_only:
+            sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
+            Screen(self).run(sweep)
+            Screen(self).costs(sweep)
+            BatchSizes(self).run()  # which batch sizes fit: measured, never decided
+            return self.finish()  # not marked searched: a later run without --screen-only decides on these trials
         else:
             sweep = [d for d in self.dims if d.searched and d.knob != "batch_size"]
             promising = Screen(self).run(sweep)
@@ -496,13 +514,25 @@ class Tuner:
         return self.measure(self.base, Phase.BASELINE, tag, budgeted=False)
 
     def _name_budget(self) -> None:
-        """Say before the first trial what --trials buys, and the smallest budget that would do."""
+        """Store what --trials buys (the study's `budget`), before the first trial; say so where it screens only."""
         trials = self.ledger.trials
         plan = budget_plan(self.dims, trials, self.settings.pairs)
-        self.study.set_user_attr(BUDGET, {**plan, "trials": trials})
-        note = shortfall(plan, trials)
-        if note:
-            self.emit(Note(note))
+        self.study.set_user_attr(BUDGET, {**plan, "trials": trials, "screen_only": self.settings.screen_only})
+        if self.settings.screen_only:
+            self.emit(Note(SCREEN_ONLY))
+
+    def _name_cost(self, baseline: TrialRecord) -> None:
+        """Say, once the baseline's own trial is timed, what the budget should take (`fitspeed.search.cost`)."""
+        if self.settings.screen_only or self.ledger.searched_to_its_end():
+            return
+        speed, batch = baseline.throughput, baseline.metrics.batch_size if baseline.metrics else None
+        steps_per_s = speed / batch if speed and batch else None
+        timed = (baseline.measured("steps_per_repeat") or 0) * self.settings.repeats / steps_per_s \
+            if steps_per_s else None
+        numerics = any(d.knob == "precision" and d.searched for d in self.dims)
+        run_s = cost.guard_run_s(baseline.wall_s, timed, steps_per_s, guard.GUARD_STEPS * guard.GUARD_EPOCHS) \
+            if numerics else None
+        self.emit(Note(cost.estimate(self.ledger.trials, baseline.wall_s, run_s)))
 
     def _learn_data_kind(self, baseline: TrialRecord) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""

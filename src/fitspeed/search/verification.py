@@ -83,8 +83,12 @@ def rerun_verdict(verdict: str, earlier: int) -> str:
 
 
 def short_budget(ledger: Ledger) -> str | None:
-    """Why no change was decided, when the budget was the reason: --trials paid for the screen and no more."""
+    """Why no change was decided, when the budget was the reason: --screen-only, or a budget that paid for the screen
+    and no more (a study from before such budgets were refused)."""
     plan = ledger.study.user_attrs.get(BUDGET) or {}
+    if plan.get("screen_only"):
+        return ("screened only (--screen-only): each knob was timed once, beside the baseline; nothing was decided, "
+                "so nothing is claimed. The screen's ratios are single trials: tune without --screen-only to decide")
     if not plan or plan.get("trials", 0) >= plan.get("smallest", 0):
         return None
     return (f"no change was decided: --trials {plan['trials']} paid for the screen and little more; "

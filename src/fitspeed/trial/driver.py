@@ -76,6 +76,7 @@ class ScriptFigures(TypedDict, total=False):
     fit_call: int  # which of the script's fit() calls was measured, from 1
     epoch_steps: int | None  # the script's own epoch
     batch_callbacks: list[str]  # its callbacks that act per batch
+    epochs: int  # the epochs its fit() runs (less initial_epoch): one run of the script
 
 
 @dataclass

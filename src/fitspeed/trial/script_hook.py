@@ -329,7 +329,8 @@ class Hook:
                 "size through the script's own arguments."
             )
         data = entering(bound.get("x"), bound.get("y"), float(bound.get("validation_split") or 0.0),
-                        sample_weight=bound.get("sample_weight"), shuffle=bound.get("shuffle", True))
+                        sample_weight=bound.get("sample_weight"), shuffle=bound.get("shuffle", True),
+                        validation_data=bound.get("validation_data"))
         batch = data.batch_size or int(bound.get("batch_size") or 32)
         # the script's own epoch: the tuner tries no steps_per_execution beyond it (`fitspeed.search.script_caps`)
         own_epoch = int(bound["steps_per_epoch"]) if bound.get("steps_per_epoch") else data.epoch_steps(batch)
@@ -348,12 +349,15 @@ class Hook:
             notes.append("the script's validation is not run during the trial")
         metrics: driver.ScriptFigures = {
             "steps_per_execution_resolved": n, "dtype_policy": _policy_name(), "fit_call": self.fits,
-            "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks"))}
+            "epoch_steps": own_epoch, "batch_callbacks": batch_callbacks.named(bound.get("callbacks")),
+            # the epochs the script's fit() runs, as Keras counts them: what one run of it trains (`search.cost`)
+            "epochs": max(1, int(bound.get("epochs", 1) or 1) - int(bound.get("initial_epoch", 0) or 0))}
         return driver.Subject(model, data, batch, env, build_s, n, real_fit=real_fit, callbacks=kept,
                               fit_kwargs={"verbose": bound.get("verbose", "auto"),
                                           "class_weight": bound.get("class_weight")},
                               notes=notes, fields=_sections(self._script_info(), rewrites), metrics=metrics,
-                              end=self._finish, validates=False)
+                              # the guard's runs judge on the script's own held-out arrays where it has them
+                              end=self._finish, validates=getattr(data, "x_val", None) is not None)
 
     # -- the end ----------------------------------------------------------------
 

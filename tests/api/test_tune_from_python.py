@@ -76,6 +76,10 @@ def test_tune_verifies_in_fresh_processes_and_leaves_the_caller_as_it_was(workdi
     else:
         assert result.best.label() == "defaults" and result.verdict.startswith("keep the defaults")
     assert "verdict" in result.table() and "steps_per_execution=" in result.table()
+    # issue 61: the tune's time and what the answer saves, as the terminal says them (per 1,000 steps: a model
+    # handed over from Python has no run of its own)
+    assert result.cost["tune_s"] > 0 and result.cost["line"].startswith("the tune took")
+    assert ("per 1,000 training steps" in result.cost["line"]) == (result.claimed and result.cost["saved_s"] > 0)
     page = result._repr_html_()
     assert "<table>" in page and result.verdict.split(" (")[0] in page
     assert ("data:image/png;base64," in page) == result.claimed  # the speed-up plot, knob by knob

@@ -29,7 +29,7 @@ Then, where the budget is left, the best change the screen put under
 BUNDLE_FLOOR (not one judged alone) whose knob no decision and no joint
 estimate has changed goes on top of the incumbent alone, decided the same
 way: a change that helps only beside another (one inter-op thread beside
-steps_per_execution) may screen under 0.9x alone and would otherwise never
+steps_per_execution) may screen under 1.0x alone and would otherwise never
 be tried.
 
 The race at the end of the combination and the sampler leave POLISH_RESERVE

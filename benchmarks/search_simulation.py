@@ -129,6 +129,12 @@ studies a model:
     drawn worlds         report13: 35_000_000..35_000_499 (500 worlds)
     noise-model studies  report13: 36_000_000..36_009_999
 
+A fourteenth, `--seeds report14`, fixed on 2026-12-02 before any run on it, is for lockstep rounds (issue 60:
+the report draw at the fitted lockstep noise, `--lockstep`, and its null world under each noise model):
+
+    drawn worlds         report14: 37_000_000..37_000_499 (500 worlds)
+    noise-model studies  report14: 38_000_000..38_009_999
+
 A world's seed is its study's seed; `--worlds N` takes the first N of the
 range. The report draw is for the final measurement only: develop on
 `--seeds dev`. `--jobs N` runs the studies in N forked worker processes;
@@ -504,21 +510,24 @@ def select(names: str | None, folder: Path = RECORDED) -> list[Scenario]:
 # report8 the same evening, before any run on it, for the fifteenth; report9 that night, for the sixteenth;
 # report10 the same night, before any run on it, for the sixteenth round's replacement change; report11 on
 # 2026-11-29, before any run on it, for the seventeenth; report12 the same day, before any run on it, for the
-# eighteenth; report13 the same day, before any run on it, for the nineteenth.
+# eighteenth; report13 the same day, before any run on it, for the nineteenth; report14 on 2026-12-02, before any
+# run on it, for lockstep rounds (issue 60).
 WORLD_SEEDS = {"dev": range(3_000_000, 3_100_000), "report": range(5_000_000, 5_000_500),
                "report2": range(8_000_000, 8_000_500), "report3": range(11_000_000, 11_000_500),
                "report4": range(14_000_000, 14_000_500), "report5": range(17_000_000, 17_000_500),
                "report6": range(20_000_000, 20_000_500), "report7": range(23_000_000, 23_000_500),
                "report8": range(25_000_000, 25_000_500), "report9": range(27_000_000, 27_000_500),
                "report10": range(29_000_000, 29_000_500), "report11": range(31_000_000, 31_000_500),
-               "report12": range(33_000_000, 33_000_500), "report13": range(35_000_000, 35_000_500)}
+               "report12": range(33_000_000, 33_000_500), "report13": range(35_000_000, 35_000_500),
+               "report14": range(37_000_000, 37_000_500)}
 NULL_SEEDS = {"dev": range(6_000_000, 6_010_000), "report": range(7_000_000, 7_010_000),
               "report2": range(9_000_000, 9_010_000), "report3": range(12_000_000, 12_010_000),
               "report4": range(15_000_000, 15_010_000), "report5": range(18_000_000, 18_010_000),
               "report6": range(21_000_000, 21_010_000), "report7": range(24_000_000, 24_010_000),
               "report8": range(26_000_000, 26_010_000), "report9": range(28_000_000, 28_010_000),
               "report10": range(30_000_000, 30_010_000), "report11": range(32_000_000, 32_010_000),
-              "report12": range(34_000_000, 34_010_000), "report13": range(36_000_000, 36_010_000)}
+              "report12": range(34_000_000, 34_010_000), "report13": range(36_000_000, 36_010_000),
+              "report14": range(38_000_000, 38_010_000)}
 
 MACHINES = (  # the kind of machine a world is, and how often it is drawn
     ("cpu", 0.45),  # no fast half precision: bfloat16 and float16 both slow

@@ -115,7 +115,7 @@ def saving(baseline: Mapping[str, Any], answer: Mapping[str, Any] | None, tune_s
         return out
     epochs, epoch_steps = baseline.get("epochs"), baseline.get("epoch_steps")
     script = bool(epochs and epoch_steps)
-    steps = int(epochs) * int(epoch_steps) if script else STEPS_UNIT
+    steps = int(epochs) * int(epoch_steps) if epochs and epoch_steps else STEPS_UNIT  # mypy narrows here, not on `script`
     train_s = steps * batch / speed
     # compile is paid once a run: counted for a script's run, not per 1,000 steps of a model with no run of its own
     compile_change = (answer.get("compile_s") or 0.0) - (baseline.get("compile_s") or 0.0) \

@@ -29,6 +29,7 @@ import numpy as np
 from fitspeed.core.backends import backend_of
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.machine.environment import Environment
+from fitspeed.trial import keras_private
 from fitspeed.trial.data.kinds import Data, DatasetData
 
 IN_MEMORY_BATCHES = 16
@@ -36,10 +37,8 @@ IN_MEMORY_BATCHES = 16
 
 def _iterate(data: Data, batch: int, steps: int) -> tuple[Iterator[Any], Any]:
     """The batches fit() would read for `steps` steps, through Keras's own data adapter."""
-    from keras.src.trainers.data_adapters import get_data_adapter
-
     args = data.fit_args(steps, batch)
-    adapter = get_data_adapter(
+    adapter = keras_private.get_data_adapter()(
         args["x"], args.get("y"), batch_size=args.get("batch_size"), steps_per_epoch=steps, shuffle=True,
     )
     adapter.on_epoch_begin()

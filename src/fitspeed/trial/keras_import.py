@@ -2,7 +2,7 @@
 
 Under TensorFlow, `import keras` also imports JAX where it is installed
 (`tensorflow.lite.python.util` tries `from jax import jit`) and
-matplotlib.pyplot (`keras.src.visualization`), each inside `try: ...
+matplotlib.pyplot (Keras's own visualization module), each inside `try: ...
 except ImportError`. No built-in trial uses either, and on 2 cores they were
 about a second of every trial process's start (keras's import: 4.1-5.3 s
 with them, 3.5-4.1 s without, 5 interleaved runs on a loaded machine). A

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fitspeed.trial import keras_private
+
 
 class _NotImported:
     """Stands in for Keras's lazy `tensorflow` module during the seeding: "not available"."""
@@ -29,18 +31,17 @@ def set_random_seed(seed: int, backend: str) -> None:
     if backend == "tensorflow" or "tensorflow" in sys.modules:
         keras.utils.set_random_seed(seed)
         return
-    from keras.src.utils import rng_utils  # where Keras 3 looks TensorFlow up for this
-    from keras.src.utils.module_utils import LazyModule
+    rng_utils = keras_private.rng_utils_module()  # where Keras 3 looks TensorFlow up for this
 
     lazy = getattr(rng_utils, "tf", None)
-    if not isinstance(lazy, LazyModule):  # another Keras: seed as it does, import and all
+    if not isinstance(lazy, keras_private.lazy_module_class()):  # another Keras: seed as it does, import and all
         keras.utils.set_random_seed(seed)
         return
-    rng_utils.tf = _NotImported()
+    setattr(rng_utils, "tf", _NotImported())
     try:
         keras.utils.set_random_seed(seed)
     finally:
-        rng_utils.tf = lazy
+        setattr(rng_utils, "tf", lazy)
     import wrapt
 
     def seed_tensorflow(tf: Any) -> None:

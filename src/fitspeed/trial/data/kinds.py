@@ -34,6 +34,7 @@ import numpy as np
 from fitspeed.core.data_ref import DataKind
 from fitspeed.core.errors import DataError
 from fitspeed.core.input_kinds import INPUT_KNOBS, check, why_not
+from fitspeed.trial import keras_private
 
 MAX_ARRAY_BYTES = 1 << 30  # the cycled fit() arrays stay under 1 GiB
 UNBOUNDED_STEPS = 1_000_000  # what a pipeline can feed in one epoch: as many steps as asked
@@ -390,7 +391,7 @@ def as_given(given: dict[str, Any]) -> Data | None:
     Keras. Arrays are what Keras's ArrayDataAdapter takes (arrays, dicts and
     lists of them), asked of Keras itself.
     """
-    from keras.src.trainers.data_adapters.array_data_adapter import can_convert_arrays
+    can_convert_arrays = keras_private.can_convert_arrays()
 
     x = given.get("x")
     if isinstance(x, keras.utils.PyDataset):
@@ -423,7 +424,7 @@ def entering(x: Any, y: Any, validation_split: float = 0.0, sample_weight: Any =
         weights = None if sample_weight is None else keras.tree.map_structure(np.asarray, sample_weight)
         held: tuple[Any, Any] = (None, None)
         if validation_split:
-            from keras.src.trainers.data_adapters.array_slicing import train_validation_split
+            train_validation_split = keras_private.train_validation_split()
 
             (x, y, weights), (x_val, y_val, _) = train_validation_split((x, y, weights),
                                                                         validation_split=validation_split)

@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from fitspeed.core.config import TrialConfig
+from fitspeed.trial import keras_private
 from fitspeed.trial.data.image_folder import ImageSource
 
 
@@ -182,9 +183,8 @@ def keras_array_dataset(x: Any, y: Any, batch_size: int, autotune: bool, shuffle
     tf.data's autotune thread (issue 6, section 5). Its cardinality is kept, so
     Keras still starts a fresh pass every epoch, as it does for arrays.
     """
-    from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
-
-    adapter = ArrayDataAdapter(x, y, sample_weight=sample_weight, batch_size=batch_size, shuffle=shuffle)
+    adapter_class = keras_private.array_data_adapter_class()
+    adapter = adapter_class(x, y, sample_weight=sample_weight, batch_size=batch_size, shuffle=shuffle)
     ds = adapter.get_tf_dataset()
     ds = ds.apply(tf.data.experimental.assert_cardinality(int(adapter.num_batches)))
     return _autotuned(ds, autotune)
@@ -208,18 +208,17 @@ def array_autotune(enabled: bool) -> Iterator[None]:
     if enabled:
         yield
         return
-    from keras.src.trainers.data_adapters.array_data_adapter import ArrayDataAdapter
-
-    real = ArrayDataAdapter.get_tf_dataset
+    adapter_class = keras_private.array_data_adapter_class()
+    real = adapter_class.get_tf_dataset
 
     def get_tf_dataset(adapter: Any) -> tf.data.Dataset:
         return _autotuned(real(adapter), False)
 
-    ArrayDataAdapter.get_tf_dataset = get_tf_dataset  # type: ignore[method-assign]
+    adapter_class.get_tf_dataset = get_tf_dataset
     try:
         yield
     finally:
-        ArrayDataAdapter.get_tf_dataset = real  # type: ignore[method-assign]
+        adapter_class.get_tf_dataset = real
 
 
 def worker_settings(source: keras.utils.PyDataset, config: TrialConfig) -> keras.utils.PyDataset:

@@ -33,7 +33,7 @@ class MemoryCapped:
         self.measured: list[tuple[int, str]] = []
         self.refused: list[str] = []
 
-    def _config(self, knob_values: dict[str, Any]) -> TrialConfig | None:
+    def config_of(self, knob_values: dict[str, Any]) -> TrialConfig | None:
         try:
             return self.base.replace(**knob_values)
         except KnobError as error:

@@ -579,8 +579,8 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
     tuner = Tuner(settings, run=Fake(lambda config, call: 1.0),
                   on_event=lambda event: notes.append(event.text) if isinstance(event, Note) else None)
     for _ in range(3):  # as the sampler proposes it again and again
-        assert tuner._config({**TrialConfig().to_dict(), "backend": "torch", "steps_per_execution": 64}) is None
-    assert tuner._config({"backend": "torch", "steps_per_execution": 16}) is None  # another reason: said too
+        assert tuner.config_of({**TrialConfig().to_dict(), "backend": "torch", "steps_per_execution": 64}) is None
+    assert tuner.config_of({"backend": "torch", "steps_per_execution": 16}) is None  # another reason: said too
     assert len(notes) == 2, notes
     assert notes[0].startswith("not measured: backend=torch steps_per_execution=64. ") and "{" not in notes[0]
     assert "steps_per_execution=16" in notes[1]
@@ -830,10 +830,10 @@ def test_a_knob_that_means_nothing_beside_the_rest_is_never_searched_into_a_conf
     assert TrialConfig.from_dict(verdict["config"]).precision == "mixed_bfloat16"
     assert TrialConfig.from_dict(verdict["config"]).auto_scale_loss is True
     bf16 = {**TrialConfig().to_dict(), "precision": "mixed_bfloat16"}
-    assert tuner._config({**bf16, "auto_scale_loss": False}) is None
-    assert tuner._config({**bf16, "precision": "mixed_float16", "auto_scale_loss": False}) is not None
+    assert tuner.config_of({**bf16, "auto_scale_loss": False}) is None
+    assert tuner.config_of({**bf16, "precision": "mixed_float16", "auto_scale_loss": False}) is not None
     # a user's own setting is theirs: with --set auto_scale_loss=false the search may still change the precision
     settings = TuneSettings(model="tiny", trials=30, storage=optuna.storages.InMemoryStorage(),  # type: ignore[arg-type]
                             steps=64, repeats=3, knobs=("precision",), base=TrialConfig(auto_scale_loss=False))
     mine = Tuner(settings, run=Fake(lambda config, call: 1.0))
-    assert mine._config({**mine.base.to_dict(), "precision": "mixed_bfloat16"}) is not None
+    assert mine.config_of({**mine.base.to_dict(), "precision": "mixed_bfloat16"}) is not None

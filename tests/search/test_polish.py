@@ -46,7 +46,7 @@ def test_the_polish_does_not_try_again_a_change_under_the_floor_that_a_phase_alr
     promising = [(TrialConfig(inter_op_threads=1), 0.85)]
 
     def raced(tuner: Tuner) -> None:
-        tuner._challenge(tuner.base, TrialConfig(inter_op_threads=1), "combine")
+        tuner.challenge(tuner.base, TrialConfig(inter_op_threads=1), "combine")
 
     tuner = polished(truth, incumbent, promising, "steps_per_execution,inter_op_threads", before=raced)
     assert [d for d in tuner.decisions() if d.purpose == "polish"] == []

@@ -67,6 +67,6 @@ class BatchSizes:
 
     def _status(self, size: int, remat: str) -> Status | None:
         values = {"batch_size": size} if remat == self.tuner.base.remat else {"batch_size": size, "remat": remat}
-        config = self.tuner._config(knob_values=values)
+        config = self.tuner.config_of(knob_values=values)
         record = self.tuner.measure(config, Phase.BATCH_SIZE, budgeted=False) if config else None
         return record.status if record else None

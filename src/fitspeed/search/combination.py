@@ -5,7 +5,7 @@ on top of the incumbent; then every other change together as one bundle, and a
 bundle that lost taken apart by a joint estimate of its members
 (`fitspeed.search.factorial`); then two values of one knob that both
 screened well chosen head to head, on top of what the bundle built; what is
-still waiting is raced and decided one at a time. Every decision is the tuner's (`Tuner._challenge`: fresh
+still waiting is raced and decided one at a time. Every decision is the tuner's (`Tuner.challenge`: fresh
 pairs, then the numerics guard); this module only chooses what to decide,
 in what order.
 """
@@ -94,7 +94,7 @@ class Combination:
             if config is None:  # its knob is set already, to another value that screened well
                 alternatives.append(single)
                 continue
-            if config == incumbent or self.tuner._spent():
+            if config == incumbent or self.tuner.spent():
                 continue
             incumbent, verdict = self._try(incumbent, config)
             if verdict is not None and verdict.is_open():
@@ -103,7 +103,7 @@ class Combination:
         incumbent, waiting = self._joint(incumbent, waiting, dict(promising))
         for single in alternatives:  # head to head, once the other strong changes and the bundle are in
             config = self._on_top(incumbent, single, swap=True)
-            if config is not None and config != incumbent and not self.tuner._spent():
+            if config is not None and config != incumbent and not self.tuner.spent():
                 incumbent, _ = self._try(incumbent, config, Phase.CHOOSE)
         with self.tuner.ledger.held_back(hold):  # the race leaves `hold` trials for a later phase
             self._race_rounds(incumbent, waiting)
@@ -111,13 +111,13 @@ class Combination:
     def _race_rounds(self, incumbent: TrialConfig, waiting: list[TrialConfig]) -> None:
         """Race what is still waiting on top of `incumbent`, and decide those whose pair came out ahead."""
         for _ in range(RACE_ROUNDS):
-            if not waiting or self.tuner._spent():
+            if not waiting or self.tuner.spent():
                 return
             before = incumbent
             left = []
             for single in self._race(incumbent, waiting):
                 config = self._on_top(incumbent, single)
-                if config is None or config == incumbent or self.tuner._spent():
+                if config is None or config == incumbent or self.tuner.spent():
                     continue
                 incumbent, verdict = self._try(incumbent, config)
                 if verdict is not None and verdict.is_open() and incumbent == before:
@@ -147,13 +147,13 @@ class Combination:
         verification decides the whole answer.
         """
         members = self._members(incumbent, waiting, screened)
-        if not members or self.tuner._spent():
+        if not members or self.tuner.spent():
             return incumbent, waiting
         if len(members) == 1:
             config = self._on_top(incumbent, members[0])
             return (self._try(incumbent, config)[0] if config and config != incumbent else incumbent), []
         every = {k: v for single in members for k, v in self._changes(single).items()}
-        config = self.tuner._config(knob_values={**incumbent.to_dict(), **every})
+        config = self.tuner.config_of(knob_values={**incumbent.to_dict(), **every})
         if config is None or config == incumbent:
             return incumbent, waiting
         after, _ = self._try(incumbent, config, Phase.BUNDLE)
@@ -162,7 +162,7 @@ class Combination:
         if after != incumbent:  # another worker's winner replaced the incumbent meanwhile
             return after, waiting
         members = members[:MAX_FACTORS]
-        if self.tuner._spent(len(design(len(members))) + 2):  # the design and a decision's first pair
+        if self.tuner.spent(len(design(len(members))) + 2):  # the design and a decision's first pair
             return incumbent, waiting
         estimated = self._factorial(incumbent, members)
         if estimated is None:
@@ -172,8 +172,8 @@ class Combination:
         for _ in range(JOINT_TRIES):
             keep = [m for m in keep if not self._rejected(m)]  # a numerics change that failed the guard is left out
             changes = {k: v for single in keep for k, v in self._changes(single).items()}
-            config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes}) if keep else None
-            if config is None or config == incumbent or self.tuner._spent():
+            config = self.tuner.config_of(knob_values={**incumbent.to_dict(), **changes}) if keep else None
+            if config is None or config == incumbent or self.tuner.spent():
                 break
             after, verdict = self._try(incumbent, config, Phase.BUNDLE if len(keep) > 1 else Phase.COMBINE)
             if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
@@ -190,9 +190,9 @@ class Combination:
         def run(on: list[int]) -> TrialConfig | None:
             changes = {k: v for single, flag in zip(members, on, strict=True) if flag > 0
                        for k, v in self._changes(single).items()}
-            return self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+            return self.tuner.config_of(knob_values={**incumbent.to_dict(), **changes})
 
-        return estimate(self.tuner.ledger, self.tuner.measure, self.tuner._once, self.tuner.settings.seed, incumbent,
+        return estimate(self.tuner.ledger, self.tuner.measure, self.tuner.once, self.tuner.settings.seed, incumbent,
                         [m.label() for m in members], run)
 
     def _members(self, incumbent: TrialConfig, waiting: list[TrialConfig],
@@ -223,7 +223,7 @@ class Combination:
     def _try(self, incumbent: TrialConfig, config: TrialConfig,
              purpose: Phase = Phase.COMBINE) -> tuple[TrialConfig, Verdict | None]:
         """Challenge `incumbent` with `config`: the incumbent after it, and the decision's verdict."""
-        after = self.tuner._challenge(incumbent, config, purpose)
+        after = self.tuner.challenge(incumbent, config, purpose)
         decision = self.tuner.ledger.decision(decision_id(purpose, incumbent, config))
         return after, decision.verdict if decision else None
 
@@ -237,7 +237,7 @@ class Combination:
         ahead: list[tuple[float, int, TrialConfig]] = []
         for index, single in enumerate(singles):
             config = self._on_top(incumbent, single)
-            if config is None or config == incumbent or self.tuner._spent(2 * 2):  # room for its pair and a decision
+            if config is None or config == incumbent or self.tuner.spent(2 * 2):  # room for its pair and a decision
                 continue
             raced = self.tuner.decider.decide(Phase.RACE, incumbent, config, probe)
             if raced.ratio is not None and raced.pairs and raced.ratio >= 1.0:
@@ -281,4 +281,4 @@ class Combination:
             other = backend_of(changes["backend"])
             values.update({k: getattr(self.tuner.base, k) for k in self._changes(incumbent)
                            if k not in changes and other.cannot(k)})
-        return self.tuner._config(knob_values=values)
+        return self.tuner.config_of(knob_values=values)

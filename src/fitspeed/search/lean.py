@@ -260,7 +260,7 @@ class Lean:
             tuner.study.set_user_attr(LEANED, studies.config_key(self.run()))
             return True
 
-        tuner._once(LEANED, leaned, lean)
+        tuner.once(LEANED, leaned, lean)
 
     def run(self) -> TrialConfig:
         """Lean the final incumbent; the incumbent it leaves."""
@@ -282,7 +282,7 @@ class Lean:
         for out in gone:
             if out.at == incumbent or (out.decision.ratio or 0.0) < MIN_SHARE:
                 continue  # nothing went out after it (the same comparison again), or its pairs did not lean its way
-            back = tuner._config({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
+            back = tuner.config_of({**changed_knobs(incumbent, tuner.base), out.knob: out.value})
             again = lean_design(len(tests), again=True)
             if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, again,
                                                                       budgeted=False)):
@@ -371,8 +371,8 @@ class Lean:
             less = base.replace(**values)
             values.update({k: getattr(base, k) for k in changed_knobs(less, base) if get_knob(k).idle_in(less)})
         except KnobError:
-            pass  # refused by `_config` below, which says why
-        return self.tuner._config(values, quiet=quiet)
+            pass  # refused by `config_of` below, which says why
+        return self.tuner.config_of(values, quiet=quiet)
 
 
 def _gone_from(incumbent: TrialConfig, base: TrialConfig, knob: str) -> bool:

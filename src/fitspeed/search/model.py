@@ -15,7 +15,7 @@ The fit's argmax over the space, among configurations made only of changes
 that ran at least once, holding no set of changes whose every trial failed
 (two changes that fail together fail beside a third) and no change that
 failed the numerics guard, is challenged against the incumbent in fresh pairs
-(`Tuner._challenge`, with the polish's design) when the fit puts it at least
+(`Tuner.challenge`, with the polish's design) when the fit puts it at least
 MIN_PREDICTED ahead. The fit only chooses what to challenge: the pairs, the
 guard, the lean step and the verification decide, on trials of their own.
 
@@ -187,15 +187,15 @@ class Model:
                 return None
             if any(f <= changes for f in failed) or changes & rejected:
                 continue
-            config = self.tuner._config({**base.to_dict(), **dict(changes)}, quiet=True)
+            config = self.tuner.config_of({**base.to_dict(), **dict(changes)}, quiet=True)
             if config is not None and config != incumbent:
                 return config
         return None
 
     def run(self) -> None:
         """Challenge the fit's argmax against the incumbent in fresh pairs, where the budget pays for a decision."""
-        if self.tuner._spent(2 * MIN_PAIRS - 1):
+        if self.tuner.spent(2 * MIN_PAIRS - 1):
             return
         config = self.proposal()
         if config is not None:
-            self.tuner._challenge(self.tuner.ledger.incumbent(), config, Phase.MODEL)
+            self.tuner.challenge(self.tuner.ledger.incumbent(), config, Phase.MODEL)

@@ -105,13 +105,13 @@ class Polish:
         if not ahead:
             return
         config = max(ahead, key=lambda d: d.ratio or 0.0).b
-        if not set(self._changes(config).items()) & rejected and not self.tuner._spent(2 * MIN_PAIRS - 1):
-            self.tuner._challenge(incumbent, config, Phase.POLISH)
+        if not set(self._changes(config).items()) & rejected and not self.tuner.spent(2 * MIN_PAIRS - 1):
+            self.tuner.challenge(incumbent, config, Phase.POLISH)
 
     def _untried(self, promising: list[tuple[TrialConfig, float]]) -> None:
         """The best-screened change under BUNDLE_FLOOR whose knob no decision or joint estimate changed, alone."""
         incumbent = self.tuner.ledger.incumbent()
-        if self.tuner._spent(2 * MIN_PAIRS - 1):
+        if self.tuner.spent(2 * MIN_PAIRS - 1):
             return
         alone = {d.knob for d in self.tuner.dims if d.alone}
         tried = {k for d in self.tuner.ledger.decisions() if d.purpose != Phase.SCREEN for k in changed_knobs(d.b, d.a)}
@@ -122,9 +122,9 @@ class Polish:
                     or set(changes.items()) & self.tuner.ledger.rejected() \
                     or any(getattr(incumbent, k) != getattr(self.tuner.base, k) for k in changes):
                 continue
-            config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+            config = self.tuner.config_of(knob_values={**incumbent.to_dict(), **changes})
             if config is not None and config != incumbent:
-                self.tuner._challenge(incumbent, config, Phase.POLISH)
+                self.tuner.challenge(incumbent, config, Phase.POLISH)
             return
 
     def _steps(self, promising: list[tuple[TrialConfig, float]]) -> None:
@@ -132,13 +132,13 @@ class Polish:
         screened = dict(promising)
         members = self.members(incumbent, promising)
         for _ in range(POLISH_STEPS):
-            if not members or self.tuner._spent(2 * MIN_PAIRS - 1):
+            if not members or self.tuner.spent(2 * MIN_PAIRS - 1):
                 return
             changes = {k: v for single in members for k, v in self._changes(single).items()}
-            config = self.tuner._config(knob_values={**incumbent.to_dict(), **changes})
+            config = self.tuner.config_of(knob_values={**incumbent.to_dict(), **changes})
             if config is None or config == incumbent:
                 return
-            after = self.tuner._challenge(incumbent, config, Phase.POLISH)
+            after = self.tuner.challenge(incumbent, config, Phase.POLISH)
             if after != incumbent:  # kept, or another worker's winner replaced the incumbent meanwhile
                 return
             # the big change is the likelier clash; else the one that screened worst

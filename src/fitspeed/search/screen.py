@@ -65,7 +65,7 @@ class Screen:
                     dim, index = queue.pop(0)
                     if dim.each and index + 1 < len(dim.values):  # alternatives: the next one may share this round
                         queue.insert(0, (dim, index + 1))
-                    config = tuner._config(knob_values=dim.change(dim.values[index]))
+                    config = tuner.config_of(knob_values=dim.change(dim.values[index]))
                     if config is None:
                         self._follow(queue, dim, index, None, None)
                     else:
@@ -92,7 +92,7 @@ class Screen:
                 speed = record.throughput if isinstance(record, TrialRecord) else None
                 measured.append((config, speed, base))
                 self._follow(queue, dim, index, speed, base or tuner.ledger.screen_reference())
-        tuner._settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
+        tuner.settle((Phase.BASELINE, Phase.SWEEP))  # every worker ranks the same screen
         reference = tuner.ledger.screen_reference()
         promising = []
         for config, speed, base in measured:
@@ -120,6 +120,6 @@ class Screen:
         """Knobs measured alone for their cost (deterministic), never recommended for speed."""
         for dim in sweep:
             if dim.cost_only and dim.values:
-                config = self.tuner._config(knob_values=dim.change(dim.values[0]))
+                config = self.tuner.config_of(knob_values=dim.change(dim.values[0]))
                 if config is None or self.tuner.measure(config, Phase.SWEEP) is None:
                     return

@@ -11,7 +11,7 @@ A user's script fixes two things the search must not run past:
 | `fitspeed.trial.batch_callbacks`)      |                            | would run N times less often                |
 
 `cap` applies one of them to the search's dimensions and says what it left
-out; the tuner refuses any configuration above the cap (`Tuner._config`).
+out; the tuner refuses any configuration above the cap (`Tuner.config_of`).
 """
 
 from __future__ import annotations

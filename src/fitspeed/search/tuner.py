@@ -146,7 +146,7 @@ class Tuner:
             if refused:
                 raise UserError(refused)
         self.most_steps_per_execution: int | None = None  # a script's cap, once its baseline said (`_fit_epoch`)
-        self.refused: set[str] = set()  # why a combination cannot run, each said once (`_config`)
+        self.refused: set[str] = set()  # why a combination cannot run, each said once (`config_of`)
         self.data_kind: str | None = data_kind(settings.data)  # what fit() is given; a data function's, once loaded
         host = environment.host(settings.base.backend)
         self.study, storage = studies.open_study(
@@ -165,12 +165,13 @@ class Tuner:
         )
         self.workers = Workers(self.study, storage, settings.storage)
         self.ledger = Ledger(self.study, self.base, trials, settings.time_s, reserve)
-        self.decider = Decider(self.ledger, self.measure, self._once, self.workers.lock, self.emit, settings.seed,
+        self.decider = Decider(self.ledger, self.measure, self.once, self.workers.lock, self.emit, settings.seed,
                                self.measure_round)
 
     # -- budget -------------------------------------------------------------
 
-    def _spent(self, ahead: int = 0) -> bool:
+    def spent(self, ahead: int = 0) -> bool:
+        """The search's budget is used up, or would be after `ahead` more trials (`Ledger.spent`)."""
         return self.ledger.spent(ahead)
 
     def decisions(self) -> list[Decision]:
@@ -209,8 +210,7 @@ class Tuner:
         if key in done:
             return TrialRecord.from_dict(done[key].user_attrs["record"])
         while True:
-            claimed = self.workers.claim(key, self._attrs(config, phase, key, stop_below), self._params(config),
-                                         self._distributions(), room=lambda: not (budgeted and self._spent(ahead)))
+            claimed = self._claim(key, config, phase, stop_below, room=lambda: not (budgeted and self.spent(ahead)))
             if not isinstance(claimed, Busy):
                 break
             if not wait:
@@ -220,7 +220,7 @@ class Tuner:
             return None
         if isinstance(claimed, FrozenTrial):
             return TrialRecord.from_dict(claimed.user_attrs["record"])
-        return self._run(claimed, config, phase, stop_below)
+        return self.run_claimed(claimed, config, phase, stop_below)
 
     def measure_round(self, asks: Sequence[Ask], first: int = 0, budgeted: bool = True,
                       ahead: int = 0) -> list[TrialRecord | None]:
@@ -258,9 +258,8 @@ class Tuner:
                 continue
             after = ahead + len(fresh) - 1 - fresh.index(i)  # the rest of the round must fit too
             while True:
-                found = self.workers.claim(key, self._attrs(ask.config, ask.phase, key, ask.stop_below),
-                                           self._params(ask.config), self._distributions(),
-                                           room=lambda: not (budgeted and self._spent(after)))
+                found = self._claim(key, ask.config, ask.phase, ask.stop_below,
+                                    room=lambda: not (budgeted and self.spent(after)))
                 if not isinstance(found, Busy):
                     break
                 time.sleep(POLL_S)
@@ -270,7 +269,7 @@ class Tuner:
                 claimed[i] = found
         if len(claimed) == 1:
             (i, trial), = claimed.items()
-            records[i] = self._run(trial, asks[i].config, asks[i].phase, asks[i].stop_below)
+            records[i] = self.run_claimed(trial, asks[i].config, asks[i].phase, asks[i].stop_below)
         elif claimed:
             slots = sorted(claimed)
             for i in slots:
@@ -300,6 +299,24 @@ class Tuner:
                                "by window in turns" if measured.design == "lockstep" else "each pair is sequential"))
         return records
 
+    def ask(self) -> optuna.Trial:
+        """Optuna's sampler's next trial over the joint space (`choices`), not yet claimed (`claim_asked`)."""
+        return self.workers.ask(self._distributions())
+
+    def claim_asked(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
+                    stop_below: float | None = None) -> FrozenTrial | optuna.Trial | Busy | None:
+        """Claim `config`'s measurement as `trial`, a trial `ask` gave, whatever the budget (`Workers.claim`).
+
+        Its finished trial where it has a record, `Busy` while another worker
+        measures it, else `trial` itself, this worker's to run (`run_claimed`).
+        """
+        return self._claim(studies.config_key(config), config, phase, stop_below, room=lambda: True, asked=trial)
+
+    def _claim(self, key: str, config: TrialConfig, phase: Phase, stop_below: float | None,
+               room: Callable[[], bool], asked: optuna.Trial | None = None) -> FrozenTrial | optuna.Trial | Busy | None:
+        return self.workers.claim(key, self._attrs(config, phase, key, stop_below), self._params(config),
+                                  self._distributions(), room=room, asked=asked)
+
     def _params(self, config: TrialConfig) -> JSONObject:
         return {name: getattr(config, name) for name in self.choices}
 
@@ -307,9 +324,10 @@ class Tuner:
     def _attrs(config: TrialConfig, phase: Phase, key: str, stop_below: float | None) -> JSONObject:
         return {"phase": phase, "config_key": key, "config": config.to_dict(), "stop_below": stop_below}
 
-    def _run(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
-             stop_below: float | None = None) -> TrialRecord:
-        """Run `config` as the Optuna trial `trial` (claimed, with its attrs); its record and speed go to the study."""
+    def run_claimed(self, trial: optuna.Trial, config: TrialConfig, phase: Phase,
+                    stop_below: float | None = None) -> TrialRecord:
+        """Run `config` as the Optuna trial `trial` (claimed, with its attrs: `claim_asked`); its record and speed go
+        to the study, and its record comes back."""
         self.emit(TrialStarted(phase, config))
         with self.workers.heartbeat(trial):
             record = self.run_trial(self.settings.spec(config, stop_below=stop_below))
@@ -330,7 +348,7 @@ class Tuner:
         self.emit(TrialFinished(phase, record))
         return record
 
-    def _run_orphan(self, trial: FrozenTrial) -> None:
+    def run_orphan(self, trial: FrozenTrial) -> None:
         """Measure a dead worker's trial that Optuna enqueued again (once)."""
         attrs = trial.user_attrs
         config = TrialConfig.from_dict(attrs["config"])
@@ -339,13 +357,13 @@ class Tuner:
                        "when it stopped answering"))
         self.measure(config, Phase(attrs.get("phase", Phase.SAMPLER)), tag, budgeted=False, stop_below=attrs.get("stop_below"))
 
-    def _settle(self, phases: tuple[Phase, ...] | None = None) -> None:
+    def settle(self, phases: tuple[Phase, ...] | None = None) -> None:
         """Wait until no other worker measures (in `phases`) or holds a unit; run what dead ones left."""
         while True:
             self.workers.recover()
             left = [t for t in self.workers.waiting() if phases is None or t.user_attrs.get("phase") in phases]
             if left:
-                self._run_orphan(left[0])
+                self.run_orphan(left[0])
                 continue
             running = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                        if t.user_attrs.get("config_key") and t.user_attrs.get("worker") != self.workers.me.id
@@ -356,7 +374,7 @@ class Tuner:
                 return
             time.sleep(POLL_S)
 
-    def _once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any:
+    def once(self, unit: str, stored: Callable[[], Any], compute: Callable[[], Any]) -> Any:
         """`stored()` once it is there; else `compute()`, by this worker if it takes `unit` first."""
         while True:
             found = stored()
@@ -375,7 +393,7 @@ class Tuner:
         if not guard.numeric_changes(config, self.base):
             return None
         key = guard_key(config)
-        stored = self._once(key, lambda: self.study.user_attrs.get(key) or None, lambda: self._guard(config, key))
+        stored = self.once(key, lambda: self.study.user_attrs.get(key) or None, lambda: self._guard(config, key))
         return guard.GuardVerdict.from_dict(stored)
 
     def _guard(self, config: TrialConfig, key: str) -> JSONObject:
@@ -486,7 +504,7 @@ class Tuner:
             Model(self).run()
             Polish(self).run(promising)
             BatchSizes(self).run()
-            self._settle()  # every other worker's measurements and decisions are in: verify the final chain
+            self.settle()  # every other worker's measurements and decisions are in: verify the final chain
             self.ledger.mark_searched()
         Lean(self).once()
         return self.finish()
@@ -555,25 +573,25 @@ class Tuner:
             self.dims, note = script_caps.cap(self.dims, limit)
             if note:
                 self.emit(Note(note))
-            # the sampler's choices stay (Optuna keeps a parameter's distribution): `_config` refuses
+            # the sampler's choices stay (Optuna keeps a parameter's distribution): `config_of` refuses
             self.most_steps_per_execution = min(self.most_steps_per_execution or limit.most, limit.most)
         self.study.set_user_attr("skipped", skipped(self.dims))
 
     # -- the screen ---------------------------------------------------------
 
-    def _challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig:
+    def challenge(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig:
         """`config` if fresh pairs find it faster than `incumbent` and its loss passes the guard.
 
         The incumbent after it: `incumbent` if `config` lost, or another worker's
         winner if one replaced `incumbent` in the meantime.
         """
         unit = CHALLENGE + decision_id(purpose, incumbent, config)
-        return self._once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
+        return self.once(unit, lambda: None, lambda: self._challenged(incumbent, config, purpose))  # type: ignore[no-any-return]
 
     def _challenged(self, incumbent: TrialConfig, config: TrialConfig, purpose: Phase) -> TrialConfig:
         earlier = self.ledger.decision(decision_id(Phase.COMBINE, incumbent, config))
         # two alternatives 7% apart are told apart better in 5 pairs than in 3, where the budget allows
-        design = (choose_design(self.settings.pairs, room=not self._spent(2 * CHOOSE_MORE_PAIRS + 2 * 2 - self.ledger.held))
+        design = (choose_design(self.settings.pairs, room=not self.spent(2 * CHOOSE_MORE_PAIRS + 2 * 2 - self.ledger.held))
                   if purpose == Phase.CHOOSE else polish_design(self.settings.pairs, self.ledger.left())
                   if purpose in (Phase.POLISH, Phase.MODEL)
                   else combine_design(self.settings.pairs, self.settings.min_gain))
@@ -588,7 +606,7 @@ class Tuner:
             added = self.ledger.chain_add(config, over=incumbent)
         return config if added else self.ledger.incumbent()
 
-    def _config(self, knob_values: dict[str, Any], quiet: bool = False) -> TrialConfig | None:
+    def config_of(self, knob_values: dict[str, Any], quiet: bool = False) -> TrialConfig | None:
         """`knob_values` as a configuration this search can measure, or None; the reason a combination is refused
         is said once (the sampler proposes such combinations again and again), unless `quiet`."""
         try:
@@ -630,4 +648,4 @@ class Tuner:
             self.ledger.put_verification(verification)
             return verification
 
-        return dict(self._once(VERIFICATION, stored, compute))
+        return dict(self.once(VERIFICATION, stored, compute))

@@ -21,7 +21,10 @@ module relies on:
   calls, until `.stop()`;
 - `enabled(storage)`: whether `storage` records heartbeats;
 - `fail_stale(study)`: fail the trials whose heartbeat lapsed and run the
-  storage's callback on each (the public `fail_stale_trials`).
+  storage's callback on each (the public `fail_stale_trials`);
+- `trial_id(trial)`: a trial's id in its storage, which the heartbeat and
+  every storage call take, read from the private `_trial_id` of a `Trial` or
+  a `FrozenTrial` (Optuna has no public name for it).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage
 from optuna.storages._heartbeat import BaseHeartbeat, get_heartbeat_thread, is_heartbeat_enabled
+from optuna.trial import FrozenTrial
 
 
 class Heartbeat(BaseHeartbeat):
@@ -80,3 +84,8 @@ def fail_stale(study: optuna.Study) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+
+
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """`trial`'s id in its storage (not its number in the study): what `beating` and the storage's calls take."""
+    return trial._trial_id

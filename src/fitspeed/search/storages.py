@@ -48,7 +48,7 @@ from optuna.storages import (
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from fitspeed.search.heartbeat import Heartbeat
+from fitspeed.search.heartbeat import Heartbeat, trial_id
 
 StorageArg = str | BaseStorage
 DEFAULT_HEARTBEAT_S = 30
@@ -114,7 +114,7 @@ class HeartbeatJournalStorage(JournalStorage, Heartbeat):
 
     def stale_trial_ids(self, study_id: int) -> list[int]:
         now = time.time()
-        return [t._trial_id for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+        return [trial_id(t) for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
                 if _HEARTBEAT_ATTR in t.system_attrs and now - float(t.system_attrs[_HEARTBEAT_ATTR]) > self._grace]
 
     def get_heartbeat_interval(self) -> int | None:

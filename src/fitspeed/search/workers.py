@@ -88,7 +88,7 @@ class Workers:
             self._entry = self.registry.ask()
         for key, value in {**self.me.attrs(), "device": device, "fitspeed": version}.items():
             self._entry.set_user_attr(key, value)
-        self._beat = heartbeat.Beating(self._entry._trial_id, self.storage)
+        self._beat = heartbeat.Beating(heartbeat.trial_id(self._entry), self.storage)
 
     def stop(self) -> None:
         if self._entry is None:
@@ -101,7 +101,7 @@ class Workers:
     @contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         """Optuna's heartbeat thread for a trial this worker runs."""
-        with heartbeat.beating(trial._trial_id, self.storage):
+        with heartbeat.beating(heartbeat.trial_id(trial), self.storage):
             yield
 
     # -- the others -------------------------------------------------------------
@@ -118,7 +118,7 @@ class Workers:
             if attrs.get("host") != self.me.host or attrs.get("pid") in (None, self.me.pid) or pid_alive(attrs["pid"]):
                 continue
             try:
-                if self.storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                if self.storage.set_trial_state_values(heartbeat.trial_id(trial), TrialState.FAIL):
                     failed.append(trial)
                     if study is self.study:
                         from fitspeed.search.storages import retry_stale_once
@@ -199,8 +199,8 @@ class Workers:
 
     def _pop(self, waiting: FrozenTrial, distributions: dict[str, Any]) -> optuna.Trial:
         """The WAITING trial `waiting`, now RUNNING and this worker's (the lock is held: no one else pops it)."""
-        self.storage.set_trial_state_values(waiting._trial_id, TrialState.RUNNING)
-        trial = optuna.Trial(self.study, waiting._trial_id)
+        self.storage.set_trial_state_values(heartbeat.trial_id(waiting), TrialState.RUNNING)
+        trial = optuna.Trial(self.study, heartbeat.trial_id(waiting))
         for name, distribution in distributions.items():
             trial.suggest_categorical(name, list(distribution.choices))
         retried = waiting.system_attrs.get("failed_trial")

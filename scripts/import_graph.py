@@ -6,18 +6,22 @@
 Every module's imports are read with `ast` (nothing is imported or run), those
 inside functions too (a lazy import is still an arrow). The rules:
 
-1. Layers run core -> machine -> {trial, measure} -> search -> report -> reproduce -> cli.
+1. Layers run core -> machine -> {trial, measure} -> search -> report -> reproduce -> console -> cli.
    A module imports fitspeed modules only from its own package and the
    layers before it; trial and measure never import each other.
 2. Nothing but trial/ itself and the public API at the package's root
-   (`fitspeed/__init__.py`, `__main__.py`, `auto_steps.py`) imports
+   (`fitspeed/__init__.py`, `__main__.py`, `auto_steps.py`, `api/`) imports
    `fitspeed.trial`: the parent reaches the child only as
    `python -m fitspeed.trial`. No layer imports the root API modules.
-3. A framework (keras, tensorflow, jax, torch) is imported at module level
+3. The public API never imports cli/: what it shares with the command line
+   (the workload, option values, a tune's lines, the tables) lives in
+   console/, below both. Only `__main__.py`, which is `python -m fitspeed`,
+   runs the command line.
+4. A framework (keras, tensorflow, jax, torch) is imported at module level
    only in trial/ and `auto_steps.py`; anywhere else only inside a function.
-4. matplotlib appears only in report/, rich only in cli/, optuna only in
-   search/.
-5. No import circle between modules.
+5. matplotlib appears only in report/, rich only in console/ and cli/, optuna
+   only in search/.
+6. No import circle between modules.
 
 tests/test_layers.py runs these same checks, and plants forbidden imports in
 a copy of the package to show that each rule can fail.
@@ -33,11 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "fitspeed"
-LAYERS = ("core", "machine", "trial", "measure", "search", "report", "reproduce", "cli")
-RANK = {"core": 0, "machine": 1, "trial": 2, "measure": 2, "search": 3, "report": 4, "reproduce": 5, "cli": 6}
-API = "api"  # the modules at the package's root: the public surface
+LAYERS = ("core", "machine", "trial", "measure", "search", "report", "reproduce", "console", "cli")
+RANK = {"core": 0, "machine": 1, "trial": 2, "measure": 2, "search": 3, "report": 4, "reproduce": 5, "console": 6,
+        "cli": 7}
+API = "api"  # the modules at the package's root and in api/: the public surface
+COMMAND_LINE_ENTRY = "fitspeed.__main__"  # `python -m fitspeed`: the one public module that runs cli/
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch", "tf_keras")
-ONLY_IN = {"matplotlib": "report", "rich": "cli", "optuna": "search"}
+ONLY_IN = {"matplotlib": ("report",), "rich": ("console", "cli"), "optuna": ("search",)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ def violations(package: Path = PACKAGE) -> list[str]:
             elif there == "trial" and here not in ("trial", API):
                 out.append(f"{where} imports {item.target}: the trial child is reached only as "
                            "`python -m fitspeed.trial`")
+            elif there == "cli" and here == API and item.module != COMMAND_LINE_ENTRY:
+                out.append(f"{where} imports {item.target}: the public API never imports cli/; what they share "
+                           "lives below both, in console/")
             elif here != API and there not in (API, here) and RANK[there] >= RANK[here]:
                 below = [name for name in LAYERS if RANK[name] < RANK[here]]
                 allowed = f"{', '.join(below)} and itself" if below else "itself"
@@ -128,8 +137,9 @@ def violations(package: Path = PACKAGE) -> list[str]:
         elif top in FRAMEWORKS and not item.lazy and here != "trial" and item.module != "fitspeed.auto_steps":
             out.append(f"{where} imports {top} at module level: outside trial/, import a framework "
                        "inside the function that needs it")
-        elif top in ONLY_IN and here != ONLY_IN[top]:
-            out.append(f"{where} imports {top}, which belongs in {ONLY_IN[top]}/ only")
+        elif top in ONLY_IN and here not in ONLY_IN[top]:
+            out.append(f"{where} imports {top}, which belongs in {' and '.join(f'{layer}/' for layer in ONLY_IN[top])} "
+                       "only")
     out.extend(f"import circle: {' -> '.join(circle)}" for circle in circles(modules, found))
     return out
 
@@ -195,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in broken:
             print(f"  {line}")
         return 1
-    print("every import rule holds: layers core -> machine -> {trial, measure} -> search -> report -> reproduce -> cli, "
-          "no circle")
+    print("every import rule holds: layers core -> machine -> {trial, measure} -> search -> report -> reproduce -> "
+          "console -> cli, the public API never importing cli/, no circle")
     return 0
 
 

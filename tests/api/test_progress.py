@@ -18,8 +18,8 @@ import pytest
 from conftest import load_script
 
 from fitspeed.api.progress import Lines, NotebookBar
-from fitspeed.cli.console import TerminalProgress
-from fitspeed.cli.tune import AFTER_SEARCH, tune_events
+from fitspeed.console.terminal import TerminalProgress
+from fitspeed.console.tune_lines import AFTER_SEARCH, tune_events
 from fitspeed.core.config import TrialConfig
 from fitspeed.search.lean import changed_knobs
 from fitspeed.search.phase import Phase
@@ -102,7 +102,7 @@ def test_the_terminal_bar_counts_the_search_against_trials_and_the_rest_without_
 
 
 def test_the_tables_say_where_the_trial_processes_went() -> None:
-    from fitspeed.cli.tune_tables import tune_text
+    from fitspeed.console.tune_tables import tune_text
     from fitspeed.search.summary import study_data, study_summary
 
     out: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from fitspeed.cli import tables, tune_tables
+from fitspeed.console import tables, tune_tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
 from fitspeed.core.workloads import DATA, MODELS

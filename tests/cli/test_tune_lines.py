@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import QUICK, fitspeed_in_process
 
-from fitspeed.cli.tune import trial_line
+from fitspeed.console.tune_lines import trial_line
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record

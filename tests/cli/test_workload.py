@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fitspeed.cli.workload import WorkloadKind, WorkloadOptions
+from fitspeed.cli.workload import WorkloadOptions
+from fitspeed.console.workload import WorkloadKind
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.measure import training_command

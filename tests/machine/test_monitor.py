@@ -26,7 +26,7 @@ from conftest import QUICK, child_env, fitspeed, json_out, sigint_default
 from waiting import wait_for
 from rich.console import Console
 
-from fitspeed.cli import tables
+from fitspeed.console import tables
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.machine import nvml

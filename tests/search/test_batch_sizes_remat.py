@@ -94,7 +94,7 @@ def test_remat_that_saves_too_little_stops_the_sweep_at_the_first_out_of_memory(
 def test_the_summary_the_tables_and_the_page_show_which_sizes_needed_remat(tmp_path: Path) -> None:
     from test_summary import trial
 
-    from fitspeed.cli.tune_tables import print_tune
+    from fitspeed.console.tune_tables import print_tune
     from fitspeed.report.html import write
     from fitspeed.search.summary import study_summary
 

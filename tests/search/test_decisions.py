@@ -593,7 +593,7 @@ def test_a_combination_the_knobs_refuse_is_said_once_by_its_changes(tmp_path: Pa
 
     from rich.console import Console
 
-    from fitspeed.cli.tune_tables import print_tune
+    from fitspeed.console.tune_tables import print_tune
 
     console = Console(file=io.StringIO(), width=200, color_system=None)
     print_tune(console, study_summary(study_data(tuner.study)))

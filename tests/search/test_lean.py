@@ -225,7 +225,7 @@ def test_each_round_measures_the_incumbent_once_for_every_knob_still_open() -> N
 
 
 def test_a_pair_whose_trial_failed_on_either_side_is_kept_with_its_side_and_reason() -> None:
-    from fitspeed.cli.tune import decision_line
+    from fitspeed.console.tune_lines import decision_line
     from fitspeed.search.lean import Lean
     from fitspeed.search.phase import Phase
 

@@ -141,7 +141,7 @@ def test_a_study_whose_defaults_slowed_says_the_load_changed_and_a_steady_one_sa
     # a BN CNN tune on 2 cores: the defaults ran at about 1,750 samples/s, then a second job came and they ran
     # at about 780 by the verification. The summary's tables, best.json and the page say so; a steady study has
     # no such line, and a trial out of order by number is read in the order the study ran it
-    from fitspeed.cli.tune_tables import tune_text
+    from fitspeed.console.tune_tables import tune_text
     from fitspeed.core import best_json
     from fitspeed.report import html
 

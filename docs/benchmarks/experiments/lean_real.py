@@ -17,7 +17,7 @@ import time
 
 import optuna
 
-from fitspeed.cli.tune import tune_events
+from fitspeed.console.tune_lines import tune_events
 from fitspeed.core.config import TrialConfig
 from fitspeed.search.lean import Lean
 from fitspeed.search.phase import Phase
@@ -25,7 +25,7 @@ from fitspeed.search.tuner import Tuner, TuneSettings
 
 
 class Printed:
-    """`tune`'s lines (`fitspeed.cli.tune.tune_events`) on standard output, without its bars."""
+    """`tune`'s lines (`fitspeed.console.tune_lines.tune_events`) on standard output, without its bars."""
 
     def start(self, total: int | None, what: str) -> None:
         pass

@@ -6,6 +6,11 @@
 `fitspeed.api.result` holds the answer and applies it to a model;
 `fitspeed.api.progress` shows the trials where the caller is. Importing
 this package imports neither keras nor optuna.
+
+What it shares with the command line (the resolved workload, the parsers
+of sizes and durations, a tune's lines, the terminal bar and the tables)
+lives below both, in `fitspeed.console`; the command line's own package is
+never reached from here (scripts/import_graph.py checks it).
 """
 
 from __future__ import annotations

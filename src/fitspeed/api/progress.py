@@ -101,7 +101,7 @@ def choose(show: bool = True) -> Progress:
             return Lines()
         return NotebookBar()
     if sys.stderr.isatty():
-        from fitspeed.cli.console import TerminalProgress  # rich lives in cli/
+        from fitspeed.console.terminal import TerminalProgress  # rich's bar: rich is imported in console/, never in api/
 
         return TerminalProgress()
     return Lines()

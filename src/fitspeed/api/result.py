@@ -76,7 +76,7 @@ class TuneResult:
 
     def table(self, width: int = 100) -> str:
         """The tables `fitspeed tune` prints, as plain text `width` columns wide."""
-        from fitspeed.cli import tune_tables
+        from fitspeed.console import tune_tables
 
         return tune_tables.tune_text(self.summary, width)
 

@@ -36,7 +36,7 @@ from fitspeed.core.knobs import check_backend_installed
 
 if TYPE_CHECKING:
     from fitspeed.api.result import TuneResult
-    from fitspeed.cli.workload import Workload
+    from fitspeed.console.workload import Workload
     from fitspeed.core.record import TrialRecord
     from fitspeed.measure.comparison import Comparison
 
@@ -64,9 +64,9 @@ def _config(config: Mapping[str, Any] | TrialConfig | None, batch_size: int | No
 
 def _workload(shipment: Shipment, base: TrialConfig, steps: int | None, repeats: int, seed: int, timeout: float,
               memory_limit: str | int | None) -> Workload:
-    """What the shipment's trials run, resolved as the CLI resolves its workload options (`cli.workload.Workload`)."""
-    from fitspeed.cli.options import parse_memory
-    from fitspeed.cli.workload import Workload, WorkloadKind, data_ref
+    """What the shipment's trials run, resolved as the CLI resolves its workload options (`console.workload.Workload`)."""
+    from fitspeed.console.option_values import parse_memory
+    from fitspeed.console.workload import Workload, WorkloadKind, data_ref
     from fitspeed.core.workloads import check_model
 
     model = check_model(shipment.model)
@@ -143,8 +143,8 @@ def tune(
     Returns a `TuneResult`; raises `fitspeed.UserError` for bad input.
     """
     from fitspeed.api.result import TuneResult
-    from fitspeed.cli.options import parse_duration
-    from fitspeed.cli.tune import tune_events
+    from fitspeed.console.option_values import parse_duration
+    from fitspeed.console.tune_lines import tune_events
     from fitspeed.core import best_json
     from fitspeed.machine import host_lock
     from fitspeed.search.summary import study_data, study_summary

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from fitspeed.cli import tables
-from fitspeed.cli.console import out
+from fitspeed.console import tables
+from fitspeed.console.terminal import out
 
 
 def workloads() -> None:

@@ -7,10 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from fitspeed.cli import tables
-from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.interrupt import interruptible
 from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
-from fitspeed.cli.workload import Workload, check_user_error, workload_command
+from fitspeed.cli.workload import check_user_error, workload_command
+from fitspeed.console import tables
+from fitspeed.console.terminal import err, out
+from fitspeed.console.workload import Workload
 from fitspeed.core.record import Status, TrialRecord
 from fitspeed.measure import results
 

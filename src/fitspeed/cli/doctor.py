@@ -14,9 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.interrupt import interruptible
 from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, ResultsOpt
-from fitspeed.cli.workload import Workload, check_user_error, profile_dir, workload_command
+from fitspeed.cli.workload import check_user_error, profile_dir, workload_command
+from fitspeed.console.terminal import err, out
+from fitspeed.console.workload import Workload
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Mode, Status, TrialRecord
 from fitspeed.core.sequential import Verdict

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fitspeed.cli.console import err, out
 from fitspeed.cli.options import SeedOpt
+from fitspeed.console.terminal import err, out
 from fitspeed.core.errors import DataError
 
 if TYPE_CHECKING:

@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
-from fitspeed.cli import tables
-from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.interrupt import interruptible
 from fitspeed.cli.options import DEFAULT_RESULTS, JsonOpt, MonitorOpt, ResultsOpt
-from fitspeed.cli.workload import Workload, check_user_error, profile_dir, workload_command
+from fitspeed.cli.workload import check_user_error, profile_dir, workload_command
+from fitspeed.console import tables
+from fitspeed.console.terminal import err, out
+from fitspeed.console.workload import Workload
 from fitspeed.core.errors import UserError
 from fitspeed.core.record import Status
 from fitspeed.measure import results

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from fitspeed.cli import tables
-from fitspeed.cli.console import err, out
+from fitspeed.console import tables
+from fitspeed.console.terminal import err, out
 from fitspeed.core.errors import UserError
 
 

@@ -15,7 +15,7 @@ import typer
 from rich.text import Text
 
 from fitspeed.cli import catalog, compare, convert, doctor, make_images, measure, monitor, report, reproduce, run, scale, tune
-from fitspeed.cli.console import err
+from fitspeed.console.terminal import err
 from fitspeed.core.errors import UserError
 
 app = typer.Typer(

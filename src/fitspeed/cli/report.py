@@ -11,9 +11,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from fitspeed.cli import tune_tables
-from fitspeed.cli.console import err, out
 from fitspeed.cli.options import JsonOpt, StorageOpt
+from fitspeed.console import tune_tables
+from fitspeed.console.terminal import err, out
 
 
 def show(

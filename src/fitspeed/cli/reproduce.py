@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fitspeed.cli.console import err, interruptible, out
+from fitspeed.cli.interrupt import interruptible
+from fitspeed.console.terminal import err, out
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord

@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fitspeed.cli import console
-from fitspeed.cli.options import JsonOpt, parse_int_list
-from fitspeed.cli.tables import loss_column, print_table
-from fitspeed.cli.workload import Workload, workload_command
+from fitspeed.cli.options import JsonOpt
+from fitspeed.cli.workload import workload_command
+from fitspeed.console import terminal
+from fitspeed.console.option_values import parse_int_list
+from fitspeed.console.tables import loss_column, print_table
+from fitspeed.console.workload import Workload
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import Metrics, Status, TrialRecord, TrialSpec, brief_reason, to_json
@@ -42,7 +44,7 @@ def scale(
 ) -> None:
     """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
     run(workload.spec(), parse_int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
-        out_dir=out_dir, as_json=as_json, out=console.out, err=console.err)
+        out_dir=out_dir, as_json=as_json, out=terminal.out, err=terminal.err)
 
 
 def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, tolerance: float,
@@ -177,7 +179,7 @@ def print_scale(console: Console, result: JSONObject) -> None:
     for row in result["rows"][1:]:
         if row["verdict"] and row["speedup"] is None:
             console.print(f"devices={row['devices']}: {row['verdict']}", highlight=False)
-    from fitspeed.cli.tables import print_failures
+    from fitspeed.console.tables import print_failures
     from fitspeed.report.plot_data import failures  # it imports optuna, which `fitspeed --help` must not wait for
 
     print_failures(console, failures((_role(record), record) for record in map(TrialRecord.from_dict, result["trials"])))

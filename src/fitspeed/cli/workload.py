@@ -1,15 +1,15 @@
-"""The workload a command runs: its options declared once, resolved once to a `Workload`, and a trial's user error back.
+"""The workload options a command takes: declared once, resolved once to a `Workload`, and a trial's user error back.
 
 Every command that runs a workload (measure, compare, doctor, scale, tune)
 takes the same options, the fields of `WorkloadOptions`: a WORKLOAD (a
 built-in model, module:function or a saved model.keras) or, after `--`, a
 training command, with --fit, --data, --augment, --set, --steps, --repeats,
 --seed, --timeout and --memory-limit. `@workload_command` gives a command
-those options and calls it with one `Workload`, resolved from them by
+those options and calls it with one `Workload` (`fitspeed.console.workload`,
+which `fitspeed.tune` makes too), resolved from them by
 `WorkloadOptions.resolve`: its kind (`WorkloadKind`), the model or the
 training command, the data, the base configuration (--set) and how to run a
-trial. `Workload.spec` makes the `TrialSpec` that `fitspeed.measure.runner`
-runs.
+trial.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import functools
 import inspect
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -37,63 +36,16 @@ from fitspeed.cli.options import (
     StepsOpt,
     Target,
     TimeoutOpt,
-    parse_memory,
 )
+from fitspeed.console.option_values import parse_memory
+from fitspeed.console.workload import Workload, WorkloadKind, data_ref
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.data_ref import DataRef, is_callable_ref
+from fitspeed.core.data_ref import is_callable_ref
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import check_backend_installed
-from fitspeed.core.record import TrialRecord, TrialSpec
+from fitspeed.core.record import TrialRecord
 from fitspeed.core.workloads import MODELS, check_model, is_saved_model
-
-
-class WorkloadKind(StrEnum):
-    """What a command's workload is, known once its options are resolved."""
-
-    BUILT_IN = "built-in"  # a model `fitspeed workloads` lists
-    BUILDER = "builder"  # the user's module:function
-    SAVED_MODEL = "saved model"  # a model.keras file, rebuilt with fresh weights for every trial
-    SCRIPT = "script"  # the user's training command after `--`, run unchanged and hooked
-
-    @classmethod
-    def of_model(cls, model: str) -> WorkloadKind:
-        """The kind of a model reference that `check_model` accepted.
-
-        >>> WorkloadKind.of_model("tiny"), WorkloadKind.of_model("mypkg.models:build"), WorkloadKind.of_model("m.keras")
-        (<WorkloadKind.BUILT_IN: 'built-in'>, <WorkloadKind.BUILDER: 'builder'>, <WorkloadKind.SAVED_MODEL: 'saved model'>)
-        """
-        if is_saved_model(model):
-            return cls.SAVED_MODEL
-        return cls.BUILT_IN if model in MODELS else cls.BUILDER
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A command's workload, resolved: what every trial of the command runs, less the knobs it varies."""
-
-    kind: WorkloadKind
-    model: str  # the model reference, or a training command's label (`script:train.py`)
-    data: str | None  # the canonical --data; None for the model's default; training_command.DATA for a script
-    base: TrialConfig  # --set
-    steps: int | None
-    repeats: int
-    seed: int
-    timeout_s: float
-    memory_limit_mb: int | None
-    script: JSONObject | None = None  # the training command (`fitspeed.measure.training_command.describe`)
-
-    @property
-    def is_script(self) -> bool:
-        return self.kind == WorkloadKind.SCRIPT
-
-    def spec(self, assignments: Iterable[str] = ()) -> TrialSpec:
-        """A trial of this workload with the knobs `assignments` (name=value) on top of the base configuration."""
-        config = TrialConfig.from_assignments(assignments, base=self.base)
-        check_backend_installed(config.backend)
-        return TrialSpec(model=self.model, data=self.data, config=config, steps=self.steps, repeats=self.repeats,
-                         seed=self.seed, timeout_s=self.timeout_s, memory_limit_mb=self.memory_limit_mb,
-                         script=self.script)
 
 
 @dataclass(frozen=True)
@@ -183,13 +135,6 @@ def workload_command(*, repeats: int = 3, after: str | None = None, through: str
         return run
 
     return decorate
-
-
-def data_ref(text: str | None, augment: bool) -> str | None:
-    """`--data` (with `--augment`) as its canonical reference; None for the model's default."""
-    if text is None and not augment:
-        return None
-    return str(DataRef.parse(text, augment=augment))
 
 
 def training_script(workload: str | None, command: list[str] | None, fit: int,

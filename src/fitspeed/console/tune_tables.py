@@ -1,7 +1,7 @@
 """The tables `fitspeed tune` and `fitspeed show` print: a study's answer, its evidence, and what was rejected.
 
 Drawn from the `StudySummary` alone (`fitspeed.search.summary`), with the
-layout helpers of `fitspeed.cli.tables`; `tune_text` gives the same text to
+layout helpers of `fitspeed.console.tables`; `tune_text` gives the same text to
 `TuneResult.table`.
 """
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from fitspeed.cli.tables import print_failures, print_table, whole_words
+from fitspeed.console.tables import print_failures, print_table, whole_words
 from fitspeed.core.study_summary import StudySummary, pairs_title, share_text
 from fitspeed.report import batch_sweep
 from fitspeed.report.numbers import level, number, ratio

@@ -26,6 +26,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.json_data import JSONObject
+from fitspeed.core.knobs import KNOBS
 from fitspeed.core.record import SCHEMA_VERSION, to_json
 from fitspeed.core.study_summary import StudySummary
 
@@ -36,7 +37,15 @@ def exports(config: TrialConfig) -> dict[str, str]:
     >>> exports(TrialConfig(onednn=True))
     {'TF_ENABLE_ONEDNN_OPTS': '1'}
     """
-    return backend_of(config.backend).exports(config.onednn)
+    out = backend_of(config.backend).exports(config.onednn)
+    for knob in KNOBS:  # what the knobs that own their environment need (`Knob.environment`)
+        out.update(knob.environment(getattr(config, knob.name), out))
+    return out
+
+
+def _at_start(config: TrialConfig) -> set[str]:
+    """The exported variables a loader reads when the process starts (`Knob.at_start`): too late from Python."""
+    return {name for knob in KNOBS if knob.at_start for name in knob.environment(getattr(config, knob.name), {})}
 
 
 def _output_fixes(rewrite: JSONObject | None) -> list[str]:
@@ -75,11 +84,13 @@ def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
     if config.deterministic:
         env.append('os.environ["TF_DETERMINISTIC_OPS"] = "1"')
     exported = exports(config)
+    at_start = _at_start(config)
     if exported:
-        lines += ["# Export before starting Python (TensorFlow reads it once, at import):",
-                  *(f"#   export {name}={value}" for name, value in exported.items()), ""]
+        lines += ["# Export before starting Python (TensorFlow reads it once, at import"
+                  + ("; the loader reads " + ", ".join(sorted(at_start)) + " when Python starts" if at_start else "")
+                  + "):", *(f"#   export {name}={value}" for name, value in exported.items()), ""]
         env += [f'os.environ["{name}"] = "{value}"  # or here, before importing keras or tensorflow'
-                for name, value in exported.items()]
+                for name, value in exported.items() if name not in at_start]
     if env:
         lines += ["import os", "", "# Before importing keras:", *env, ""]
     lines.append("import keras")

@@ -1,6 +1,7 @@
 """`TrialConfig`: the frozen, validated set of knob values for one trial.
 
-Its fields are the knob table, `fitspeed.core.knobs.KnobValues`: a knob is declared there once.
+Its fields are the knob table, `fitspeed.core.knobs.KnobValues`, made from the registry `KNOBS`: a knob is
+declared once, in its own module.
 A config is validated when it is made: unknown keys, bad values and values the
 chosen backend cannot do are refused with a `KnobError`.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.errors import KnobError
 from fitspeed.core.json_data import JSONObject
@@ -20,6 +21,9 @@ from fitspeed.core.knobs import KNOBS_BY_NAME, KnobValues, get_knob, parse_assig
 @dataclass(frozen=True)
 class TrialConfig(KnobValues):
     """The knob values of one trial: the knob table's fields (`KnobValues`), validated. Defaults are Keras's own."""
+
+    if TYPE_CHECKING:  # the fields come from the registry at run time; mypy reads them from `KnobValues`' typed view
+        def __init__(self, **values: Any) -> None: ...
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

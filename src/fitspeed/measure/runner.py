@@ -43,7 +43,7 @@ from typing import Any
 
 import psutil
 
-from fitspeed.core.import_environment import import_environment
+from fitspeed.core.import_environment import import_environment, start_environment
 from fitspeed.core.record import TRIAL_TMP, Status, TrialRecord, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
@@ -208,7 +208,7 @@ class TrialProcess:
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps(spec.to_dict()))
         self.stdout_path, self.stderr_path = folder / "stdout", folder / "stderr"
-        child_env = dict(os.environ if env is None else env)
+        child_env = start_environment(spec.config, os.environ if env is None else env)  # a knob the loader reads
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         child_env["PYTHONUNBUFFERED"] = "1"
         if spec.script is None:  # a built-in trial's temporary files are the trial's; a user's command keeps its TMPDIR

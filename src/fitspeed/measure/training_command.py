@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.import_environment import start_environment
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialSpec
 from fitspeed.core.workloads import origin
@@ -234,7 +235,7 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
                      f"{'nothing changed (the defaults)' if applied == 'defaults' else applied}\n")
     spec = TrialSpec(model=label(script), data=DATA, config=config, seed=seed, script=script, timeout_s=None)
     with tempfile.TemporaryDirectory(prefix="fitspeed-run-") as tmp:
-        argv, env, _ = prepare(spec, Path(tmp), dict(os.environ), action="run")
+        argv, env, _ = prepare(spec, Path(tmp), start_environment(config, os.environ), action="run")
         try:
             return subprocess.call(argv, env=env)
         except OSError as error:

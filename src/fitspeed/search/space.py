@@ -18,7 +18,7 @@ from fitspeed.core.backends import NAMES, Backend, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
-from fitspeed.core.knobs import get_knob
+from fitspeed.core.knobs import KNOBS, Where, get_knob
 from fitspeed.core.workloads import MODELS
 from fitspeed.machine.environment import onednn_default, onednn_exported
 from fitspeed.measure import portability
@@ -131,7 +131,23 @@ def default_space(
     dims.append(Dimension("deterministic", (True,), cost_only=True))
     dims.extend(input_space(data_kind(data), base, cores))
     dims.extend(own_knobs(others, base, has_gpu, cores))
+    dims.extend(offered(Where(base, has_gpu, cores, data_kind(data), model, script)))
     return [_drop_baseline(d, base) for d in dims]
+
+
+def offered(where: Where) -> list[Dimension]:
+    """The dimensions the knobs own themselves (`Knob.offer`), in the registry's order.
+
+    >>> [d.name for d in offered(Where(TrialConfig(), False, 2, "arrays", "tiny", None))]  # none owns one yet
+    []
+    """
+    dims = []
+    for knob in KNOBS:
+        offer = knob.offer(where)
+        if offer is not None:
+            dims.append(Dimension(knob.name, offer.values, offer.skipped, cost_only=offer.cost_only,
+                                  alone=offer.alone, each=offer.each))
+    return dims
 
 
 def _loss_scaling(base: TrialConfig) -> Dimension:

@@ -39,6 +39,7 @@ from fitspeed.core import best_json
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.import_environment import import_environment
+from fitspeed.core.knobs import KNOBS
 from fitspeed.machine.frameworks import framework_of
 from fitspeed.trial import distribute, seeding
 
@@ -56,6 +57,10 @@ def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -
     """
     config = _as_config(config)
     _check_onednn(config)
+    for knob in KNOBS:  # a knob read when the process starts cannot take effect from here (`Knob.too_late`)
+        why = knob.too_late(getattr(config, knob.name), os.environ)
+        if why:
+            raise UserError(why)
     if "keras" in sys.modules:
         import keras
 

@@ -1,0 +1,206 @@
+"""What every knob is: `Knob`, the class each knob module makes its knobs from, and the parsers they share.
+
+A knob knows its valid values, its default, which backends can do it, whether
+it is process-wide or belongs to one model, and its `stage` (see
+`fitspeed.trial.apply`). The hooks below are how a knob owns the rest of its
+life; each has a default that does nothing, so a knob says only what it needs:
+
+| hook             | asked by                                         | for                                   |
+|------------------|--------------------------------------------------|---------------------------------------|
+| `refuses`        | `TrialConfig`, `fitspeed knobs`                  | a backend that cannot turn it, and why |
+| `offer`          | the search space (`fitspeed.search.space`)       | the values a search tries, or why none |
+| `environment`    | `core.import_environment`, best.json's exports   | variables set before the backend loads |
+| `at_start`       | trial processes, `fitspeed run`                  | variables needed when a process starts |
+| `too_late`       | `fitspeed.apply()` in a running Python           | why the value cannot take effect now  |
+
+The knobs themselves live in this package's modules, one per knob or family,
+and `fitspeed.core.knobs.KNOBS` is their registry. This module is imported by
+the parent process, so it never imports keras.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fitspeed.core.backends import NAMES, backend_of
+from fitspeed.core.errors import KnobError
+
+BACKENDS = NAMES
+
+Scope = Literal["process", "model", "data"]
+Stage = Literal["environment", "process", "model", "compile", "data"]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def as_bool(name: str, raw: object) -> bool:
+    """Accept a JSON bool or the usual spellings of one.
+
+    >>> as_bool("deterministic", "yes")
+    True
+    """
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise KnobError(
+        f"Expected `{name}` to be true or false. Received: {raw!r}. "
+        f"Use --set {name}=true or --set {name}=false."
+    )
+
+
+def as_int(name: str, raw: object, minimum: int) -> int:
+    if isinstance(raw, bool):
+        value = None
+    elif isinstance(raw, int):
+        value = raw
+    else:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = None
+    if value is None or value < minimum:
+        raise KnobError(
+            f"Expected `{name}` to be an integer >= {minimum}. Received: {raw!r}. "
+            f"Use for example --set {name}={max(minimum, 1)}."
+        )
+    return value
+
+
+def as_choice(name: str, raw: object, choices: tuple[str, ...]) -> str:
+    text = str(raw).strip()
+    if text not in choices:
+        raise KnobError(
+            f"Expected `{name}` to be one of {', '.join(choices)}. Received: {raw!r}. "
+            f"Use for example --set {name}={choices[-1]}."
+        )
+    return text
+
+
+def keep_or_bool(name: str, raw: object) -> bool | str:
+    if str(raw).strip().lower() == "keep":
+        return "keep"
+    try:
+        return as_bool(name, raw)
+    except KnobError:
+        raise KnobError(
+            f"Expected `{name}` to be keep, true or false. Received: {raw!r}. "
+            f"Use for example --set {name}=true."
+        ) from None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting fitspeed can turn.
+
+    `parse` turns a CLI string or a JSON value into the knob's value and raises
+    `KnobError` on anything else. `unsupported(value, backend)` gives the reason
+    a backend cannot do a value, or None (`refuses`: by default the backend's
+    own reason, `fitspeed.core.backends`). A knob with more to say subclasses
+    this and overrides the hooks (the module docstring's table).
+    """
+
+    name: str
+    description: str
+    values: str
+    default: Any
+    scope: Scope
+    stage: Stage
+    parse: Callable[[object], Any]
+    changes_numerics: bool = False
+    # the other knob's value without which this knob's values all do the same (auto_scale_loss: only mixed_float16
+    # scales the loss), or None: a search never sets it elsewhere, where it would ride along with no effect
+    only_under: tuple[str, Any] | None = None
+
+    def idle_in(self, config: Any) -> bool:
+        """Whether every value of this knob trains the same in `config` (a `KnobValues`): `only_under` unmet.
+
+        >>> from fitspeed.core.config import TrialConfig
+        >>> from fitspeed.core.knobs import get_knob
+        >>> scaling = get_knob("auto_scale_loss")
+        >>> scaling.idle_in(TrialConfig(precision="mixed_bfloat16")), scaling.idle_in(TrialConfig(
+        ...     precision="mixed_float16"))
+        (True, False)
+        """
+        return self.only_under is not None and getattr(config, self.only_under[0]) != self.only_under[1]
+
+    def unsupported(self, value: Any, backend: str) -> str | None:
+        """Why `backend` cannot run this knob at `value`, or None; every backend runs the default.
+
+        >>> from fitspeed.core.knobs import get_knob
+        >>> get_knob("steps_per_execution").unsupported(32, "torch")
+        'the PyTorch backend of Keras runs one step per execution only'
+        >>> get_knob("steps_per_execution").unsupported(1, "torch") is None
+        True
+        """
+        if value == self.default:
+            return None
+        return self.refuses(backend)
+
+    def backends(self) -> tuple[str, ...]:
+        """The backends that can do at least one non-default value."""
+        return tuple(name for name in BACKENDS if self.refuses(name) is None)
+
+    def refuses(self, backend: str) -> str | None:
+        """Why `backend` cannot turn this knob at all, or None: by default the backend's own word (`core.backends`)."""
+        return backend_of(backend).cannot(self.name)
+
+    def offer(self, where: Where) -> Offer | None:
+        """The values a search tries `where` (besides the baseline's), or why none; None: the space's own rules.
+
+        A knob module that owns its search dimension answers here, and the
+        space adds it after the dimensions it builds itself.
+        """
+        return None
+
+    def environment(self, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
+        """The variables `value` needs set before the backend is imported, given the rest of `environ`.
+
+        They are set in every trial's environment (`core.import_environment`)
+        and exported in best.json's snippet; where `at_start` is true they are
+        set before the process starts too, as a loader reads them then.
+        """
+        return {}
+
+    def too_late(self, value: Any, environ: Mapping[str, str]) -> str | None:
+        """Why `value` cannot take effect in a Python that is running already with `environ`, or None."""
+        return None
+
+    @property
+    def at_start(self) -> bool:
+        """Whether `environment` must be in place when the process starts (the dynamic loader reads it then)."""
+        return False
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a knob may ask about where a search runs (`Knob.offer`)."""
+
+    base: Any  # the baseline's TrialConfig
+    has_gpu: bool
+    cores: int
+    data_kind: str | None  # `fitspeed.core.input_kinds`' kind, or None until the baseline trial has loaded it
+    model: str
+    script: str | None  # the file of a user's training command, or None
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A knob's search dimension: the values to try besides the baseline's, or why it is not searched.
+
+    `each`: the values are alternatives, and the screen measures every one
+    (not only the next where one fails). `alone`: kept only where the screen
+    alone shows the gain. `cost_only`: measured for its cost, never recommended.
+    """
+
+    values: tuple[Any, ...] = ()
+    skipped: str | None = None
+    each: bool = False
+    alone: bool = False
+    cost_only: bool = False

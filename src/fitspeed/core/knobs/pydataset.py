@@ -1,0 +1,36 @@
+"""The `workers`, `use_multiprocessing`, `max_queue_size` knobs."""
+
+from __future__ import annotations
+
+from fitspeed.core.knobs.base import Knob, as_int, keep_or_bool
+
+
+WORKERS = Knob(
+    name="workers",
+    description="PyDataset: workers that call __getitem__ (threads, or processes); 0 keeps the PyDataset's own.",
+    values="integer >= 0",
+    default=0,
+    scope="data",
+    stage="data",
+    parse=lambda raw: as_int("workers", raw, 0),
+)
+
+USE_MULTIPROCESSING = Knob(
+    name="use_multiprocessing",
+    description="PyDataset: workers are processes (true) or threads under the GIL (false); keep keeps its own.",
+    values="keep, true, false",
+    default="keep",
+    scope="data",
+    stage="data",
+    parse=lambda raw: keep_or_bool("use_multiprocessing", raw),
+)
+
+MAX_QUEUE_SIZE = Knob(
+    name="max_queue_size",
+    description="PyDataset: batches the workers may hold ready; 0 keeps the PyDataset's own.",
+    values="integer >= 0",
+    default=0,
+    scope="data",
+    stage="data",
+    parse=lambda raw: as_int("max_queue_size", raw, 0),
+)

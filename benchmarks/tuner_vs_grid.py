@@ -36,6 +36,7 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from fitspeed.core.config import TrialConfig
@@ -43,6 +44,7 @@ from fitspeed.core.record import TrialRecord, TrialSpec
 from fitspeed.machine import environment
 from fitspeed.measure.comparison import interleave
 from fitspeed.measure.runner import run_trial
+from fitspeed.search.budget import budget_plan
 from fitspeed.search.events import TrialFinished, TuneEvent
 from fitspeed.search.tuner import Tuner, TuneSettings
 
@@ -132,6 +134,13 @@ def main() -> None:
             steps=args.steps, repeats=args.repeats, pairs=2,
             knobs=tuple(space), space=tuple(f"{k}={','.join(map(str, v))}" for k, v in space.items()),
         )
+        # a third of a small grid may not pay for an answer, which the tuner refuses: it gets the least that does
+        probe = Tuner(replace(settings, screen_only=True, storage=f"sqlite:///{Path(folder) / 'probe.db'}"))
+        smallest = budget_plan(probe.dims, budget, settings.pairs)["smallest"]
+        if budget < smallest:
+            print(f"tuner: a third of the grid, {budget} trials, cannot pay for an answer: {smallest}, the least that can")
+            budget = smallest
+            settings = replace(settings, trials=budget)
         def show(event: TuneEvent) -> None:
             if isinstance(event, TrialFinished):
                 record = event.record

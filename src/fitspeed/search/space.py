@@ -136,11 +136,7 @@ def default_space(
 
 
 def offered(where: Where) -> list[Dimension]:
-    """The dimensions the knobs own themselves (`Knob.offer`), in the registry's order.
-
-    >>> [d.name for d in offered(Where(TrialConfig(), False, 2, "arrays", "tiny", None))]  # none owns one yet
-    []
-    """
+    """The dimensions the knobs own themselves (`Knob.offer`), in the registry's order, after the space's own."""
     dims = []
     for knob in KNOBS:
         offer = knob.offer(where)

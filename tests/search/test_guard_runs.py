@@ -79,11 +79,13 @@ def _judge(baseline: list[guard.GuardRun], config: TrialConfig,
     return guard.judge(baseline, candidate), records
 
 
+@pytest.mark.timeout(900)  # the rule may ask for up to guard.MAX_SEEDS seeds a side, two runs at a time
 def test_bfloat16_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     verdict, _ = _judge(baseline, TrialConfig(precision="mixed_bfloat16"))
     assert verdict.ok, verdict.reason
 
 
+@pytest.mark.timeout(900)  # the rule may ask for up to guard.MAX_SEEDS seeds a side, two runs at a time
 def test_float16_with_loss_scaling_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     # under XLA: TensorFlow's own float16 kernels on a CPU are emulated, 45-80 s a guard run on a Xeon against
     # 15 s compiled; the candidate still trains in float16 with its loss scaled, and jit_compile is a numerics change
@@ -93,6 +95,7 @@ def test_float16_with_loss_scaling_learns_as_well(baseline: list[guard.GuardRun]
     assert {r.spec.config.precision for r in records} == {"mixed_float16"}
 
 
+@pytest.mark.timeout(900)  # the rule may ask for up to guard.MAX_SEEDS seeds a side, two runs at a time
 def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     # TensorFlow runs NCHW convolutions on a CPU only with oneDNN on, which it leaves off by default on some
     # CPUs (AMD Zen 3): onednn=True runs it on every CPU, so the verdict is always checked
@@ -100,6 +103,7 @@ def test_channels_first_learns_as_well(baseline: list[guard.GuardRun]) -> None:
     assert verdict.ok, verdict.reason
 
 
+@pytest.mark.timeout(900)  # the rule may ask for up to guard.MAX_SEEDS seeds a side, two runs at a time
 def test_a_broken_learning_rate_is_rejected(baseline: list[guard.GuardRun]) -> None:
     # a learning rate 100x too small learns worse at every seed; one 100x too large diverges or not by the seed,
     # so its pairs disagree and the rule runs it to 24 seeds a side (benchmarks/guard_power.py measures that one)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs import (backend, batch, determinism, devices, execution, layout, onednn, precision,
-                                 pydataset, remat, tf_data, threads, xla_auto_clustering)
+from fitspeed.core.knobs import (allocator, backend, batch, determinism, devices, execution, layout, onednn,
+                                 precision, pydataset, remat, tf_data, threads, xla_auto_clustering)
 from fitspeed.core.knobs.base import BACKENDS, Knob, Offer, Scope, Stage, Where
 
 __all__ = ["BACKENDS", "KNOBS", "KNOBS_BY_NAME", "Knob", "KnobValues", "Offer", "Scope", "Stage", "Where",
@@ -55,6 +55,7 @@ KNOBS: tuple[Knob, ...] = (
     pydataset.USE_MULTIPROCESSING,
     pydataset.MAX_QUEUE_SIZE,
     xla_auto_clustering.XLA_AUTO_CLUSTERING,
+    allocator.ALLOCATOR,
 )
 
 KNOBS_BY_NAME: Mapping[str, Knob] = {item.name: item for item in KNOBS}

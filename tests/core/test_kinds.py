@@ -22,8 +22,10 @@ CORE = Path(fitspeed.core.__file__).parent
 PACKAGE = CORE.parent
 PHASE_FIELDS = {"phase", "purpose", "phases", "BUDGET_FREE"}  # names whose value is a Phase (or a tuple of them)
 # where each call that takes a phase or purpose takes it, by position
-PHASE_ARGS = {"decide": 0, "store": 0, "decision_id": 0, "_settle": 0, "TrialStarted": 0, "TrialFinished": 0,
-              "measure": 1, "_run": 1, "_attrs": 1, "_challenge": 2, "_try": 2}
+# (the Tuner's public members as search/searcher.py's `Searcher` names them, and the private ones tuner.py calls)
+PHASE_ARGS = {"decide": 0, "store": 0, "decision_id": 0, "settle": 0, "TrialStarted": 0, "TrialFinished": 0,
+              "measure": 1, "measure_or_busy": 1, "_measure": 1, "_attrs": 1, "_tell": 1,
+              "claim_asked": 2, "_claim": 2, "run_claimed": 2, "challenge": 2, "_challenged": 2, "_try": 2}
 
 
 def test_a_record_crosses_the_process_boundary_as_text_and_comes_back_typed() -> None:
@@ -224,6 +226,33 @@ def test_no_module_gives_or_compares_a_bare_phase_string(layer: str) -> None:
             if text in values:
                 offenders.append(f"{path.relative_to(PACKAGE)}:{line}: {text!r} (use Phase)")
     assert not offenders, offenders
+
+
+def _phase_params() -> dict[str, set[int]]:
+    """Each function's, method's or dataclass's name in the package, and the positions (`self` not counted)
+    where it takes a phase or purpose."""
+    found: dict[str, set[int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args]
+                names = names[1:] if names[:1] in (["self"], ["cls"]) else names
+            elif isinstance(node, ast.ClassDef):
+                names = [n.target.id for n in node.body
+                         if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+            else:
+                continue
+            found.setdefault(node.name, set()).update(i for i, name in enumerate(names) if name in PHASE_FIELDS)
+    return found
+
+
+def test_each_call_the_phase_scan_reads_exists_and_takes_its_phase_where_it_looks() -> None:
+    params = _phase_params()
+    missing = sorted(name for name in PHASE_ARGS if name not in params)
+    assert not missing, f"PHASE_ARGS names what the package no longer defines: {missing}"
+    wrong = sorted(f"{name}: position {position}, but takes a phase at {sorted(params[name])}"
+                   for name, position in PHASE_ARGS.items() if position not in params[name])
+    assert not wrong, wrong
 
 
 def test_a_phase_travels_as_its_text_and_keeps_a_stored_decision_s_id() -> None:

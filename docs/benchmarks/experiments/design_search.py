@@ -86,7 +86,7 @@ def candidates_of(tuner: tuner_module.Tuner, promising: list[tuple[TrialConfig, 
     out = []
     for combo in itertools.product(*[[None, *values[k]] for k in names]):
         changes = frozenset((k, v) for k, v in zip(names, combo, strict=True) if v is not None)
-        config = tuner._config({**tuner.base.to_dict(), **dict(changes)}, quiet=True)
+        config = tuner.config_of({**tuner.base.to_dict(), **dict(changes)}, quiet=True)
         if config is not None:
             out.append((changes, config))
     return out
@@ -105,7 +105,7 @@ def design_search(tuner: tuner_module.Tuner, promising: list[tuple[TrialConfig, 
     length = max(1, tuner.ledger.left() - room)
     rng = np.random.default_rng(random.Random(f"{tuner.settings.seed}/design").getrandbits(64))
     n = 0
-    while not tuner._spent(room):
+    while not tuner.spent(room):
         fit, mean, cov, failed = posterior(tuner)
         allowed = [(c, config) for c, config in candidates if not any(f <= c for f in failed)]
         x = features(fit, allowed)
@@ -126,7 +126,7 @@ def design_search(tuner: tuner_module.Tuner, promising: list[tuple[TrialConfig, 
             break
         rejected |= set(numeric_changes(config, tuner.base).items())  # its numerics changes, not tried again
     if VARIANT == "design-challenge":
-        tuner._challenge(tuner.base, config, Phase.MODEL)
+        tuner.challenge(tuner.base, config, Phase.MODEL)
     else:
         tuner.ledger.chain_add(config, tuner.base)
 
@@ -144,7 +144,7 @@ def _search(self: tuner_module.Tuner) -> JSONObject:
     promising = Screen(self).run([d for d in self.dims if d.searched and d.knob != "batch_size"])
     design_search(self, promising)
     BatchSizes(self).run()
-    self._settle()
+    self.settle()
     self.ledger.mark_searched()
     Lean(self).once()
     return self.finish()

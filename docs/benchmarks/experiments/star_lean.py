@@ -67,7 +67,7 @@ def run(self: Lean) -> TrialConfig:
     for knob, value in changes.items():
         if own_evidence(tuner.ledger.decisions(), knob, value) is not None:
             continue
-        without = tuner._config({**changes, knob: getattr(tuner.base, knob)})
+        without = tuner.config_of({**changes, knob: getattr(tuner.base, knob)})
         if without is not None:
             arms[knob] = without
     if not arms:
@@ -96,7 +96,7 @@ def run(self: Lean) -> TrialConfig:
     out = sorted((k for k in arms if not _shows_share(decisions[k])), key=lambda k: decisions[k].ratio or 0.0)
     gone = []
     for k in out:
-        to = tuner._config({**changed_knobs(incumbent, tuner.base), k: getattr(tuner.base, k)})
+        to = tuner.config_of({**changed_knobs(incumbent, tuner.base), k: getattr(tuner.base, k)})
         if to is None:
             continue
         incumbent, moved = self._move(incumbent, to)
@@ -106,7 +106,7 @@ def run(self: Lean) -> TrialConfig:
         for k in gone:
             if (decisions[k].ratio or 0.0) < MIN_SHARE:
                 continue
-            back = tuner._config({**changed_knobs(incumbent, tuner.base), k: changes[k]})
+            back = tuner.config_of({**changed_knobs(incumbent, tuner.base), k: changes[k]})
             if back is not None and _shows_share(tuner.decider.decide(Phase.LEAN, incumbent, back, design,
                                                                       budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)
@@ -125,7 +125,7 @@ def run_sequential(self: Lean) -> TrialConfig:
     open_knobs = [k for k, v in changes.items() if own_evidence(tuner.ledger.decisions(), k, v) is None]
 
     def arm(k: str) -> TrialConfig | None:
-        return tuner._config({**changed_knobs(incumbent, tuner.base), k: getattr(tuner.base, k)})
+        return tuner.config_of({**changed_knobs(incumbent, tuner.base), k: getattr(tuner.base, k)})
 
     arms = {k: a for k in open_knobs if (a := arm(k)) is not None}
     if not arms:
@@ -173,7 +173,7 @@ def run_sequential(self: Lean) -> TrialConfig:
         for k, decision in gone.items():
             if (decision.ratio or 0.0) < MIN_SHARE:
                 continue
-            back = tuner._config({**changed_knobs(incumbent, tuner.base), k: changes[k]})
+            back = tuner.config_of({**changed_knobs(incumbent, tuner.base), k: changes[k]})
             if back is not None and back != incumbent and _shows_share(
                     tuner.decider.decide(Phase.LEAN, incumbent, back, design, budgeted=False)):
                 incumbent, _ = self._move(incumbent, back)

@@ -1,7 +1,10 @@
 """The tuner's search space: which values of which knobs to try, and which to skip.
 
-Framework-free. Each dimension either lists values to try (besides the
-baseline's) or says why it cannot run on this backend. Nothing is skipped
+Framework-free. Each knob offers its own dimension (`Knob.offer`, in its
+module under `fitspeed.core.knobs`); the space puts them in order, adds the
+other backends and their own knobs, and applies `--space` and `--knobs`. Each
+dimension either lists values to try (besides the baseline's) or says why it
+cannot run on this backend. Nothing is skipped
 because of a belief about the hardware: mixed_float16 is tried on a CPU too,
 and a slow value is rejected by its measurement. `--space knob=v1,v2` replaces
 a dimension's values, and un-skips it.
@@ -14,12 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from fitspeed.core.backends import NAMES, Backend, backend_of
+from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
-from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind, why_not
-from fitspeed.core.knobs import KNOBS, Where, get_knob
-from fitspeed.core.workloads import MODELS
+from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind
+from fitspeed.core.knobs import KNOBS, Knob, Where, get_knob
 from fitspeed.machine.environment import onednn_default, onednn_exported
 from fitspeed.measure import portability
 
@@ -64,28 +66,10 @@ class Dimension:
         return self.skipped is None and bool(self.values)
 
 
-def _image_model(model: str) -> bool | None:
-    info = MODELS.get(model)
-    if info is None:
-        return None  # a user's model: try it, a trial will say if it cannot
-    return len(info.input_shape) == 3 and model != "mlp"
-
-
-def _onednn(base: TrialConfig, default_on: bool | None) -> Dimension:
-    """oneDNN: the value that differs from what the baseline runs with on this CPU.
-
-    >>> _onednn(TrialConfig(), True).values, _onednn(TrialConfig(), False).values
-    ((False,), (True,))
-    """
-    reason = backend_of(base.backend).cannot("onednn")
-    if reason:
-        return Dimension("onednn", (), reason)
-    if isinstance(base.onednn, bool):
-        return Dimension("onednn", (not base.onednn,))
-    if default_on is None:  # TensorFlow decides by rules we do not know here: try both
-        return Dimension("onednn", (True, False))
-    # Turning off what TensorFlow turned on for this CPU costs one screen trial: kept only if that shows a gain.
-    return Dimension("onednn", (not default_on,), alone=bool(default_on))
+# The order the articles try the knobs in, and the screen measures them in. Every other backend's own knobs
+# come next, then any knob not named here, in the registry's order (`fitspeed.core.knobs.KNOBS`).
+ARTICLE_ORDER = ("steps_per_execution", "jit_compile", "precision", "auto_scale_loss", "backend", "onednn",
+                 "data_format", "intra_op_threads", "inter_op_threads", "deterministic", *INPUT_KNOBS)
 
 
 def default_space(
@@ -97,10 +81,12 @@ def default_space(
     onednn_on: bool | None | Literal["detect"] = "detect",
     script: str | None = None,
 ) -> list[Dimension]:
-    """The dimensions to sweep, in the order the articles try them; input knobs by `data`'s kind.
+    """The dimensions to sweep: each knob's own offer (`Knob.offer`), in `ARTICLE_ORDER`; input knobs by `data`'s kind.
 
-    `script` is the file of a user's training command: the backends it ties
-    itself to (`fitspeed.measure.portability`) decide whether another is tried.
+    The backend dimension is the space's own (`backend_dimension`): `script`
+    is the file of a user's training command, and the backends it ties itself
+    to (`fitspeed.measure.portability`) decide whether another is tried; each
+    other backend's own knobs are measured on top of it (`own_knobs`).
 
     `onednn_on` is whether the baseline's trials run with oneDNN on ("detect":
     TF_ENABLE_ONEDNN_OPTS where this process exports it, else TensorFlow's
@@ -110,69 +96,27 @@ def default_space(
     if onednn_on == "detect":  # what the trials inherit: the user's export, else TensorFlow's rule for this CPU
         exported = onednn_exported()
         onednn_on = onednn_default() if exported is None else exported
-    backend = backend_of(base.backend)
-    dims: list[Dimension] = []
-    dims.append(_unless(backend, _backend_knob("steps_per_execution", backend, has_gpu, cores)))
-    dims.append(_backend_knob("jit_compile", backend, has_gpu, cores))
-    # Both mixed policies everywhere: a CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one
-    # without it may run bfloat16 slow; the measurement decides. The likelier winner goes first.
-    precision = ("mixed_float16", "mixed_bfloat16") if has_gpu else ("mixed_bfloat16", "mixed_float16")
-    dims.append(Dimension("precision", precision, each=True))
-    dims.append(_loss_scaling(base))
+    where = Where(base, has_gpu, cores, data_kind(data), model, script, onednn_on)
     others = backend_dimension(base, model, script)
-    dims.append(others)
-    dims.append(_onednn(base, onednn_on))
-    if _image_model(model) is False:
-        dims.append(Dimension("data_format", (), "the model has no image layers"))
-    else:
-        dims.append(Dimension("data_format", ("channels_first",)))
-    dims.append(_unless(backend, _backend_knob("intra_op_threads", backend, has_gpu, cores)))
-    dims.append(_unless(backend, _backend_knob("inter_op_threads", backend, has_gpu, cores)))
-    dims.append(Dimension("deterministic", (True,), cost_only=True))
-    dims.extend(input_space(data_kind(data), base, cores))
-    dims.extend(own_knobs(others, base, has_gpu, cores))
-    dims.extend(offered(Where(base, has_gpu, cores, data_kind(data), model, script)))
-    return [_drop_baseline(d, base) for d in dims]
+    first = [others if name == "backend" else offered(get_knob(name), where) for name in ARTICLE_ORDER]
+    rest = [offered(knob, where) for knob in KNOBS if knob.name not in ARTICLE_ORDER]
+    dims = [*first, *own_knobs(others, base, has_gpu, cores), *rest]
+    return [_drop_baseline(d, base) for d in dims if d is not None]
 
 
-def offered(where: Where) -> list[Dimension]:
-    """The dimensions the knobs own themselves (`Knob.offer`), in the registry's order, after the space's own."""
-    dims = []
-    for knob in KNOBS:
-        offer = knob.offer(where)
-        if offer is not None:
-            dims.append(Dimension(knob.name, offer.values, offer.skipped, cost_only=offer.cost_only,
-                                  alone=offer.alone, each=offer.each))
-    return dims
+def offered(knob: Knob, where: Where) -> Dimension | None:
+    """`knob`'s search dimension `where` (`Knob.offer`), or None for a knob no search sets.
 
-
-def _loss_scaling(base: TrialConfig) -> Dimension:
-    """auto_scale_loss=False, measured under mixed_float16, the one policy Keras scales the loss under.
-
-    >>> _loss_scaling(TrialConfig()).change(False)
-    {'precision': 'mixed_float16', 'auto_scale_loss': False}
-    >>> _loss_scaling(TrialConfig(precision="mixed_float16")).name
-    'auto_scale_loss'
+    >>> from fitspeed.core.knobs import get_knob
+    >>> where = Where(TrialConfig(), False, 2, None, "tiny", None)
+    >>> offered(get_knob("steps_per_execution"), where).values, offered(get_knob("batch_size"), where)
+    ((64, 16, 4), None)
     """
-    under = get_knob("auto_scale_loss").only_under
-    if under is None or getattr(base, under[0]) == under[1]:
-        return Dimension("auto_scale_loss", (False,))
-    return Dimension("auto_scale_loss", (False,), on=under)
-
-
-def _backend_knob(knob: str, backend: Backend, has_gpu: bool, cores: int) -> Dimension:
-    """A knob whose meaning is the backend's (its compile and thread settings), with the values to try on it.
-
-    >>> _backend_knob("jit_compile", backend_of("torch"), has_gpu=False, cores=2).values
-    (True,)
-    """
-    if knob == "steps_per_execution":
-        return Dimension(knob, (64, 16, 4))  # most promising first
-    if knob == "jit_compile":
-        return Dimension(knob, (not backend.auto_jit_compile(has_gpu),))
-    if knob == "intra_op_threads" and cores < 2:
-        return Dimension(knob, (), "this machine has one core")
-    return Dimension(knob, (1,))
+    offer = knob.offer(where)
+    if offer is None:
+        return None
+    return Dimension(knob.name, offer.values, offer.skipped, cost_only=offer.cost_only, alone=offer.alone,
+                     each=offer.each, left_out=offer.left_out, on=offer.on)
 
 
 def own_knobs(others: Dimension, base: TrialConfig, has_gpu: bool, cores: int) -> list[Dimension]:
@@ -196,7 +140,8 @@ def own_knobs(others: Dimension, base: TrialConfig, has_gpu: bool, cores: int) -
         other = backend_of(name)
         tried = name in others.values
         for knob in other.own_knobs:
-            dim = _backend_knob(knob, other, has_gpu, cores)
+            dim = offered(get_knob(knob), Where(base, has_gpu, cores, None, "", None, on=name))
+            assert dim is not None, knob  # a backend's own knobs are searched knobs
             why = other.why_not_on_top(knob) or dim.skipped
             if not tried:
                 why = f"measured on top of {other.title}, which this search does not try: " + (
@@ -257,39 +202,8 @@ def input_space(kind: str | None, base: TrialConfig, cores: int) -> list[Dimensi
 
     `kind` None is a user's function, whose kind the baseline trial reports.
     """
-    workers = max(2, cores)
-    values: dict[str, tuple[Any, ...]] = {
-        "prefetch": ("autotune", 2),
-        "map_parallelism": ("autotune", workers),
-        "cache": ("memory",),
-        "vectorize": (True,),
-        "interleave": (workers,),
-        "data_deterministic": (False,),
-        "data_autotune": (False,),
-        "workers": (workers,),
-        "use_multiprocessing": (True, False),
-        "max_queue_size": (32,),
-    }
-    dims = []
-    for knob in INPUT_KNOBS:
-        if kind is None:
-            dims.append(Dimension(knob, (), "the kind of your data is known once the baseline trial loads it"))
-            continue
-        reason = why_not(knob, kind, base.backend)
-        if reason is None and knob == "shuffle_buffer":
-            reason = "shuffle_buffer changes the order the model sees: a training choice, not a speed knob"
-        dims.append(Dimension(knob, () if reason else values[knob], reason))
-    return dims
-
-
-def _unless(backend: Backend, dim: Dimension) -> Dimension:
-    """`dim`, or skipped with the reason where `backend` cannot turn its knob.
-
-    >>> _unless(backend_of("torch"), Dimension("steps_per_execution", (4,))).skipped
-    'the PyTorch backend of Keras runs one step per execution only'
-    """
-    reason = backend.cannot(dim.knob)
-    return Dimension(dim.knob, (), reason) if reason else dim
+    where = Where(base, False, cores, kind, "", None)
+    return [dim for dim in (offered(get_knob(name), where) for name in INPUT_KNOBS) if dim is not None]
 
 
 def _drop_baseline(dim: Dimension, base: TrialConfig) -> Dimension:

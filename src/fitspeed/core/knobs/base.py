@@ -152,10 +152,11 @@ class Knob:
         return backend_of(backend).cannot(self.name)
 
     def offer(self, where: Where) -> Offer | None:
-        """The values a search tries `where` (besides the baseline's), or why none; None: the space's own rules.
+        """The values a search tries `where` (besides the baseline's), or why none; None: never searched.
 
-        A knob module that owns its search dimension answers here, and the
-        space adds it after the dimensions it builds itself.
+        The search space (`fitspeed.search.space.default_space`) asks every
+        knob of the registry; a knob that is set by the user only (batch_size,
+        devices, remat) keeps this default.
         """
         return None
 
@@ -188,6 +189,13 @@ class Where:
     data_kind: str | None  # `fitspeed.core.input_kinds`' kind, or None until the baseline trial has loaded it
     model: str
     script: str | None  # the file of a user's training command, or None
+    onednn_on: bool | None = None  # whether the baseline's trials run with oneDNN on; None: TensorFlow's rule, unknown
+    on: str | None = None  # another backend the dimension is measured on top of (its own knobs), or None
+
+    @property
+    def backend(self) -> str:
+        """The backend the values are tried on: `on`, else the baseline's."""
+        return self.on or str(self.base.backend)
 
 
 @dataclass(frozen=True)
@@ -204,3 +212,5 @@ class Offer:
     each: bool = False
     alone: bool = False
     cost_only: bool = False
+    left_out: tuple[tuple[Any, str], ...] = ()  # values not tried, each with why
+    on: tuple[str, Any] | None = None  # measured on top of this other knob value, not the baseline's

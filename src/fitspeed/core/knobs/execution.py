@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from fitspeed.core.backends import backend_of
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs.base import Knob, as_bool, as_int
+from fitspeed.core.knobs.base import Knob, Offer, Where, as_bool, as_int
 
 
 def _steps_per_execution(raw: object) -> int:
@@ -28,7 +29,32 @@ def _jit_compile(raw: object) -> bool | str:
         ) from None
 
 
-STEPS_PER_EXECUTION = Knob(
+class StepsPerExecution(Knob):
+    """Searched as a ladder, the likeliest winner first; not where the backend runs one step per execution."""
+
+    def offer(self, where: Where) -> Offer:
+        """
+        >>> from fitspeed.core.config import TrialConfig
+        >>> STEPS_PER_EXECUTION.offer(Where(TrialConfig(), False, 2, None, "tiny", None)).values
+        (64, 16, 4)
+        """
+        why = self.refuses(where.backend)
+        return Offer(skipped=why) if why else Offer(values=(64, 16, 4))
+
+
+class JitCompile(Knob):
+    """The value that differs from what Keras's auto picks on the backend (`Backend.auto_jit_compile`)."""
+
+    def offer(self, where: Where) -> Offer:
+        """
+        >>> from fitspeed.core.config import TrialConfig
+        >>> JIT_COMPILE.offer(Where(TrialConfig(), False, 2, None, "tiny", None, on="torch")).values
+        (True,)
+        """
+        return Offer(values=(not backend_of(where.backend).auto_jit_compile(where.has_gpu),))
+
+
+STEPS_PER_EXECUTION = StepsPerExecution(
     name="steps_per_execution",
     description="Batches run per compiled call: compile(steps_per_execution=N).",
     values="integer >= 1",
@@ -38,7 +64,7 @@ STEPS_PER_EXECUTION = Knob(
     parse=_steps_per_execution,
 )
 
-JIT_COMPILE = Knob(
+JIT_COMPILE = JitCompile(
     name="jit_compile",
     description="XLA compilation of the train step: compile(jit_compile=...).",
     values="auto, true, false",

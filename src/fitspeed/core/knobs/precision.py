@@ -2,10 +2,39 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, as_bool, as_choice
+from fitspeed.core.knobs.base import Knob, Offer, Where, as_bool, as_choice
 
 
-PRECISION = Knob(
+class Precision(Knob):
+    """Both mixed policies everywhere, each measured; the likelier winner first.
+
+    A CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one without it
+    may run bfloat16 slow: the measurement decides, never a belief about the
+    hardware.
+    """
+
+    def offer(self, where: Where) -> Offer:
+        mixed = ("mixed_float16", "mixed_bfloat16") if where.has_gpu else ("mixed_bfloat16", "mixed_float16")
+        return Offer(values=mixed, each=True)
+
+
+class AutoScaleLoss(Knob):
+    """auto_scale_loss=False, measured under mixed_float16, the one policy Keras scales the loss under."""
+
+    def offer(self, where: Where) -> Offer:
+        """
+        >>> from fitspeed.core.config import TrialConfig
+        >>> AUTO_SCALE_LOSS.offer(Where(TrialConfig(), False, 2, None, "tiny", None)).on
+        ('precision', 'mixed_float16')
+        >>> AUTO_SCALE_LOSS.offer(Where(TrialConfig(precision="mixed_float16"), False, 2, None, "tiny", None)).on
+        """
+        under = self.only_under
+        if under is None or getattr(where.base, under[0]) == under[1]:
+            return Offer(values=(False,))
+        return Offer(values=(False,), on=under)
+
+
+PRECISION = Precision(
     name="precision",
     description="Global dtype policy: keras.mixed_precision.set_global_policy(...); the model's output layers "
     "are kept float32 (rewritten and checked where they follow the policy).",
@@ -19,7 +48,7 @@ PRECISION = Knob(
     changes_numerics=True,
 )
 
-AUTO_SCALE_LOSS = Knob(
+AUTO_SCALE_LOSS = AutoScaleLoss(
     name="auto_scale_loss",
     description="Loss scaling under mixed_float16: compile(auto_scale_loss=...) wraps the optimizer in a "
     "LossScaleOptimizer (dynamic scale, skipped steps on inf); false trains without it (float16 gradients may "

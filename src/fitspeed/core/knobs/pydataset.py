@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, as_int, keep_or_bool
+from fitspeed.core.knobs.base import as_int, keep_or_bool
+from fitspeed.core.knobs.input import InputKnob
 
 
-WORKERS = Knob(
+WORKERS = InputKnob(
     name="workers",
     description="PyDataset: workers that call __getitem__ (threads, or processes); 0 keeps the PyDataset's own.",
     values="integer >= 0",
@@ -13,9 +14,10 @@ WORKERS = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_int("workers", raw, 0),
+    tried=lambda workers: (workers,),
 )
 
-USE_MULTIPROCESSING = Knob(
+USE_MULTIPROCESSING = InputKnob(
     name="use_multiprocessing",
     description="PyDataset: workers are processes (true) or threads under the GIL (false); keep keeps its own.",
     values="keep, true, false",
@@ -23,9 +25,10 @@ USE_MULTIPROCESSING = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: keep_or_bool("use_multiprocessing", raw),
+    tried=lambda workers: (True, False),
 )
 
-MAX_QUEUE_SIZE = Knob(
+MAX_QUEUE_SIZE = InputKnob(
     name="max_queue_size",
     description="PyDataset: batches the workers may hold ready; 0 keeps the PyDataset's own.",
     values="integer >= 0",
@@ -33,4 +36,5 @@ MAX_QUEUE_SIZE = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_int("max_queue_size", raw, 0),
+    tried=lambda workers: (32,),
 )

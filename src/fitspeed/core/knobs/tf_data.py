@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs.base import Knob, as_bool, as_choice, as_int
+from fitspeed.core.knobs.base import as_bool, as_choice, as_int
+from fitspeed.core.knobs.input import InputKnob
 
 
 def _prefetch(raw: object) -> int | str:
@@ -43,7 +44,7 @@ def _parallelism(raw: object) -> int | str:
         ) from None
 
 
-PREFETCH = Knob(
+PREFETCH = InputKnob(
     name="prefetch",
     description="tf.data: dataset.prefetch(N or AUTOTUNE) at the end of the pipeline; off adds none.",
     values="off, autotune, integer >= 1",
@@ -51,9 +52,10 @@ PREFETCH = Knob(
     scope="data",
     stage="data",
     parse=_prefetch,
+    tried=lambda workers: ("autotune", 2),
 )
 
-MAP_PARALLELISM = Knob(
+MAP_PARALLELISM = InputKnob(
     name="map_parallelism",
     description="tf.data: num_parallel_calls of the per-example map (decode, augment).",
     values="autotune, integer >= 1",
@@ -61,9 +63,10 @@ MAP_PARALLELISM = Knob(
     scope="data",
     stage="data",
     parse=_parallelism,
+    tried=lambda workers: ("autotune", workers),
 )
 
-CACHE = Knob(
+CACHE = InputKnob(
     name="cache",
     description="tf.data: dataset.cache() after decoding, in memory or in a file.",
     values="off, memory, file",
@@ -71,9 +74,10 @@ CACHE = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_choice("cache", raw, ("off", "memory", "file")),
+    tried=lambda workers: ("memory",),
 )
 
-VECTORIZE = Knob(
+VECTORIZE = InputKnob(
     name="vectorize",
     description="tf.data: batch before the augment map, so it runs once per batch (same randomness per example).",
     values="true, false",
@@ -81,9 +85,10 @@ VECTORIZE = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_bool("vectorize", raw),
+    tried=lambda workers: (True,),
 )
 
-SHUFFLE_BUFFER = Knob(
+SHUFFLE_BUFFER = InputKnob(
     name="shuffle_buffer",
     description="tf.data: dataset.shuffle(N) before repeat; 0 reads in file order.",
     values="integer >= 0",
@@ -92,9 +97,10 @@ SHUFFLE_BUFFER = Knob(
     stage="data",
     parse=lambda raw: as_int("shuffle_buffer", raw, 0),
     changes_numerics=True,
+    not_searched="shuffle_buffer changes the order the model sees: a training choice, not a speed knob",
 )
 
-INTERLEAVE = Knob(
+INTERLEAVE = InputKnob(
     name="interleave",
     description="tf.data: files read in parallel with interleave(cycle_length=N); 1 reads one at a time.",
     values="integer >= 1",
@@ -102,9 +108,10 @@ INTERLEAVE = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_int("interleave", raw, 1),
+    tried=lambda workers: (workers,),
 )
 
-DATA_DETERMINISTIC = Knob(
+DATA_DETERMINISTIC = InputKnob(
     name="data_deterministic",
     description="tf.data: keep element order in parallel map and interleave (Options.deterministic).",
     values="true, false",
@@ -113,9 +120,10 @@ DATA_DETERMINISTIC = Knob(
     stage="data",
     parse=lambda raw: as_bool("data_deterministic", raw),
     changes_numerics=True,
+    tried=lambda workers: (False,),
 )
 
-DATA_AUTOTUNE = Knob(
+DATA_AUTOTUNE = InputKnob(
     name="data_autotune",
     description="tf.data: Options.autotune.enabled, also for the pipeline Keras builds from numpy arrays.",
     values="true, false",
@@ -123,4 +131,5 @@ DATA_AUTOTUNE = Knob(
     scope="data",
     stage="data",
     parse=lambda raw: as_bool("data_autotune", raw),
+    tried=lambda workers: (False,),
 )

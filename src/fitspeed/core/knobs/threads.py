@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, as_int
+from fitspeed.core.knobs.base import Knob, Offer, Where, as_int
 
 
-INTRA_OP_THREADS = Knob(
+class Threads(Knob):
+    """One thread, tried where the backend honours the setting; intra-op only where there is more than one core."""
+
+    def offer(self, where: Where) -> Offer:
+        """
+        >>> from fitspeed.core.config import TrialConfig
+        >>> INTRA_OP_THREADS.offer(Where(TrialConfig(), False, 1, None, "tiny", None)).skipped
+        'this machine has one core'
+        """
+        why = self.refuses(where.backend)
+        if why is None and self.name == "intra_op_threads" and where.cores < 2:
+            why = "this machine has one core"
+        return Offer(skipped=why) if why else Offer(values=(1,))
+
+
+INTRA_OP_THREADS = Threads(
     name="intra_op_threads",
     description="Threads inside one op; 0 keeps the backend's default.",
     values="integer >= 0",
@@ -15,7 +30,7 @@ INTRA_OP_THREADS = Knob(
     parse=lambda raw: as_int("intra_op_threads", raw, 0),
 )
 
-INTER_OP_THREADS = Knob(
+INTER_OP_THREADS = Threads(
     name="inter_op_threads",
     description="Ops run side by side; 0 keeps the backend's default.",
     values="integer >= 0",

@@ -26,7 +26,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.json_data import JSONObject
-from fitspeed.core.knobs import KNOBS
+from fitspeed.core.knobs import KNOBS, knob_environment
 from fitspeed.core.record import SCHEMA_VERSION, to_json
 from fitspeed.core.study_summary import StudySummary
 
@@ -37,10 +37,8 @@ def exports(config: TrialConfig) -> dict[str, str]:
     >>> exports(TrialConfig(onednn=True))
     {'TF_ENABLE_ONEDNN_OPTS': '1'}
     """
-    out = backend_of(config.backend).exports(config.onednn)
-    for knob in KNOBS:  # what the knobs that own their environment need (`Knob.environment`)
-        out.update(knob.environment(getattr(config, knob.name), out))
-    return out
+    # onednn's variable is the backend's to export; the knobs that own their environment add theirs
+    return knob_environment(config, backend_of(config.backend).exports(config.onednn))
 
 
 def _at_start(config: TrialConfig) -> set[str]:
@@ -119,13 +117,9 @@ def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
     if "remat" in changed:  # keras.RematScope acts on the layers created inside it
         lines += ["", "# Build the model inside the scope: its layers' activations are recomputed in the backward pass.",
                   f"with keras.RematScope(mode={config.remat!r}):", "    model = build_model()  # your own"]
-    compile_args = []
-    if "steps_per_execution" in changed:
-        compile_args.append(f"    steps_per_execution={config.steps_per_execution},")
-    if "jit_compile" in changed:
-        compile_args.append(f"    jit_compile={config.jit_compile!r},")
-    if "auto_scale_loss" in changed:
-        compile_args.append(f"    auto_scale_loss={config.auto_scale_loss!r},")
+    # every knob of the compile stage is a model.compile() argument of its own name
+    compile_args = [f"    {knob.name}={changed[knob.name]!r}," for knob in KNOBS
+                    if knob.stage == "compile" and knob.name in changed]
     if compile_args:
         lines += ["", "# Build and compile your model as before, adding these arguments:",
                   "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",

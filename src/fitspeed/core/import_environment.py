@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
-from fitspeed.core.knobs import KNOBS
+from fitspeed.core.knobs import knob_environment
 
 XLA_HOST_DEVICES = "--xla_force_host_platform_device_count"
 DETERMINISTIC_XLA = "--xla_gpu_deterministic_ops=true"
@@ -47,9 +47,7 @@ def import_environment(config: TrialConfig, seed: int, environ: Mapping[str, str
     if backend.splits_cpu_before_import and config.devices != 1:  # JAX: N host devices, asked before import
         flags = re.sub(rf"{XLA_HOST_DEVICES}=\d+", "", env.get("XLA_FLAGS", "")).strip()
         env["XLA_FLAGS"] = f"{flags} {XLA_HOST_DEVICES}={config.devices}".strip()
-    for knob in KNOBS:  # what the knobs that own their environment need (`Knob.environment`)
-        env.update(knob.environment(getattr(config, knob.name), env))
-    return env
+    return knob_environment(config, env)  # what the knobs that own their environment need (`Knob.environment`)
 
 
 def start_environment(config: TrialConfig, environ: Mapping[str, str]) -> dict[str, str]:
@@ -61,8 +59,4 @@ def start_environment(config: TrialConfig, environ: Mapping[str, str]) -> dict[s
     >>> start_environment(TrialConfig(), {"A": "1"})
     {'A': '1'}
     """
-    env = dict(environ)
-    for knob in KNOBS:
-        if knob.at_start:
-            env.update(knob.environment(getattr(config, knob.name), env))
-    return env
+    return knob_environment(config, environ, at_start=True)

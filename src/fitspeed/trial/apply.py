@@ -162,9 +162,9 @@ def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
 
 
 def compile_kwargs(config: TrialConfig) -> dict[str, Any]:
-    """The `model.compile()` keyword arguments that carry knobs."""
-    return {
-        "steps_per_execution": config.steps_per_execution,
-        "jit_compile": config.jit_compile,
-        "auto_scale_loss": config.auto_scale_loss,
-    }
+    """The `model.compile()` keyword arguments that carry knobs: every knob of the compile stage, by its name.
+
+    >>> compile_kwargs(TrialConfig(steps_per_execution=32))
+    {'steps_per_execution': 32, 'jit_compile': 'auto', 'auto_scale_loss': True}
+    """
+    return {knob.name: getattr(config, knob.name) for knob in KNOBS if knob.stage == "compile"}

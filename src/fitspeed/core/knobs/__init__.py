@@ -27,7 +27,7 @@ from fitspeed.core.knobs import (allocator, backend, batch, determinism, devices
 from fitspeed.core.knobs.base import BACKENDS, Knob, Offer, Scope, Stage, Where
 
 __all__ = ["BACKENDS", "KNOBS", "KNOBS_BY_NAME", "Knob", "KnobValues", "Offer", "Scope", "Stage", "Where",
-           "check_backend_installed", "get_knob", "parse_assignment"]
+           "check_backend_installed", "get_knob", "knob_environment", "parse_assignment"]
 
 KNOBS: tuple[Knob, ...] = (
     backend.BACKEND,
@@ -100,6 +100,25 @@ else:
         frozen=True,
         namespace={"__module__": __name__, "__doc__": "The knob table: one field per knob of `KNOBS`, in its order, with its default "
                               "(Keras's own)."})
+
+
+def knob_environment(config: Any, environ: Mapping[str, str], at_start: bool = False) -> dict[str, str]:
+    """`environ` with what each knob's `environment` hook adds for `config` (a `KnobValues`), in the registry's order.
+
+    `at_start`: only the knobs whose variables the loader reads when the
+    process starts (`Knob.at_start`). Each hook sees what the knobs before it
+    set, so two knobs that add to one variable keep both.
+
+    >>> knob_environment(KnobValues(xla_auto_clustering=True), {"A": "1"})
+    {'A': '1', 'TF_XLA_FLAGS': '--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit'}
+    >>> knob_environment(KnobValues(xla_auto_clustering=True), {}, at_start=True)
+    {}
+    """
+    env = dict(environ)
+    for knob in KNOBS:
+        if knob.at_start or not at_start:
+            env.update(knob.environment(getattr(config, knob.name), env))
+    return env
 
 
 def get_knob(name: str) -> Knob:

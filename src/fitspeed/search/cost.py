@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fitspeed.core.json_data import JSONObject
+from fitspeed.search.lean import LEAN_MAX_PAIRS
 
 PAYS_WITHIN = 10  # an answer that needs more runs of the script than this to pay back the tune "does not pay back soon"
 STEPS_UNIT = 1000  # a model with no run of its own: the saving per this many training steps
@@ -52,11 +53,15 @@ def estimate(trials: int, trial_s: float | None, guard_run_s: float | None) -> s
     start and build side by side); the lean step, the verification's further
     pairs and the guard come on top.
 
+    The lean step's share is said per knob: an answer that carries a knob
+    with no evidence of its own times it against the answer in up to
+    LEAN_MAX_PAIRS pairs, two trials a pair (`fitspeed.search.lean`).
+
     >>> print(estimate(43, 11.2, 31.0))  # doctest: +NORMALIZE_WHITESPACE
     budget: 43 trial processes for the search and the verification's first look, at about 11 s each (the
-    baseline's): 8 min 2 s or less (the trials of a round start side by side); the lean step comes on top, and
-    where the numerics guard checks a change of precision, 10 or more training runs of about 31 s (5 min 10 s
-    or more)
+    baseline's): 8 min 2 s or less (the trials of a round start side by side); the lean step comes on top, up
+    to 24 pairs (about 8 min 58 s) for each knob an answer carries without evidence of its own, and where the
+    numerics guard checks a change of precision, 10 or more training runs of about 31 s (5 min 10 s or more)
     >>> print(estimate(43, None, None))
     budget: 43 trial processes for the search and the verification's first look; the lean step comes on top
     """
@@ -64,7 +69,9 @@ def estimate(trials: int, trial_s: float | None, guard_run_s: float | None) -> s
     if trial_s is None or trial_s <= 0:
         return head + "; the lean step comes on top"
     line = f"{head}, at about {trial_s:.0f} s each (the baseline's): {duration(trials * trial_s)} or less " \
-           "(the trials of a round start side by side); the lean step comes on top"
+           f"(the trials of a round start side by side); the lean step comes on top, up to {LEAN_MAX_PAIRS} pairs " \
+           f"(about {duration(2 * LEAN_MAX_PAIRS * trial_s)}) for each knob an answer carries without evidence of " \
+           "its own"
     if guard_run_s:
         line += (f", and where the numerics guard checks a change of precision, 10 or more training runs of about "
                  f"{guard_run_s:.0f} s ({duration(10 * guard_run_s)} or more)")

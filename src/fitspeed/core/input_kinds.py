@@ -13,6 +13,9 @@ A data source is one of four kinds, and each kind can take some input knobs:
 | pydataset | a `keras.utils.PyDataset` (`pyloader`, a user's)  | workers, use_multiprocessing,          |
 |           |                                                   | max_queue_size                         |
 
+Each input knob's module says which kinds it applies to (`InputKnob.applies_to`,
+`fitspeed.core.knobs.input`); this table is what they say today.
+
 A user's `module:function` is of unknown kind until a trial loads it; the
 trial reports the kind (`metrics.data_kind`) and the tuner adds the knobs then.
 """
@@ -21,31 +24,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.backends import backend_of
 from fitspeed.core.data_ref import DataKind, DataRef
 from fitspeed.core.errors import KnobError
+from fitspeed.core.knobs import KNOBS
+from fitspeed.core.knobs.input import InputKnob
 
-TF_DATA_KNOBS = (
-    "prefetch", "map_parallelism", "cache", "vectorize", "shuffle_buffer", "interleave",
-    "data_deterministic", "data_autotune",
-)
-PYDATASET_KNOBS = ("workers", "use_multiprocessing", "max_queue_size")
+# the input knobs, in the registry's order: each one's module says which kinds of data it applies to
+_INPUT: dict[str, InputKnob] = {knob.name: knob for knob in KNOBS if isinstance(knob, InputKnob)}
+TF_DATA_KNOBS = tuple(name for name, knob in _INPUT.items() if knob.family == "tf.data")
+PYDATASET_KNOBS = tuple(name for name, knob in _INPUT.items() if knob.family == "PyDataset")
 INPUT_KNOBS = TF_DATA_KNOBS + PYDATASET_KNOBS
 KINDS = tuple(DataKind)
-
-_APPLIES = {
-    DataKind.IMAGES: set(TF_DATA_KNOBS),
-    DataKind.DATASET: {"prefetch", "data_deterministic", "data_autotune"},
-    DataKind.ARRAYS: {"data_autotune"},
-    DataKind.PYDATASET: set(PYDATASET_KNOBS),
-}
-
-_WHAT = {
-    DataKind.IMAGES: "an images: folder",
-    DataKind.DATASET: "your tf.data.Dataset",
-    DataKind.ARRAYS: "numpy arrays",
-    DataKind.PYDATASET: "a PyDataset",
-}
 
 
 def data_kind(ref: str | None) -> DataKind | None:
@@ -67,22 +56,9 @@ def why_not(knob: str, kind: str | None, backend: str = "tensorflow") -> str | N
     >>> why_not("data_autotune", "arrays") is None, why_not("workers", "pydataset") is None
     (True, True)
     """
-    if knob not in INPUT_KNOBS or kind is None:
+    if knob not in _INPUT:
         return None
-    if kind == DataKind.ARRAYS and knob == "data_autotune" and not backend_of(backend).feeds_arrays_through_tf_data:
-        return f"data_autotune: Keras feeds numpy arrays to the {backend} backend without tf.data"
-    kind = DataKind(kind)  # a kind given as its text, as a record holds it
-    if knob in _APPLIES[kind]:
-        return None
-    if knob in PYDATASET_KNOBS:
-        return f"{knob} applies to a keras.utils.PyDataset; the data here is {_WHAT[kind]}"
-    if kind == DataKind.ARRAYS:
-        return (f"{knob} applies to the pipeline fitspeed builds for an images: folder; the data here "
-                "is numpy arrays, which Keras batches itself")
-    if kind == DataKind.DATASET:
-        return (f"{knob} applies to the pipeline fitspeed builds for an images: folder; your "
-                "tf.data.Dataset is built by your code, so only its prefetch and options can change")
-    return f"{knob} applies to tf.data pipelines; the data here is {_WHAT[kind]}"
+    return _INPUT[knob].why_not(kind, backend)
 
 
 def check(changed: dict[str, Any], kind: str | None, backend: str) -> None:

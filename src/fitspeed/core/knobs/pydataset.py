@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fitspeed.core.data_ref import DataKind
 from fitspeed.core.knobs.base import as_int, keep_or_bool
 from fitspeed.core.knobs.input import InputKnob
 
@@ -15,6 +16,8 @@ WORKERS = InputKnob(
     stage="data",
     parse=lambda raw: as_int("workers", raw, 0),
     tried=lambda workers: (workers,),
+    family="PyDataset",
+    applies_to=frozenset({DataKind.PYDATASET}),
 )
 
 USE_MULTIPROCESSING = InputKnob(
@@ -26,6 +29,8 @@ USE_MULTIPROCESSING = InputKnob(
     stage="data",
     parse=lambda raw: keep_or_bool("use_multiprocessing", raw),
     tried=lambda workers: (True, False),
+    family="PyDataset",
+    applies_to=frozenset({DataKind.PYDATASET}),
 )
 
 MAX_QUEUE_SIZE = InputKnob(
@@ -37,4 +42,6 @@ MAX_QUEUE_SIZE = InputKnob(
     stage="data",
     parse=lambda raw: as_int("max_queue_size", raw, 0),
     tried=lambda workers: (32,),
+    family="PyDataset",
+    applies_to=frozenset({DataKind.PYDATASET}),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fitspeed.core.data_ref import DataKind
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs.base import as_bool, as_choice, as_int
 from fitspeed.core.knobs.input import InputKnob
@@ -53,6 +54,7 @@ PREFETCH = InputKnob(
     stage="data",
     parse=_prefetch,
     tried=lambda workers: ("autotune", 2),
+    applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET}),
 )
 
 MAP_PARALLELISM = InputKnob(
@@ -121,6 +123,7 @@ DATA_DETERMINISTIC = InputKnob(
     parse=lambda raw: as_bool("data_deterministic", raw),
     changes_numerics=True,
     tried=lambda workers: (False,),
+    applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET}),
 )
 
 DATA_AUTOTUNE = InputKnob(
@@ -132,4 +135,5 @@ DATA_AUTOTUNE = InputKnob(
     stage="data",
     parse=lambda raw: as_bool("data_autotune", raw),
     tried=lambda workers: (False,),
+    applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET, DataKind.ARRAYS}),
 )

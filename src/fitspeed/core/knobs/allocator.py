@@ -43,6 +43,11 @@ def library(name: str) -> str | None:
     return None
 
 
+def _preloaded(environ: Mapping[str, str]) -> list[str]:
+    """The libraries LD_PRELOAD names in `environ` (the loader takes spaces or colons between them)."""
+    return environ.get(VARIABLE, "").replace(":", " ").split()
+
+
 def _missing(name: str) -> str:
     return (f"{LIBRARIES[name][0]} is not installed on this machine: install it (apt-get install "
             f"{LIBRARIES[name][1]}), or keep allocator={SYSTEM}")
@@ -69,15 +74,15 @@ class Allocator(Knob):
         return Offer(values=found, each=True)
 
     def environment(self, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
-        path = library(value) if value != SYSTEM else None
+        path = library(value)
         if path is None:
             return {}
-        kept = [entry for entry in environ.get(VARIABLE, "").replace(":", " ").split() if entry != path]
+        kept = [entry for entry in _preloaded(environ) if entry != path]
         return {VARIABLE: " ".join([path, *kept])}
 
     def too_late(self, value: Any, environ: Mapping[str, str]) -> str | None:
-        path = library(value) if value != SYSTEM else None
-        if path is None or path in environ.get(VARIABLE, "").replace(":", " ").split():
+        path = library(value)
+        if path is None or path in _preloaded(environ):
             return None
         return (f"allocator={value} is loaded when the process starts, and this Python started without it. Start it "
                 f"with {VARIABLE}={path} in its environment (best.json's snippet exports it), then call "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fitspeed.core.knobs.base import Knob, Offer, Where, as_choice
+from fitspeed.core.workloads import MODELS
 
 
 class DataFormat(Knob):
@@ -14,8 +15,6 @@ class DataFormat(Knob):
         >>> DATA_FORMAT.offer(Where(TrialConfig(), False, 2, None, "mlp", None)).skipped
         'the model has no image layers'
         """
-        from fitspeed.core.workloads import MODELS
-
         info = MODELS.get(where.model)
         if info is not None and (len(info.input_shape) != 3 or where.model == "mlp"):
             return Offer(skipped="the model has no image layers")

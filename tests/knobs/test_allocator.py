@@ -64,6 +64,14 @@ def test_a_process_started_in_its_environment_has_the_library_loaded(jemalloc: s
     assert plain.stdout.strip() == "False", plain.stderr
 
 
+def test_it_goes_in_front_of_what_ld_preload_held_and_only_once(jemalloc: str) -> None:
+    config = TrialConfig(allocator="jemalloc")
+    env = start_environment(config, {"LD_PRELOAD": "/opt/a.so:/opt/b.so"})
+    assert env["LD_PRELOAD"] == f"{jemalloc} /opt/a.so /opt/b.so"
+    assert start_environment(config, env)["LD_PRELOAD"] == env["LD_PRELOAD"]  # applied twice: the same
+    assert start_environment(TrialConfig(), {"LD_PRELOAD": "/opt/a.so"}) == {"LD_PRELOAD": "/opt/a.so"}
+
+
 def test_best_json_exports_it_for_before_python_starts_only(jemalloc: str) -> None:
     config = TrialConfig(allocator="jemalloc")
     assert best_json.exports(config) == {"LD_PRELOAD": jemalloc}

@@ -10,7 +10,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec, new_record
 from fitspeed.core.study_summary import StudySummary
 from fitspeed.report import plot_data
-from fitspeed.search.studies import config_key
+from fitspeed.core.config import config_key
 from fitspeed.search.summary import study_summary
 
 

@@ -170,8 +170,9 @@ def _tuner(machine: Any, answer: dict, storage: Any = None) -> Any:
 
 def _lean_trials(tuner: Any) -> list[tuple[str, str, float | None]]:
     """The pass's trials as (round, what: "inc" or the knob taken out, samples/s)."""
+    from fitspeed.core.config import config_key
     from fitspeed.core.record import TrialRecord
-    from fitspeed.search.studies import config_key, measured
+    from fitspeed.search.studies import measured
 
     out = []
     for key, trial in measured(tuner.study).items():
@@ -208,7 +209,7 @@ def test_each_round_measures_the_incumbent_once_for_every_knob_still_open() -> N
     assert sum(what == "inc" for _, what, _ in trials) < sum(len(d.pairs) for d in decisions)
     assert leaned.steps_per_execution == 64
     # each pair's order is the order its two trials ran in that round ("AB": the incumbent less the knob first)
-    from fitspeed.search.studies import config_key
+    from fitspeed.core.config import config_key
 
     ran = {}
     for trial in tuner.study.get_trials():

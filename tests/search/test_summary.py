@@ -6,7 +6,7 @@ import json
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialSpec, new_record
-from fitspeed.search.studies import config_key
+from fitspeed.core.config import config_key
 from fitspeed.search.summary import study_summary
 
 

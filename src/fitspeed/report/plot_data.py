@@ -20,7 +20,7 @@ from fitspeed.core.record import Status, TrialRecord
 from fitspeed.core.sequential import level
 from fitspeed.core.study_summary import StudySummary
 from fitspeed.search.phase import Phase
-from fitspeed.search.studies import config_key
+from fitspeed.core.config import config_key
 from fitspeed.search.summary import StudyData, StudyTrial
 
 SAMPLES_PER_BAR = 10_000  # plot 1: seconds to train this many samples

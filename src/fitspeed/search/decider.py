@@ -55,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fitspeed.core.config import TrialConfig
+from fitspeed.core.config import TrialConfig, config_key
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Design, Noise, Step, Verdict, pair_order, step
 from fitspeed.search import studies
@@ -226,7 +226,7 @@ def decision_id(purpose: Phase, a: TrialConfig, b: TrialConfig) -> str:
     >>> decision_id(Phase.COMBINE, a, b), decision_id(Phase.VERIFY, a, b)
     ('658c1441', '19fd52ec')
     """
-    text = f"{purpose}|{studies.config_key(a)}|{studies.config_key(b)}"
+    text = f"{purpose}|{config_key(a)}|{config_key(b)}"
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 

@@ -69,7 +69,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from fitspeed.core.config import TrialConfig
+from fitspeed.core.config import TrialConfig, config_key
 from fitspeed.core.errors import KnobError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import get_knob
@@ -254,10 +254,10 @@ class Lean:
         tuner = self.tuner
 
         def leaned() -> bool | None:
-            return True if tuner.study.user_attrs.get(LEANED) == studies.config_key(tuner.ledger.incumbent()) else None
+            return True if tuner.study.user_attrs.get(LEANED) == config_key(tuner.ledger.incumbent()) else None
 
         def lean() -> bool:
-            tuner.study.set_user_attr(LEANED, studies.config_key(self.run()))
+            tuner.study.set_user_attr(LEANED, config_key(self.run()))
             return True
 
         tuner.once(LEANED, leaned, lean)

@@ -35,7 +35,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from fitspeed.core.config import TrialConfig
+from fitspeed.core.config import TrialConfig, config_key
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import TrialRecord
 from fitspeed.core.sequential import Noise, pooled_noise, welch
@@ -62,11 +62,11 @@ BUDGET_FREE = (Phase.BATCH_SIZE, Phase.LEAN, Phase.VERIFY)  # phases outside the
 
 
 def guard_key(config: TrialConfig) -> str:
-    return GUARD + studies.config_key(config)
+    return GUARD + config_key(config)
 
 
 def guard_run_key(config: TrialConfig, seed: int) -> str:
-    return f"{GUARD_RUN}{studies.config_key(config)}@seed{seed}"
+    return f"{GUARD_RUN}{config_key(config)}@seed{seed}"
 
 
 def decisions_of(attrs: Mapping[str, Any]) -> list[Decision]:
@@ -160,7 +160,7 @@ class Ledger:
         return statistics.median(found) if found else None
 
     def figures(self, config: TrialConfig) -> list[float]:
-        prefix = studies.config_key(config)
+        prefix = config_key(config)
         speeds = [TrialRecord.from_dict(t.user_attrs["record"]).throughput for k, t in studies.measured(self.study).items()
                   if k.startswith(prefix) and (k == prefix or k[len(prefix)] == "#")]
         return [s for s in speeds if s]
@@ -168,7 +168,7 @@ class Ledger:
     def screen_baselines(self) -> list[float]:
         """The baseline's figures from the screen, in the order measured."""
         out = []
-        base = studies.config_key(self.base)
+        base = config_key(self.base)
         for key, trial in studies.measured(self.study).items():
             if trial.user_attrs.get("phase") == Phase.BASELINE and key.startswith(base):
                 tag = key[len(base):]
@@ -244,7 +244,7 @@ class Ledger:
         prior too) and the study's first trial (a cold start: measured at 0.63x
         of the rest here once). Fewer than two trials: None.
         """
-        prefix = studies.config_key(config)
+        prefix = config_key(config)
         measured = studies.measured(self.study)
         first = min((t.number for t in measured.values()), default=None)
         logs = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
+from fitspeed.core.config import config_key
 from fitspeed.search import studies
 from fitspeed.search.decider import STOP_SHARE
 from fitspeed.search.phase import Phase
@@ -46,7 +47,7 @@ class Sampler:
                     duplicates += 1
                     self.tuner.study.tell(trial, state=TrialState.FAIL)
                     continue
-                key = studies.config_key(config)
+                key = config_key(config)
                 done = studies.measured(self.tuner.study)
                 measured_before = [t for k, t in done.items() if k == key or k.startswith(key + "#")]
                 claimed = None if measured_before else self.tuner.claim_asked(trial, config, Phase.SAMPLER, stop_below)

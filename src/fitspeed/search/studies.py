@@ -34,27 +34,6 @@ from fitspeed.search import storages
 from fitspeed.search.storages import StorageArg
 
 
-# The knobs a key has carried at their defaults since studies were first stored. A knob added since enters a
-# key only where it differs from its default, so adding one leaves every stored key, decision id and pair order
-# (`decider.pair_order`, seeded by the id) as it was.
-KEYED_AT_DEFAULT = frozenset((
-    "backend", "batch_size", "devices", "steps_per_execution", "jit_compile", "precision", "auto_scale_loss",
-    "data_format", "remat", "deterministic", "onednn", "intra_op_threads", "inter_op_threads", "prefetch",
-    "map_parallelism", "cache", "vectorize", "shuffle_buffer", "interleave", "data_deterministic", "data_autotune",
-    "workers", "use_multiprocessing", "max_queue_size"))
-
-
-def config_key(config: TrialConfig) -> str:
-    """The configuration's key in a study's storage: its knob values, those added since at their defaults left out.
-
-    >>> set(json.loads(config_key(TrialConfig()))) == KEYED_AT_DEFAULT
-    True
-    """
-    changed = config.changed()
-    return json.dumps({name: value for name, value in config.to_dict().items()
-                       if name in KEYED_AT_DEFAULT or name in changed}, sort_keys=True)
-
-
 def plain(value: Any) -> Any:
     """Strict-JSON form of a record (NaN becomes null) for Optuna's storage."""
     return json.loads(to_json(value))

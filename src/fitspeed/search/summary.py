@@ -24,7 +24,7 @@ from fitspeed.search import batch_figures, cost, guard
 from fitspeed.search.decision import Decision
 from fitspeed.search.ledger import BUDGET, BUDGET_FREE, GUARD_RUN, TUNE_S, decisions_of, guards_of, meta_of, refusals_of
 from fitspeed.search.phase import Phase
-from fitspeed.search.studies import config_key
+from fitspeed.core.config import config_key
 
 
 class StudyTrial(TypedDict):

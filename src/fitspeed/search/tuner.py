@@ -63,7 +63,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from fitspeed.core.config import TrialConfig
+from fitspeed.core.config import TrialConfig, config_key
 from fitspeed.core.errors import KnobError, UserError
 from fitspeed.core.input_kinds import KINDS, data_kind
 from fitspeed.core.input_kinds import check as check_input_knobs
@@ -205,7 +205,7 @@ class Tuner:
 
     def _measure(self, config: TrialConfig, phase: Phase, tag: str, budgeted: bool, stop_below: float | None,
                  ahead: int, wait: bool) -> TrialRecord | Busy | None:
-        key = studies.config_key(config) + tag
+        key = config_key(config) + tag
         done = studies.measured(self.study)
         if key in done:
             return TrialRecord.from_dict(done[key].user_attrs["record"])
@@ -242,17 +242,17 @@ class Tuner:
         records: list[TrialRecord | Busy | None] = [None] * len(asks)
         claimed: dict[int, optuna.Trial] = {}
         done = studies.measured(self.study)
-        fresh = [i for i, ask in enumerate(asks) if studies.config_key(ask.config) + ask.tag not in done]
+        fresh = [i for i, ask in enumerate(asks) if config_key(ask.config) + ask.tag not in done]
         if not wait:
-            busy = self.workers.busy({studies.config_key(asks[i].config) + asks[i].tag for i in fresh})
+            busy = self.workers.busy({config_key(asks[i].config) + asks[i].tag for i in fresh})
             if busy:
                 for i, ask in enumerate(asks):
-                    key = studies.config_key(ask.config) + ask.tag
+                    key = config_key(ask.config) + ask.tag
                     records[i] = (TrialRecord.from_dict(done[key].user_attrs["record"]) if key in done
                                   else Busy(busy[key]) if key in busy else None)
                 return records
         for i, ask in enumerate(asks):
-            key = studies.config_key(ask.config) + ask.tag
+            key = config_key(ask.config) + ask.tag
             if key in done:
                 records[i] = TrialRecord.from_dict(done[key].user_attrs["record"])
                 continue
@@ -310,7 +310,7 @@ class Tuner:
         Its finished trial where it has a record, `Busy` while another worker
         measures it, else `trial` itself, this worker's to run (`run_claimed`).
         """
-        return self._claim(studies.config_key(config), config, phase, stop_below, room=lambda: True, asked=trial)
+        return self._claim(config_key(config), config, phase, stop_below, room=lambda: True, asked=trial)
 
     def _claim(self, key: str, config: TrialConfig, phase: Phase, stop_below: float | None,
                room: Callable[[], bool], asked: optuna.Trial | None = None) -> FrozenTrial | optuna.Trial | Busy | None:
@@ -352,7 +352,7 @@ class Tuner:
         """Measure a dead worker's trial that Optuna enqueued again (once)."""
         attrs = trial.user_attrs
         config = TrialConfig.from_dict(attrs["config"])
-        tag = attrs["config_key"][len(studies.config_key(config)):]
+        tag = attrs["config_key"][len(config_key(config)):]
         self.emit(Note(f"measuring again trial {attrs.get('retry_of', trial.number)}, left by {attrs.get('worker')} "
                        "when it stopped answering"))
         self.measure(config, Phase(attrs.get("phase", Phase.SAMPLER)), tag, budgeted=False, stop_below=attrs.get("stop_below"))
@@ -519,7 +519,7 @@ class Tuner:
         study stored without a baseline is dropped.
         """
         done = studies.measured(self.study)
-        key, tag, again = studies.config_key(self.base), "", 0
+        key, tag, again = config_key(self.base), "", 0
         while key + tag in done and (failed := TrialRecord.from_dict(done[key + tag].user_attrs["record"])).throughput is None:
             again += 1
             tag = f"#again{again}"
@@ -555,7 +555,7 @@ class Tuner:
     def _learn_data_kind(self, baseline: TrialRecord) -> None:
         """A user's data function: add the input knobs for the kind the baseline trial loaded."""
         kind = baseline.measured("data_kind")
-        if data_kind(self.settings.data) is not None or kind not in KINDS:
+        if self.data_kind is not None or kind not in KINDS:  # known from the start (`data_kind(settings.data)`)
             return
         self.data_kind = kind
         learned = input_space(kind, self.base, os.cpu_count() or 1)

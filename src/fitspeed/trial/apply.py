@@ -5,23 +5,29 @@ Who owns what, in the order a trial child runs them:
 | stage        | function               | knobs                                              |
 |--------------|------------------------|----------------------------------------------------|
 | environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
-|              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing)  |
-| process      | `after_import`         | precision (global dtype policy), deterministic (op |
-|              |                        | determinism), intra_op_threads, inter_op_threads   |
-|              |                        | (both by `fitspeed.machine.frameworks`),           |
-|              |                        | devices (`fitspeed.trial.distribute`: the process's |
-|              |                        | strategy or distribution; for JAX also XLA_FLAGS   |
-|              |                        | before import), and the seeds                      |
+|              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing), |
+|              |                        | every knob's `environment` hook                    |
+| process      | `after_import`: each   | in the order of `STEPS`: intra_op_threads,         |
+|              | knob of stage "process"| inter_op_threads (`fitspeed.machine.frameworks`),  |
+|              | by its `Knob.apply`,   | devices (`fitspeed.trial.distribute`: the process's |
+|              | through `TrialProcess` | strategy or distribution; for JAX also XLA_FLAGS   |
+|              |                        | before import), precision (global dtype policy),   |
+|              |                        | the seeds (no knob's: `TrialProcess.seed`),        |
+|              |                        | deterministic (op determinism)                     |
 | model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
 |              |                        | rewritten and checked), precision (output layers   |
-|              |                        | kept float32)                                      |
+|              |                        | kept float32): one rewrite of the whole built      |
+|              |                        | model, checked at once, so it stays there          |
 | model        | `fitspeed.trial.remat.scope` | remat (the model built inside keras.RematScope) |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile, auto_scale_loss  |
 | data         | `fitspeed.trial.data.sources`    | batch_size (× devices: the global batch) |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
 |              |                        | shuffle_buffer, interleave, data_deterministic,    |
 |              |                        | data_autotune (tf.data); workers,                  |
-|              |                        | use_multiprocessing, max_queue_size (PyDataset)    |
+|              |                        | use_multiprocessing, max_queue_size (PyDataset):   |
+|              |                        | one ordered composition (interleave, map, cache,   |
+|              |                        | shuffle, repeat, batch, prefetch, options), so the |
+|              |                        | pipeline module owns it, not each knob             |
 
 Process-wide settings stay for the life of the process, which is why every
 trial runs in a fresh one. `before_import` must run before keras is imported.
@@ -32,15 +38,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fitspeed.core import best_json
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.import_environment import import_environment
 from fitspeed.core.knobs import KNOBS
-from fitspeed.machine.frameworks import framework_of
+from fitspeed.core.knobs.base import STEPS, Process
+from fitspeed.machine.frameworks import Framework, framework_of
 from fitspeed.trial import distribute, seeding
 
 
@@ -142,23 +150,66 @@ def _check_onednn(config: TrialConfig) -> None:
         )
 
 
+class SeededProcess(Process, Protocol):
+    """A `Process` that seeds too: the seeds are every trial's, set at their own step of `STEPS`, no knob's."""
+
+    def seed(self) -> None:
+        """Seed Python, NumPy, Keras and the backend."""
+
+
+@dataclass
+class TrialProcess:
+    """`SeededProcess` in this process: the backend's calls (`framework`), and where `place` put training."""
+
+    framework: Framework
+    seed_value: int
+    placement: distribute.Placement | None = None
+
+    def set_threads(self, intra: int, inter: int) -> None:
+        self.framework.set_threads(intra, inter)
+
+    def place(self, devices: int) -> None:
+        self.placement = distribute.place(self.framework, devices)
+
+    def set_dtype_policy(self, policy: str) -> None:
+        import keras
+
+        keras.config.set_dtype_policy(policy)
+
+    def enable_determinism(self) -> None:
+        self.framework.enable_determinism()
+
+    def seed(self) -> None:
+        seeding.set_random_seed(self.seed_value, self.framework.name)  # TensorFlow seeded on import
+
+
+def process_stage(config: TrialConfig, process: SeededProcess) -> None:
+    """Apply every knob of stage "process" (`Knob.apply`), whatever its value, step by step (`STEPS`); seed at the
+    seed's step."""
+    for step in STEPS:
+        if step == "seed":
+            process.seed()
+        for knob in KNOBS:
+            if knob.stage == "process" and knob.step == step:
+                knob.apply(getattr(config, knob.name), process)
+
+
 def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
-    """Set the process-wide Keras and backend state: policy, layout, threads, devices, seeds.
+    """Set the process-wide Keras and backend state: the process stage's knobs and the seeds (`process_stage`).
 
     Returns where training will run (`fitspeed.trial.distribute.Placement`).
+    data_format is no process-wide setting here: a builder that fixes its own
+    layout (keras.Input((32, 32, 3)), BatchNormalization(axis=-1)) would build
+    another model under it. The built model is rewritten instead.
     """
-    import keras
+    # keras first, and the backend with it: `apply()` and a script that imported tensorflow alone come without it
+    import keras  # noqa: F401
 
-    framework = framework_of(config.backend)
-    framework.set_threads(config.intra_op_threads, config.inter_op_threads)
-    placement = distribute.after_import(config)
-    keras.config.set_dtype_policy(config.precision)
-    # data_format is no process-wide setting here: a builder that fixes its own layout (keras.Input((32, 32, 3)),
-    # BatchNormalization(axis=-1)) would build another model under it. The built model is rewritten instead.
-    seeding.set_random_seed(seed, config.backend)  # keras.utils.set_random_seed, TensorFlow seeded on import
-    if config.deterministic:
-        framework.enable_determinism()
-    return placement
+    process = TrialProcess(framework_of(config.backend), seed)
+    process_stage(config, process)
+    if process.placement is None:
+        raise RuntimeError("the devices knob placed no training: its `apply` must call `Process.place`")
+    return process.placement
 
 
 def compile_kwargs(config: TrialConfig) -> dict[str, Any]:

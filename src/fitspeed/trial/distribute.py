@@ -2,7 +2,7 @@
 
 Who does what, by backend:
 
-| backend    | before import (`import_environment`)   | after import (`after_import`)                          |
+| backend    | before import (`import_environment`)   | after import (`place`)                                 |
 |------------|----------------------------------------|--------------------------------------------------------|
 | tensorflow | nothing                                | the first N GPUs, or with none the CPU split into N    |
 |            |                                        | logical devices (`tf.config.set_logical_device_`       |
@@ -20,8 +20,9 @@ the devices that exist are used and `Placement.note` says so. On a host without
 accelerators the CPU is split into as many logical devices as asked: they share
 its cores, which is what a CPU measurement of scaling measures.
 
-Runs in the trial child (and in a user's script through the hook); imports
-the framework only inside functions, after `apply.before_import` has run.
+Runs in the trial child (and in a user's script through the hook), called by
+the devices knob (`Knob.apply`, through `fitspeed.trial.apply`'s `Process`);
+imports the framework only inside functions, after `apply.before_import` has run.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fitspeed.core.config import TrialConfig
 from fitspeed.machine.environment import Devices
-from fitspeed.machine.frameworks import framework_of
+from fitspeed.machine.frameworks import Framework
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,13 @@ class Placement:
                 "strategy": self.strategy}
 
 
-def after_import(config: TrialConfig) -> Placement:
-    """Set the process's distribution for `config.devices`; say where training runs.
+def place(framework: Framework, asked: int) -> Placement:
+    """Set the process's distribution over `asked` devices of `framework`'s backend; say where training runs.
 
     Must run before the backend has placed anything on a device (TensorFlow
     refuses a new logical device configuration after that).
     """
-    framework = framework_of(config.backend)
     available = len(framework.accelerators()) or None
-    asked = config.devices
     place = _PLACE.get(framework.data_parallel)
     if place is None:  # no data parallel in Keras for this backend: the knob refused devices > 1
         return Placement(asked, 1, "GPU" if available else "CPU", available, None)

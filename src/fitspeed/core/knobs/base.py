@@ -12,6 +12,8 @@ life; each has a default that does nothing, so a knob says only what it needs:
 | `environment`    | `core.import_environment`, best.json's exports   | variables set before the backend loads |
 | `at_start`       | trial processes, `fitspeed run`                  | variables needed when a process starts |
 | `too_late`       | `fitspeed.apply()` in a running Python           | why the value cannot take effect now  |
+| `apply`, `step`  | `fitspeed.trial.apply.after_import`, for the     | the value applied in a process, after |
+|                  | knobs of stage "process", in the order of `STEPS`| keras is imported, through `Process`  |
 
 The knobs themselves live in this package's modules, one per knob or family,
 and `fitspeed.core.knobs.KNOBS` is their registry. This module is imported by
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 from fitspeed.core.backends import NAMES, backend_of
 from fitspeed.core.errors import KnobError
@@ -31,6 +33,11 @@ BACKENDS = NAMES
 
 Scope = Literal["process", "model", "data"]
 Stage = Literal["environment", "process", "model", "compile", "data"]
+# The process stage's steps (`Knob.step`), in the order `fitspeed.trial.apply.after_import` runs them: the thread
+# pools before anything starts TensorFlow's runtime (it refuses them after), the devices before anything is placed
+# on one, the dtype policy before any layer is built, the seeds (every trial's, no knob's), then deterministic ops.
+Step = Literal["threads", "devices", "dtype_policy", "seed", "determinism"]
+STEPS: tuple[Step, ...] = get_args(Step)
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -95,6 +102,27 @@ def keep_or_bool(name: str, raw: object) -> bool | str:
         ) from None
 
 
+class Process(Protocol):
+    """What a process gives the knobs of the process stage (`Knob.apply`), with keras imported.
+
+    `fitspeed.trial.apply` makes it from the backend's framework calls
+    (`fitspeed.machine.frameworks`) and `fitspeed.trial.distribute`: this
+    package names what the knobs need, and imports neither.
+    """
+
+    def set_threads(self, intra: int, inter: int) -> None:
+        """Size the backend's thread pools, intra-op then inter-op; 0 leaves a pool as it is."""
+
+    def place(self, devices: int) -> None:
+        """Spread training over `devices` devices (1: where the backend puts it), before anything is placed."""
+
+    def set_dtype_policy(self, policy: str) -> None:
+        """Make `policy` Keras's global dtype policy."""
+
+    def enable_determinism(self) -> None:
+        """Deterministic ops (the flags read at import are `core.import_environment`'s)."""
+
+
 @dataclass(frozen=True)
 class Knob:
     """One setting fitspeed can turn.
@@ -117,6 +145,8 @@ class Knob:
     # the other knob's value without which this knob's values all do the same (auto_scale_loss: only mixed_float16
     # scales the loss), or None: a search never sets it elsewhere, where it would ride along with no effect
     only_under: tuple[str, Any] | None = None
+    # a knob of the process stage: the step (`STEPS`) at which `fitspeed.trial.apply.after_import` calls its `apply`
+    step: ClassVar[Step | None] = None
 
     def idle_in(self, config: Any) -> bool:
         """Whether every value of this knob trains the same in `config` (a `KnobValues`): `only_under` unmet.
@@ -168,6 +198,14 @@ class Knob:
         set before the process starts too, as a loader reads them then.
         """
         return {}
+
+    def apply(self, value: Any, process: Process) -> None:
+        """Apply `value` in this process, keras imported: the process stage, at the knob's `step`.
+
+        `fitspeed.trial.apply.after_import` calls it for every knob of stage
+        "process", whatever the value, in the order of `STEPS` (the registry's
+        within a step): in a trial, in a user's script and in `fitspeed.apply()`.
+        """
 
     def too_late(self, value: Any, environ: Mapping[str, str]) -> str | None:
         """Why `value` cannot take effect in a Python that is running already with `environ`, or None."""

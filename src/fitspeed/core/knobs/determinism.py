@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, Offer, Where, as_bool
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_bool
 
 
 class Determinism(Knob):
-    """Measured for its cost alone: a user who wants determinism learns what it costs; never recommended."""
+    """Measured for its cost alone: a user who wants determinism learns what it costs; never recommended.
+
+    Applied in two stages: its flags before import (`core.import_environment`),
+    and deterministic ops after import, once the process is seeded (`apply`).
+    """
+
+    step = "determinism"
 
     def offer(self, where: Where) -> Offer:
         return Offer(values=(True,), cost_only=True)
+
+    def apply(self, value: Any, process: Process) -> None:
+        if value:
+            process.enable_determinism()
 
 
 DETERMINISTIC = Determinism(
@@ -18,7 +30,7 @@ DETERMINISTIC = Determinism(
     values="true, false",
     default=False,
     scope="process",
-    stage="environment",
+    stage="process",
     parse=lambda raw: as_bool("deterministic", raw),
     changes_numerics=True,
 )

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, as_int
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Process, as_int
 
 
-DEVICES = Knob(
+class Devices(Knob):
+    """The process's distribution over the devices, after the thread pools and before any model is built.
+
+    For JAX on a CPU the host is split into devices before import, too (`core.import_environment`).
+    """
+
+    step = "devices"
+
+    def apply(self, value: Any, process: Process) -> None:
+        process.place(value)
+
+
+DEVICES = Devices(
     name="devices",
     description="Data parallel over N devices: tf.distribute.MirroredStrategy (TensorFlow) or "
     "keras.distribution.DataParallel (JAX); on a CPU, N logical devices. The global batch is "

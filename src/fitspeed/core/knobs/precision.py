@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, Offer, Where, as_bool, as_choice
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_bool, as_choice
 
 
 class Precision(Knob):
@@ -11,11 +13,20 @@ class Precision(Knob):
     A CPU with AVX512-FP16 or AMX-FP16 may run float16 fast, and one without it
     may run bfloat16 slow: the measurement decides, never a belief about the
     hardware.
+
+    Applied twice: the global dtype policy in the process stage (`apply`), and
+    the model's output layers moved to float32 in the rewrite of the built model
+    (`fitspeed.trial.transform.rewrite`).
     """
+
+    step = "dtype_policy"
 
     def offer(self, where: Where) -> Offer:
         mixed = ("mixed_float16", "mixed_bfloat16") if where.has_gpu else ("mixed_bfloat16", "mixed_float16")
         return Offer(values=mixed, each=True)
+
+    def apply(self, value: Any, process: Process) -> None:
+        process.set_dtype_policy(value)
 
 
 class AutoScaleLoss(Knob):

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, Offer, Where, as_int
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_int
 
 
 class Threads(Knob):
-    """One thread, tried where the backend honours the setting; intra-op only where there is more than one core."""
+    """One thread, tried where the backend honours the setting; intra-op only where there is more than one core.
+
+    Each knob sizes its own pool (`Process.set_threads` with 0 for the other,
+    which leaves that one as it is): intra-op first, in the registry's order.
+    """
+
+    step = "threads"
 
     def offer(self, where: Where) -> Offer:
         """
@@ -18,6 +26,9 @@ class Threads(Knob):
         if why is None and self.name == "intra_op_threads" and where.cores < 2:
             why = "this machine has one core"
         return Offer(skipped=why) if why else Offer(values=(1,))
+
+    def apply(self, value: Any, process: Process) -> None:
+        process.set_threads(*((value, 0) if self.name == "intra_op_threads" else (0, value)))
 
 
 INTRA_OP_THREADS = Threads(

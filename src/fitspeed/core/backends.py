@@ -105,10 +105,11 @@ class Backend:
             return []
         return [f"{call}({count})" for call, count in zip(self.thread_calls, (intra, inter)) if count]
 
-    def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
+    def devices_lines(self, devices: int) -> tuple[list[str], list[str]]:
         """The snippet's lines for data parallel over `devices`: (process-wide ones, around the model's build).
 
-        `imported` says whether the snippet has imported the backend's module already.
+        Lines that need the backend's module import it first; the snippet keeps
+        the first import of each (`core.best_json`).
         """
         return [], []
 
@@ -148,13 +149,14 @@ class TensorFlow(Backend):
         return ["import tensorflow as tf", "tf.config.experimental.enable_op_determinism()"]
 
 
-    def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
+    def devices_lines(self, devices: int) -> tuple[list[str], list[str]]:
         """The model built and compiled inside a MirroredStrategy's scope.
 
-        >>> print("\\n".join(backend_of("tensorflow").devices_lines(2, imported=True)[1]))
+        >>> print("\\n".join(backend_of("tensorflow").devices_lines(2)[1]))
         <BLANKLINE>
         # Data parallel over 2 devices: build and compile the model inside the strategy's scope.
         # (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)
+        import tensorflow as tf
         strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(2)])
         with strategy.scope():
             model = build_model()  # your own
@@ -163,7 +165,7 @@ class TensorFlow(Backend):
         return [], ["", f"# Data parallel over {devices} devices: build and compile the model inside the strategy's "
                     "scope.",
                     "# (A host without GPUs: split its CPU first with tf.config.set_logical_device_configuration.)",
-                    *([] if imported else ["import tensorflow as tf"]),
+                    "import tensorflow as tf",
                     f'strategy = tf.distribute.MirroredStrategy(devices=[f"/gpu:{{i}}" for i in range({devices})])',
                     "with strategy.scope():",
                     "    model = build_model()  # your own",
@@ -185,7 +187,7 @@ class Jax(Backend):
     default_here = {"jit_compile": "jit_compile=auto is XLA already on JAX (Keras's default there); false would "
                                    "run each step eagerly"}
 
-    def devices_lines(self, devices: int, imported: bool) -> tuple[list[str], list[str]]:
+    def devices_lines(self, devices: int) -> tuple[list[str], list[str]]:
         return [f"# (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
                 "first.)",
                 "keras.distribution.set_distribution(",

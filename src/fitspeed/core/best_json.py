@@ -27,6 +27,7 @@ from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.knobs import KNOBS, knob_environment
+from fitspeed.core.knobs.base import SECTIONS, Recipe, Section
 from fitspeed.core.record import SCHEMA_VERSION, to_json
 from fitspeed.core.study_summary import StudySummary
 
@@ -57,8 +58,19 @@ def _output_fixes(rewrite: JSONObject | None) -> list[str]:
             if c["change"].startswith("dtype policy") and c["change"].endswith("→ float32")]
 
 
+def _sections(config: TrialConfig, rewrite: JSONObject | None) -> dict[Section, list[str]]:
+    """Every knob's snippet lines (`Knob.snippet`) gathered by section, each section's in the registry's order."""
+    recipe = Recipe(config, tuple(_output_fixes(rewrite)))
+    parts: dict[Section, list[str]] = {section: [] for section in SECTIONS}
+    for knob in KNOBS:
+        for section, lines in knob.snippet(getattr(config, knob.name), recipe).items():
+            parts[section] += lines
+    return parts
+
+
 def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
-    """Python that applies `config` in a user's own Keras code.
+    """Python that applies `config` in a user's own Keras code: the knobs' own lines (`Knob.snippet`), section by
+    section (`fitspeed.core.knobs.base.SECTIONS`), each under its heading.
 
     `rewrite` is the best trial's record of what it changed in the model
     (`fitspeed.trial.transform`): an output layer it moved to float32 is named.
@@ -73,14 +85,9 @@ def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
         steps_per_execution=32,
     )
     """
-    backend = backend_of(config.backend)
-    changed = config.changed()
+    parts = _sections(config, rewrite)
     lines: list[str] = []
-    env = []
-    if "backend" in changed:
-        env.append(f'os.environ["KERAS_BACKEND"] = "{config.backend}"')
-    if config.deterministic:
-        env.append('os.environ["TF_DETERMINISTIC_OPS"] = "1"')
+    env = list(parts["before_import"])
     exported = exports(config)
     at_start = _at_start(config)
     if exported:
@@ -92,62 +99,28 @@ def snippet(config: TrialConfig, rewrite: JSONObject | None = None) -> str:
     if env:
         lines += ["import os", "", "# Before importing keras:", *env, ""]
     lines.append("import keras")
-    process = []
-    if "precision" in changed:
-        process.append(f'keras.mixed_precision.set_global_policy("{config.precision}")')
-        fixed = _output_fixes(rewrite)
-        process += ["# The loss must read float32 outputs: build your output layer with dtype=\"float32\", such as",
-                    '# layers.Activation("softmax", dtype="float32")' + (", or rewrite the model (below)." if fixed
-                                                                        else ".")]
-        if fixed:
-            process.append(f"# fitspeed's trials did so for you: {', '.join(fixed)} followed the policy.")
-    if config.deterministic:
-        process.append("keras.utils.set_random_seed(0)")
-        process += backend.determinism_lines()
-    threads = backend.thread_lines(config.intra_op_threads, config.inter_op_threads)
-    if threads and backend.import_line and backend.import_line not in process:
-        threads.insert(0, backend.import_line)
-    devices: list[str] = []
-    if config.devices > 1:
-        before, devices = backend.devices_lines(config.devices, backend.import_line in process + threads)
-        process += before
-    if process or threads:
-        lines += ["", "# Process-wide, before building the model:", *process, *threads]
-    lines += devices
-    if "remat" in changed:  # keras.RematScope acts on the layers created inside it
-        lines += ["", "# Build the model inside the scope: its layers' activations are recomputed in the backward pass.",
-                  f"with keras.RematScope(mode={config.remat!r}):", "    model = build_model()  # your own"]
-    # every knob of the compile stage is a model.compile() argument of its own name
-    compile_args = [f"    {knob.name}={changed[knob.name]!r}," for knob in KNOBS
-                    if knob.stage == "compile" and knob.name in changed]
-    if compile_args:
+    process = parts["process"] + parts["devices"] + parts["threads"]
+    if process:
+        lines += ["", "# Process-wide, before building the model:", *process]
+    lines += parts["strategy"] + parts["build"]
+    if parts["compile"]:
         lines += ["", "# Build and compile your model as before, adding these arguments:",
                   "model.compile(", "    optimizer=optimizer,  # your own", "    loss=loss,  # your own",
-                  *compile_args, ")"]
-    lines += input_lines(config)
-    rewritten = {k: v for k, v in changed.items() if k == "data_format" or (k == "precision" and _output_fixes(rewrite))}
-    if rewritten:
-        lines += ["", "# Rewrite the built model as fitspeed's trials did (same weights, outputs checked equal):"]
-        if "data_format" in rewritten:
-            lines += ["# every data_format layer, BatchNormalization axes and the Flatten order go channels_first;",
-                      "# the input is permuted inside the model, so your data stays channels_last.",
-                      "# A saved model: fitspeed convert model.keras --set data_format=channels_first -o fast.keras"]
-        lines += ["import fitspeed", "", f"model = fitspeed.rewrite_model(model, {json.dumps(rewritten)})"]
-    if config.devices > 1:
-        lines += ["", (f"# The global batch is {config.batch_size} per device × {config.devices} devices: re-tune the "
-                       "learning rate."),
-                  f"model.fit(x_train, y_train, batch_size={config.batch_size * config.devices})"]
-    elif "batch_size" in changed:
-        lines += ["", f"# batch_size={config.batch_size} changes the recipe: re-tune the learning rate.",
-                  f"model.fit(x_train, y_train, batch_size={config.batch_size})"]
+                  *parts["compile"], ")"]
+    lines += _input_lines(parts)
+    if parts["rewritten"]:
+        rewritten = {name: getattr(config, name) for name in parts["rewritten"]}
+        lines += ["", "# Rewrite the built model as fitspeed's trials did (same weights, outputs checked equal):",
+                  *parts["rewrite"], "import fitspeed", "", f"model = fitspeed.rewrite_model(model, {json.dumps(rewritten)})"]
+    lines += parts["fit"]
     if lines == ["import keras"]:
         lines += ["", "# Keep Keras's defaults: nothing measured beat them."]
     return "\n".join(_each_import_once(lines))
 
 
 def _each_import_once(lines: list[str]) -> list[str]:
-    """`lines` without an import that an earlier line already made (the threads and the input pipeline each need
-    tensorflow, and import it where they begin when no line before did).
+    """`lines` without an import that an earlier line already made (the threads, the devices and the input pipeline
+    each need tensorflow, and import it where they begin).
 
     >>> _each_import_once(["import keras", "import tensorflow as tf", "x = 1", "", "import tensorflow as tf", "y = 2"])
     ['import keras', 'import tensorflow as tf', 'x = 1', '', 'y = 2']
@@ -180,43 +153,23 @@ def input_lines(config: TrialConfig) -> list[str]:
         def __init__(self, **kwargs):
             super().__init__(workers=4, use_multiprocessing=True, **kwargs)
     """
-    changed = config.changed()
-    data: list[str] = []
-    if "interleave" in changed:
-        data.append(f"ds = files.interleave(read_file, cycle_length={config.interleave}, "
-                    f"num_parallel_calls={config.interleave})  # your own reader")
-    if "map_parallelism" in changed:
-        calls = "tf.data.AUTOTUNE" if config.map_parallelism == "autotune" else str(config.map_parallelism)
-        data.append(f"ds = ds.map(decode_and_augment, num_parallel_calls={calls})  # your own map")
-    if "cache" in changed:
-        where = '"/tmp/my-cache"' if config.cache == "file" else ""
-        data.append(f"ds = ds.cache({where})  # after decoding, before random augmentation")
-    if "shuffle_buffer" in changed:
-        data.append(f"ds = ds.shuffle({config.shuffle_buffer})  # before repeat; it changes the data order")
-    if "vectorize" in changed and config.vectorize:
-        data.append("ds = ds.batch(batch_size).map(augment)  # batch first: augment once per batch")
-    if "prefetch" in changed and config.prefetch != "off":
-        depth = "tf.data.AUTOTUNE" if config.prefetch == "autotune" else str(config.prefetch)
-        data.append(f"ds = ds.prefetch({depth})  # last")
-    options = []
-    if "data_deterministic" in changed:
-        options.append(f"options.deterministic = {bool(config.data_deterministic)}")
-    if "data_autotune" in changed:
-        options.append(f"options.autotune.enabled = {bool(config.data_autotune)}")
-    if options:
-        data += ["options = tf.data.Options()", *options, "ds = ds.with_options(options)"]
-        if "data_autotune" in changed and len(options) == 1:
-            data.append("# For fit(x, y) on numpy arrays, hand fit() a tf.data.Dataset of them with these options "
-                        "(the trials did so to Keras's own array pipeline).")
+    return _input_lines(_sections(config, None))
+
+
+def _input_lines(parts: dict[Section, list[str]]) -> list[str]:
+    """The tf.data pipeline's sections in its order, then its options; the PyDataset's arguments in one call."""
+    data = [line for section in SECTIONS[SECTIONS.index("interleave"):SECTIONS.index("options")]
+            for line in parts[section]]
+    if parts["options"]:
+        data += ["options = tf.data.Options()", *parts["options"], "ds = ds.with_options(options)",
+                 *parts["options_note"]]
     lines = []
     if data:
         lines += ["", "# Your tf.data input pipeline, as fitspeed's trials built it:", "import tensorflow as tf", *data]
-    loader = [f"{name}={getattr(config, name)!r}" for name in ("workers", "use_multiprocessing", "max_queue_size")
-              if name in changed]
-    if loader:
+    if parts["loader"]:
         lines += ["", "# Your keras.utils.PyDataset, as fitspeed's trials set it:",
                   "class MyDataset(keras.utils.PyDataset):  # your own", "    def __init__(self, **kwargs):",
-                  f"        super().__init__({', '.join(loader)}, **kwargs)"]
+                  f"        super().__init__({', '.join(parts['loader'])}, **kwargs)"]
     return lines
 
 

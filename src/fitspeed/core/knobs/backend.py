@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import BACKENDS, Knob, as_choice
+from typing import Any
+
+from fitspeed.core.knobs.base import BACKENDS, Knob, Lines, Recipe, as_choice
 
 
-BACKEND = Knob(
+class BackendKnob(Knob):
+    """KERAS_BACKEND, set before keras is imported (`core.import_environment`; the snippet's `os.environ` line)."""
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        return {} if value == self.default else {"before_import": [f'os.environ["KERAS_BACKEND"] = "{value}"']}
+
+
+BACKEND = BackendKnob(
     name="backend",
     description="Keras backend that runs the model (KERAS_BACKEND).",
     values="tensorflow, jax, torch",

@@ -14,6 +14,8 @@ life; each has a default that does nothing, so a knob says only what it needs:
 | `too_late`       | `fitspeed.apply()` in a running Python           | why the value cannot take effect now  |
 | `apply`, `step`  | `fitspeed.trial.apply.after_import`, for the     | the value applied in a process, after |
 |                  | knobs of stage "process", in the order of `STEPS`| keras is imported, through `Process`  |
+| `snippet`        | `core.best_json.snippet` and `input_lines`, by   | the lines that apply the value in a   |
+|                  | section (`SECTIONS`)                             | user's own Keras code                 |
 
 The knobs themselves live in this package's modules, one per knob or family,
 and `fitspeed.core.knobs.KNOBS` is their registry. This module is imported by
@@ -38,6 +40,24 @@ Stage = Literal["environment", "process", "model", "compile", "data"]
 # on one, the dtype policy before any layer is built, the seeds (every trial's, no knob's), then deterministic ops.
 Step = Literal["threads", "devices", "dtype_policy", "seed", "determinism"]
 STEPS: tuple[Step, ...] = get_args(Step)
+# best.json's snippet, section by section (`Knob.snippet`), in the order `core.best_json` writes them:
+# before_import  lines that set os.environ before keras is imported
+# process        process-wide calls (the dtype policy, seeds and deterministic ops), then `devices`' and `threads`'
+# strategy       around the model's build: data parallel
+# build          the model built inside a scope
+# compile        `model.compile()` arguments, one line each
+# interleave ... prefetch: the tf.data pipeline's lines, in the pipeline's order (`fitspeed.trial.data.pipeline`)
+# options        `tf.data.Options` attributes; options_note after `with_options`
+# loader         `keras.utils.PyDataset.__init__` arguments, joined into one call
+# rewrite        comments on the model rewrite; rewritten: the names of the knobs `fitspeed.rewrite_model` is given
+# fit            the `model.fit()` call
+# A section's lines come in the registry's order; an import a section needs is its own first line (the snippet
+# keeps the first of each import, `core.best_json._each_import_once`).
+Section = Literal["before_import", "process", "devices", "threads", "strategy", "build", "compile", "interleave",
+                  "map", "cache", "shuffle", "batch", "prefetch", "options", "options_note", "loader", "rewrite",
+                  "rewritten", "fit"]
+SECTIONS: tuple[Section, ...] = get_args(Section)
+Lines = dict[Section, list[str]]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -124,6 +144,14 @@ class Process(Protocol):
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """What a knob's snippet lines may read besides its own value (`Knob.snippet`)."""
+
+    config: Any  # the recommended TrialConfig
+    fixed: tuple[str, ...] = ()  # the output layers the best trial's rewrite moved to float32, as "'dense_1' (Dense)"
+
+
+@dataclass(frozen=True)
 class Knob:
     """One setting fitspeed can turn.
 
@@ -206,6 +234,21 @@ class Knob:
         "process", whatever the value, in the order of `STEPS` (the registry's
         within a step): in a trial, in a user's script and in `fitspeed.apply()`.
         """
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """The lines of best.json's snippet that apply `value` in a user's own code, by section (`SECTIONS`).
+
+        By default a knob of the compile stage is a `model.compile()` argument
+        of its own name, where it differs from its default, and any other knob
+        writes nothing.
+
+        >>> from fitspeed.core.knobs import get_knob
+        >>> get_knob("steps_per_execution").snippet(32, Recipe(None))
+        {'compile': ['    steps_per_execution=32,']}
+        """
+        if self.stage != "compile" or value == self.default:
+            return {}
+        return {"compile": [f"    {self.name}={value!r},"]}
 
     def too_late(self, value: Any, environ: Mapping[str, str]) -> str | None:
         """Why `value` cannot take effect in a Python that is running already with `environ`, or None."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_bool
+from fitspeed.core.backends import backend_of
+from fitspeed.core.knobs.base import Knob, Lines, Offer, Process, Recipe, Where, as_bool
 
 
 class Determinism(Knob):
@@ -22,6 +23,12 @@ class Determinism(Knob):
     def apply(self, value: Any, process: Process) -> None:
         if value:
             process.enable_determinism()
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        if not value:
+            return {}
+        return {"before_import": ['os.environ["TF_DETERMINISTIC_OPS"] = "1"'],
+                "process": ["keras.utils.set_random_seed(0)", *backend_of(recipe.config.backend).determinism_lines()]}
 
 
 DETERMINISTIC = Determinism(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.knobs.base import Knob, Process, as_int
+from fitspeed.core.backends import backend_of
+from fitspeed.core.knobs.base import Knob, Lines, Process, Recipe, as_int
 
 
 class Devices(Knob):
@@ -17,6 +18,13 @@ class Devices(Knob):
 
     def apply(self, value: Any, process: Process) -> None:
         process.place(value)
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """The backend's lines (`Backend.devices_lines`): process-wide ones, and those around the model's build."""
+        if value == 1:
+            return {}
+        process, around = backend_of(recipe.config.backend).devices_lines(value)
+        return {"devices": process, "strategy": around}
 
 
 DEVICES = Devices(

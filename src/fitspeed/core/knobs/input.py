@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from fitspeed.core.backends import backend_of
 from fitspeed.core.data_ref import DataKind
-from fitspeed.core.knobs.base import Knob, Offer, Where
+from fitspeed.core.knobs.base import Knob, Lines, Offer, Recipe, Where
 
 _WHAT = {
     DataKind.IMAGES: "an images: folder",
@@ -29,19 +29,39 @@ def _none(workers: int) -> tuple[Any, ...]:
     return ()
 
 
+def _no_lines(value: Any, recipe: Recipe) -> Lines:
+    return {}
+
+
 @dataclass(frozen=True)
 class InputKnob(Knob):
     """A tf.data or PyDataset knob (`family`), applied to data of the kinds in `applies_to`.
 
     `tried(workers)` gives the values a search tries, `workers` being
     max(2, cores); `not_searched` says why a search never tries it (a training
-    choice, not a speed knob), or is None.
+    choice, not a speed knob), or is None. `lines(value, recipe)` gives a
+    tf.data knob's snippet lines at a value other than its default, in its
+    section of the pipeline (`Knob.snippet`); a PyDataset knob is an argument
+    of the PyDataset's constructor, by its own name.
     """
 
     family: Literal["tf.data", "PyDataset"] = "tf.data"
     applies_to: frozenset[DataKind] = frozenset({DataKind.IMAGES})
     tried: Callable[[int], tuple[Any, ...]] = _none
     not_searched: str | None = None
+    lines: Callable[[Any, Recipe], Lines] = _no_lines
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """
+        >>> from fitspeed.core.knobs.pydataset import WORKERS
+        >>> WORKERS.snippet(4, Recipe(None)), WORKERS.snippet(0, Recipe(None))
+        ({'loader': ['workers=4']}, {})
+        """
+        if value == self.default:
+            return {}
+        if self.family == "PyDataset":
+            return {"loader": [f"{self.name}={value!r}"]}
+        return self.lines(value, recipe)
 
     def why_not(self, kind: str | None, backend: str = "tensorflow") -> str | None:
         """Why this knob does not apply to data of `kind` on `backend`, or None when it does (or `kind` is unknown).

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, Offer, Where, as_choice
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Lines, Offer, Recipe, Where, as_choice
 from fitspeed.core.workloads import MODELS
 
 
@@ -19,6 +21,15 @@ class DataFormat(Knob):
         if info is not None and (len(info.input_shape) != 3 or where.model == "mlp"):
             return Offer(skipped="the model has no image layers")
         return Offer(values=("channels_first",))
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """A rewrite of the built model (`fitspeed.rewrite_model`), as the trials did."""
+        if value == self.default:
+            return {}
+        return {"rewrite": ["# every data_format layer, BatchNormalization axes and the Flatten order go channels_first;",
+                            "# the input is permuted inside the model, so your data stays channels_last.",
+                            "# A saved model: fitspeed convert model.keras --set data_format=channels_first -o fast.keras"],
+                "rewritten": [self.name]}
 
 
 DATA_FORMAT = DataFormat(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_bool, as_choice
+from fitspeed.core.knobs.base import Knob, Lines, Offer, Process, Recipe, Where, as_bool, as_choice
 
 
 class Precision(Knob):
@@ -27,6 +27,19 @@ class Precision(Knob):
 
     def apply(self, value: Any, process: Process) -> None:
         process.set_dtype_policy(value)
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """The global policy; the output layers the best trial's rewrite moved to float32 make it a rewritten knob."""
+        if value == self.default:
+            return {}
+        lines = [f'keras.mixed_precision.set_global_policy("{value}")',
+                 "# The loss must read float32 outputs: build your output layer with dtype=\"float32\", such as",
+                 '# layers.Activation("softmax", dtype="float32")' + (", or rewrite the model (below)." if recipe.fixed
+                                                                     else ".")]
+        if not recipe.fixed:
+            return {"process": lines}
+        return {"process": [*lines, f"# fitspeed's trials did so for you: {', '.join(recipe.fixed)} followed the policy."],
+                "rewritten": [self.name]}
 
 
 class AutoScaleLoss(Knob):

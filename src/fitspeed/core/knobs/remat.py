@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from fitspeed.core.knobs.base import Knob, as_choice
+from typing import Any
+
+from fitspeed.core.knobs.base import Knob, Lines, Recipe, as_choice
 
 
-REMAT = Knob(
+class Remat(Knob):
+    """The model built inside keras.RematScope (`fitspeed.trial.remat`): the snippet wraps the user's build in it."""
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        if value == self.default:  # keras.RematScope acts on the layers created inside it
+            return {}
+        return {"build": ["", "# Build the model inside the scope: its layers' activations are recomputed in the "
+                          "backward pass.", f"with keras.RematScope(mode={value!r}):",
+                          "    model = build_model()  # your own"]}
+
+
+REMAT = Remat(
     name="remat",
     description="Rematerialization: the model built inside keras.RematScope(mode=...), its layers' activations "
     "recomputed in the backward pass (less memory, more compute). Tried by tune --batch-sizes on a size that "

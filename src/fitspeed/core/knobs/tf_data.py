@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fitspeed.core.data_ref import DataKind
 from fitspeed.core.errors import KnobError
-from fitspeed.core.knobs.base import as_bool, as_choice, as_int
+from fitspeed.core.knobs.base import Lines, Recipe, as_bool, as_choice, as_int
 from fitspeed.core.knobs.input import InputKnob
 
 
@@ -45,6 +47,51 @@ def _parallelism(raw: object) -> int | str:
         ) from None
 
 
+def _autotune(value: int | str) -> str:
+    return "tf.data.AUTOTUNE" if value == "autotune" else str(value)
+
+
+# Each knob's snippet lines (`InputKnob.lines`), at a value other than its default, in its section of the pipeline.
+
+def _interleave_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"interleave": [f"ds = files.interleave(read_file, cycle_length={value}, num_parallel_calls={value})  "
+                           "# your own reader"]}
+
+
+def _map_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"map": [f"ds = ds.map(decode_and_augment, num_parallel_calls={_autotune(value)})  # your own map"]}
+
+
+def _cache_lines(value: Any, recipe: Recipe) -> Lines:
+    where = '"/tmp/my-cache"' if value == "file" else ""
+    return {"cache": [f"ds = ds.cache({where})  # after decoding, before random augmentation"]}
+
+
+def _shuffle_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"shuffle": [f"ds = ds.shuffle({value})  # before repeat; it changes the data order"]}
+
+
+def _vectorize_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"batch": ["ds = ds.batch(batch_size).map(augment)  # batch first: augment once per batch"]}
+
+
+def _prefetch_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"prefetch": [f"ds = ds.prefetch({_autotune(value)})  # last"]}
+
+
+def _deterministic_lines(value: Any, recipe: Recipe) -> Lines:
+    return {"options": [f"options.deterministic = {bool(value)}"]}
+
+
+def _autotune_lines(value: Any, recipe: Recipe) -> Lines:
+    """Options.autotune, the one option for numpy arrays too: alone, the snippet says how arrays get it."""
+    if recipe.config.data_deterministic != DATA_DETERMINISTIC.default:  # an option for tf.data pipelines only
+        return {"options": [f"options.autotune.enabled = {bool(value)}"]}
+    return {"options": [f"options.autotune.enabled = {bool(value)}"],
+            "options_note": ["# For fit(x, y) on numpy arrays, hand fit() a tf.data.Dataset of them with these options "
+                             "(the trials did so to Keras's own array pipeline)."]}
+
+
 PREFETCH = InputKnob(
     name="prefetch",
     description="tf.data: dataset.prefetch(N or AUTOTUNE) at the end of the pipeline; off adds none.",
@@ -55,6 +102,7 @@ PREFETCH = InputKnob(
     parse=_prefetch,
     tried=lambda workers: ("autotune", 2),
     applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET}),
+    lines=_prefetch_lines,
 )
 
 MAP_PARALLELISM = InputKnob(
@@ -66,6 +114,7 @@ MAP_PARALLELISM = InputKnob(
     stage="data",
     parse=_parallelism,
     tried=lambda workers: ("autotune", workers),
+    lines=_map_lines,
 )
 
 CACHE = InputKnob(
@@ -77,6 +126,7 @@ CACHE = InputKnob(
     stage="data",
     parse=lambda raw: as_choice("cache", raw, ("off", "memory", "file")),
     tried=lambda workers: ("memory",),
+    lines=_cache_lines,
 )
 
 VECTORIZE = InputKnob(
@@ -88,6 +138,7 @@ VECTORIZE = InputKnob(
     stage="data",
     parse=lambda raw: as_bool("vectorize", raw),
     tried=lambda workers: (True,),
+    lines=_vectorize_lines,
 )
 
 SHUFFLE_BUFFER = InputKnob(
@@ -100,6 +151,7 @@ SHUFFLE_BUFFER = InputKnob(
     parse=lambda raw: as_int("shuffle_buffer", raw, 0),
     changes_numerics=True,
     not_searched="shuffle_buffer changes the order the model sees: a training choice, not a speed knob",
+    lines=_shuffle_lines,
 )
 
 INTERLEAVE = InputKnob(
@@ -111,6 +163,7 @@ INTERLEAVE = InputKnob(
     stage="data",
     parse=lambda raw: as_int("interleave", raw, 1),
     tried=lambda workers: (workers,),
+    lines=_interleave_lines,
 )
 
 DATA_DETERMINISTIC = InputKnob(
@@ -124,6 +177,7 @@ DATA_DETERMINISTIC = InputKnob(
     changes_numerics=True,
     tried=lambda workers: (False,),
     applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET}),
+    lines=_deterministic_lines,
 )
 
 DATA_AUTOTUNE = InputKnob(
@@ -136,4 +190,5 @@ DATA_AUTOTUNE = InputKnob(
     parse=lambda raw: as_bool("data_autotune", raw),
     tried=lambda workers: (False,),
     applies_to=frozenset({DataKind.IMAGES, DataKind.DATASET, DataKind.ARRAYS}),
+    lines=_autotune_lines,
 )

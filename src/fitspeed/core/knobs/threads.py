@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.knobs.base import Knob, Offer, Process, Where, as_int
+from fitspeed.core.backends import backend_of
+from fitspeed.core.knobs.base import Knob, Lines, Offer, Process, Recipe, Where, as_int
 
 
 class Threads(Knob):
     """One thread, tried where the backend honours the setting; intra-op only where there is more than one core.
 
-    Each knob sizes its own pool (`Process.set_threads` with 0 for the other,
-    which leaves that one as it is): intra-op first, in the registry's order.
+    Each knob sizes its own pool (`Process.set_threads`, and the snippet's
+    `Backend.thread_lines`, with 0 for the other, which leaves that one as it
+    is): intra-op first, in the registry's order.
     """
 
     step = "threads"
@@ -28,7 +30,16 @@ class Threads(Knob):
         return Offer(skipped=why) if why else Offer(values=(1,))
 
     def apply(self, value: Any, process: Process) -> None:
-        process.set_threads(*((value, 0) if self.name == "intra_op_threads" else (0, value)))
+        process.set_threads(*self._pools(value))
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        backend = backend_of(recipe.config.backend)
+        lines = backend.thread_lines(*self._pools(value))
+        return {"threads": [backend.import_line, *lines]} if lines and backend.import_line else {}
+
+    def _pools(self, value: int) -> tuple[int, int]:
+        """(intra-op, inter-op) threads that size this knob's pool only: 0 for the other."""
+        return (value, 0) if self.name == "intra_op_threads" else (0, value)
 
 
 INTRA_OP_THREADS = Threads(

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fitspeed.core.backends import backend_of
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.files import write_atomically
@@ -38,13 +37,13 @@ def exports(config: TrialConfig) -> dict[str, str]:
     >>> exports(TrialConfig(onednn=True))
     {'TF_ENABLE_ONEDNN_OPTS': '1'}
     """
-    # onednn's variable is the backend's to export; the knobs that own their environment add theirs
-    return knob_environment(config, backend_of(config.backend).exports(config.onednn))
+    # the knobs that are `exported`; KERAS_BACKEND and determinism's flags are set by their snippet lines instead
+    return knob_environment(config, {}, exported=True)
 
 
 def _at_start(config: TrialConfig) -> set[str]:
     """The exported variables a loader reads when the process starts (`Knob.at_start`): too late from Python."""
-    return {name for knob in KNOBS if knob.at_start for name in knob.environment(getattr(config, knob.name), {})}
+    return set(knob_environment(config, {}, at_start=True, exported=True))
 
 
 def _output_fixes(rewrite: JSONObject | None) -> list[str]:

@@ -4,16 +4,19 @@ Who owns what, in the order a trial child runs them:
 
 | stage        | function               | knobs                                              |
 |--------------|------------------------|----------------------------------------------------|
-| environment  | `before_import`        | backend (KERAS_BACKEND), deterministic (env flags) |
-|              |                        | onednn (TF_ENABLE_ONEDNN_OPTS; keep sets nothing), |
-|              |                        | every knob's `environment` hook                    |
+| environment  | `before_import`, by    | in the order of `ENVIRONMENT_STEPS`: backend       |
+|              | `import_environment`:  | (KERAS_BACKEND), the trial's own (log level, hash  |
+|              | each knob by its       | seed: no knob's), onednn (TF_ENABLE_ONEDNN_OPTS;   |
+|              | `Knob.environment`     | keep sets nothing), deterministic (its flags),     |
+|              |                        | devices (JAX's host devices in XLA_FLAGS), then    |
+|              |                        | xla_auto_clustering (TF_XLA_FLAGS), allocator      |
 | process      | `after_import`: each   | in the order of `STEPS`: intra_op_threads,         |
 |              | knob of stage "process"| inter_op_threads (`fitspeed.machine.frameworks`),  |
-|              | by its `Knob.apply`,   | devices (`fitspeed.trial.distribute`: the process's |
-|              | through `TrialProcess` | strategy or distribution; for JAX also XLA_FLAGS   |
-|              |                        | before import), precision (global dtype policy),   |
-|              |                        | the seeds (no knob's: `TrialProcess.seed`),        |
-|              |                        | deterministic (op determinism)                     |
+|              | by its `Knob.apply`,   | devices (`fitspeed.trial.distribute`: the          |
+|              | through `TrialProcess` | process's strategy or distribution), precision     |
+|              |                        | (global dtype policy), the seeds (no knob's:       |
+|              |                        | `TrialProcess.seed`), deterministic (op            |
+|              |                        | determinism)                                       |
 | model        | `fitspeed.trial.transform.rewrite.for_trial` | data_format (the built model       |
 |              |                        | rewritten and checked), precision (output layers   |
 |              |                        | kept float32): one rewrite of the whole built      |

@@ -24,7 +24,7 @@ from fitspeed.core.backends import backend_of
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import (allocator, backend, batch, determinism, devices, execution, layout, onednn,
                                  precision, pydataset, remat, tf_data, threads, xla_auto_clustering)
-from fitspeed.core.knobs.base import BACKENDS, Knob, Offer, Scope, Stage, Where
+from fitspeed.core.knobs.base import BACKENDS, ENVIRONMENT_STEPS, Knob, Offer, Scope, Stage, Where
 
 __all__ = ["BACKENDS", "KNOBS", "KNOBS_BY_NAME", "Knob", "KnobValues", "Offer", "Scope", "Stage", "Where",
            "check_backend_installed", "get_knob", "knob_environment", "parse_assignment"]
@@ -102,22 +102,30 @@ else:
                               "(Keras's own)."})
 
 
-def knob_environment(config: Any, environ: Mapping[str, str], at_start: bool = False) -> dict[str, str]:
-    """`environ` with what each knob's `environment` hook adds for `config` (a `KnobValues`), in the registry's order.
+def knob_environment(config: Any, environ: Mapping[str, str], at_start: bool = False, exported: bool = False,
+                     trial: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`environ` with what each knob's `environment` hook adds for `config` (a `KnobValues`), step by step
+    (`ENVIRONMENT_STEPS`), each step's knobs in the registry's order; `trial`'s variables (no knob's) at its step.
 
     `at_start`: only the knobs whose variables the loader reads when the
-    process starts (`Knob.at_start`). Each hook sees what the knobs before it
-    set, so two knobs that add to one variable keep both.
+    process starts (`Knob.at_start`). `exported`: only those best.json
+    exports (`Knob.exported`). Each hook sees what the knobs before it set,
+    so two knobs that add to one variable keep both.
 
     >>> knob_environment(KnobValues(xla_auto_clustering=True), {"A": "1"})
-    {'A': '1', 'TF_XLA_FLAGS': '--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit'}
+    {'A': '1', 'KERAS_BACKEND': 'tensorflow', 'TF_XLA_FLAGS': '--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit'}
+    >>> knob_environment(KnobValues(xla_auto_clustering=True), {}, exported=True)
+    {'TF_XLA_FLAGS': '--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit'}
     >>> knob_environment(KnobValues(xla_auto_clustering=True), {}, at_start=True)
     {}
     """
     env = dict(environ)
-    for knob in KNOBS:
-        if knob.at_start or not at_start:
-            env.update(knob.environment(getattr(config, knob.name), env))
+    for step in ENVIRONMENT_STEPS:
+        if step == "trial":
+            env.update(trial or {})
+        for knob in KNOBS:
+            if knob.environment_step == step and (knob.at_start or not at_start) and (knob.exported or not exported):
+                env.update(knob.environment(getattr(config, knob.name), env, config))
     return env
 
 

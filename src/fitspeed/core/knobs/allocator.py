@@ -73,7 +73,7 @@ class Allocator(Knob):
                                  f"{' '.join(package for _, package in LIBRARIES.values())}")
         return Offer(values=found, each=True)
 
-    def environment(self, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    def environment(self, value: Any, environ: Mapping[str, str], config: Any) -> dict[str, str]:
         path = library(value)
         if path is None:
             return {}

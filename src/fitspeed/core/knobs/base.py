@@ -5,17 +5,21 @@ it is process-wide or belongs to one model, and its `stage` (see
 `fitspeed.trial.apply`). The hooks below are how a knob owns the rest of its
 life; each has a default that does nothing, so a knob says only what it needs:
 
-| hook             | asked by                                         | for                                   |
-|------------------|--------------------------------------------------|---------------------------------------|
-| `refuses`        | `TrialConfig`, `fitspeed knobs`                  | a backend that cannot turn it, and why |
-| `offer`          | the search space (`fitspeed.search.space`)       | the values a search tries, or why none |
-| `environment`    | `core.import_environment`, best.json's exports   | variables set before the backend loads |
-| `at_start`       | trial processes, `fitspeed run`                  | variables needed when a process starts |
-| `too_late`       | `fitspeed.apply()` in a running Python           | why the value cannot take effect now  |
-| `apply`, `step`  | `fitspeed.trial.apply.after_import`, for the     | the value applied in a process, after |
-|                  | knobs of stage "process", in the order of `STEPS`| keras is imported, through `Process`  |
-| `snippet`        | `core.best_json.snippet` and `input_lines`, by   | the lines that apply the value in a   |
-|                  | section (`SECTIONS`)                             | user's own Keras code                 |
+| hook               | asked by                                          | for                                     |
+|--------------------|---------------------------------------------------|-----------------------------------------|
+| `refuses`          | `TrialConfig`, `fitspeed knobs`                   | a backend that cannot turn it, and why  |
+| `offer`            | the search space (`fitspeed.search.space`)        | the values a search tries, or why none  |
+| `environment`,     | `knob_environment`, for every knob, in the        | variables set before the backend loads: |
+| `environment_step` | order of `ENVIRONMENT_STEPS`: a trial's           | KERAS_BACKEND, TF_ENABLE_ONEDNN_OPTS,   |
+|                    | `core.import_environment`, a fork server's key    | XLA_FLAGS, TF_XLA_FLAGS, LD_PRELOAD ... |
+| `exported`         | `core.best_json.exports`: the knobs it is         | the variables a user exports (False:    |
+|                    | true of                                           | the knob's snippet sets them)           |
+| `at_start`         | trial processes, `fitspeed run`                   | variables needed when a process starts  |
+| `too_late`         | `fitspeed.apply()` in a running Python            | why the value cannot take effect now    |
+| `apply`, `step`    | `fitspeed.trial.apply.after_import`, for the      | the value applied in a process, after   |
+|                    | knobs of stage "process", in the order of `STEPS` | keras is imported, through `Process`    |
+| `snippet`          | `core.best_json.snippet` and `input_lines`, by    | the lines that apply the value in a     |
+|                    | section (`SECTIONS`)                              | user's own Keras code                   |
 
 The knobs themselves live in this package's modules, one per knob or family,
 and `fitspeed.core.knobs.KNOBS` is their registry. This module is imported by
@@ -40,6 +44,12 @@ Stage = Literal["environment", "process", "model", "compile", "data"]
 # on one, the dtype policy before any layer is built, the seeds (every trial's, no knob's), then deterministic ops.
 Step = Literal["threads", "devices", "dtype_policy", "seed", "determinism"]
 STEPS: tuple[Step, ...] = get_args(Step)
+# The environment stage's steps (`Knob.environment_step`), in the order `knob_environment` sets their variables: the
+# backend to import, the trial's own (the log level and the hash seed, no knob's: `core.import_environment`),
+# oneDNN's switch, the determinism flags, the host's devices (JAX's count in XLA_FLAGS, after the determinism flag),
+# then every other knob's. A fork server is kept per environment (`fitspeed.measure.warm_start`): the order is its key's.
+EnvironmentStep = Literal["backend", "trial", "onednn", "determinism", "devices", "others"]
+ENVIRONMENT_STEPS: tuple[EnvironmentStep, ...] = get_args(EnvironmentStep)
 # best.json's snippet, section by section (`Knob.snippet`), in the order `core.best_json` writes them:
 # before_import  lines that set os.environ before keras is imported
 # process        process-wide calls (the dtype policy, seeds and deterministic ops), then `devices`' and `threads`'
@@ -175,6 +185,10 @@ class Knob:
     only_under: tuple[str, Any] | None = None
     # a knob of the process stage: the step (`STEPS`) at which `fitspeed.trial.apply.after_import` calls its `apply`
     step: ClassVar[Step | None] = None
+    # the step (`ENVIRONMENT_STEPS`) at which `knob_environment` asks its `environment`
+    environment_step: ClassVar[EnvironmentStep] = "others"
+    # whether best.json exports its `environment` (`core.best_json.exports`); False: its `snippet` says what to set
+    exported: ClassVar[bool] = True
 
     def idle_in(self, config: Any) -> bool:
         """Whether every value of this knob trains the same in `config` (a `KnobValues`): `only_under` unmet.
@@ -218,11 +232,14 @@ class Knob:
         """
         return None
 
-    def environment(self, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    def environment(self, value: Any, environ: Mapping[str, str], config: Any) -> dict[str, str]:
         """The variables `value` needs set before the backend is imported, given the rest of `environ`.
 
-        They are set in every trial's environment (`core.import_environment`)
-        and exported in best.json's snippet; where `at_start` is true they are
+        `config` is the whole configuration (a `KnobValues`), for a knob whose
+        variables depend on another knob (the backend). `knob_environment` asks
+        every knob, whatever its value, at its `environment_step`: they are set
+        in every trial's environment (`core.import_environment`) and, where
+        `exported`, in best.json's exports; where `at_start` is true they are
         set before the process starts too, as a loader reads them then.
         """
         return {}

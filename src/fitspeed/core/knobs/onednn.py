@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from fitspeed.core.backends import backend_of
 from fitspeed.core.knobs.base import Knob, Offer, Where, keep_or_bool
 
 
 class OneDnn(Knob):
     """The value that differs from what the baseline runs with on this CPU (`Where.onednn_on`)."""
+
+    environment_step = "onednn"
+
+    def environment(self, value: Any, environ: Mapping[str, str], config: Any) -> dict[str, str]:
+        """TF_ENABLE_ONEDNN_OPTS, as the backend exports it (`Backend.exports`: TensorFlow's; keep sets nothing).
+
+        >>> from fitspeed.core.config import TrialConfig
+        >>> ONEDNN.environment(False, {}, TrialConfig()), ONEDNN.environment("keep", {}, TrialConfig())
+        ({'TF_ENABLE_ONEDNN_OPTS': '0'}, {})
+        """
+        return backend_of(config.backend).exports(value)
 
     def offer(self, where: Where) -> Offer:
         """

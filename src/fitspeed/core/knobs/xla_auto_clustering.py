@@ -36,12 +36,12 @@ class XlaAutoClustering(Knob):
         why = self.refuses(where.base.backend)
         return Offer(skipped=why) if why else Offer(values=(True,))
 
-    def environment(self, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    def environment(self, value: Any, environ: Mapping[str, str], config: Any) -> dict[str, str]:
         """The flags added to what TF_XLA_FLAGS holds already, once each.
 
-        >>> XLA_AUTO_CLUSTERING.environment(True, {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --x"})
+        >>> XLA_AUTO_CLUSTERING.environment(True, {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --x"}, None)
         {'TF_XLA_FLAGS': '--tf_xla_auto_jit=2 --x --tf_xla_cpu_global_jit'}
-        >>> XLA_AUTO_CLUSTERING.environment(False, {})
+        >>> XLA_AUTO_CLUSTERING.environment(False, {}, None)
         {}
         """
         if not value:

@@ -46,7 +46,7 @@ def test_the_scope_sets_each_layers_remat_mode_and_the_backward_pass_recomputes(
     code = """
     import json, numpy as np
     from fitspeed.core.config import TrialConfig
-    from fitspeed.trial import remat
+    from fitspeed.trial.apply import model_scope
     import keras
     calls = {"n": 0}
     class Counted(keras.layers.Layer):  # counts its forward calls: recomputed in the backward pass under remat
@@ -56,7 +56,7 @@ def test_the_scope_sets_each_layers_remat_mode_and_the_backward_pass_recomputes(
     out = {}
     for mode in ("off", "full"):
         keras.utils.set_random_seed(0)
-        with remat.scope(TrialConfig(backend=keras.backend.backend(), remat=mode)):
+        with model_scope(TrialConfig(backend=keras.backend.backend(), remat=mode)):
             inputs = keras.Input((8,))
             model = keras.Model(inputs, keras.layers.Dense(3)(Counted()(keras.layers.Dense(16)(inputs))))
         model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)

@@ -21,7 +21,9 @@ Who owns what, in the order a trial child runs them:
 |              |                        | rewritten and checked), precision (output layers   |
 |              |                        | kept float32): one rewrite of the whole built      |
 |              |                        | model, checked at once, so it stays there          |
-| model        | `fitspeed.trial.remat.scope` | remat (the model built inside keras.RematScope) |
+| model        | `model_scope`: each    | remat (the model built inside keras.RematScope),   |
+|              | knob's scope, by its   | the rewrite above inside it too; the trial checks  |
+|              | `Knob.build_scope`     | it took (`fitspeed.trial.remat.check`)             |
 | compile      | `compile_kwargs`       | steps_per_execution, jit_compile, auto_scale_loss  |
 | data         | `fitspeed.trial.data.sources`    | batch_size (× devices: the global batch) |
 | data         | `fitspeed.trial.data.pipeline`    | prefetch, map_parallelism, cache, vectorize,       |
@@ -40,7 +42,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -213,6 +216,16 @@ def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
     if process.placement is None:
         raise RuntimeError("the devices knob placed no training: its `apply` must call `Process.place`")
     return process.placement
+
+
+@contextmanager
+def model_scope(config: TrialConfig) -> Iterator[None]:
+    """Every knob's scope open at once (`Knob.build_scope`, in the registry's order): the model stage, around the
+    model's build and its rewrite; with every knob at its default, no scope at all."""
+    with ExitStack() as scopes:
+        for knob in KNOBS:
+            scopes.enter_context(knob.build_scope(getattr(config, knob.name)))
+        yield
 
 
 def compile_kwargs(config: TrialConfig) -> dict[str, Any]:

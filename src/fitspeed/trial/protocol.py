@@ -65,7 +65,7 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
     env = environment.collect(config.backend)
     env["devices"] = placement.to_dict()
     started = time.perf_counter()
-    with remat.scope(config):  # layers created inside it are rematerialized (fitspeed.trial.remat)
+    with apply.model_scope(config):  # every knob's scope (`Knob.build_scope`): remat's keras.RematScope
         model = models.build(spec.model)
         rewritten = rewrite.for_trial(model, config, spec.seed)  # data_format, float32 outputs: checked, or Refused
     model = rewritten.model if rewritten else model

@@ -1,4 +1,4 @@
-"""The `remat` knob: the model built inside `keras.RematScope`, and the check that it took.
+"""The `remat` knob's check that `keras.RematScope` took, and why a training script cannot have it.
 
 Keras 3.15 reads the scope when a layer is created (`Operation.__init__` keeps
 `get_current_remat_mode()` as `_remat_mode`), and a layer with a mode wraps its
@@ -10,9 +10,11 @@ knob is refused on that backend. Under mode "full" every layer created inside
 the scope is rematerialized, the model itself too.
 
 A built model cannot be put under the scope afterwards, so the scope has to be
-open while the model is built: around `fitspeed.trial.models.build` (a
-built-in model, a user's builder, a `.keras` file rebuilt from its config) and
-around the rewrite that rebuilds layers (`data_format`). A user's training
+open while the model is built: the knob's own `build_scope`
+(`fitspeed.core.knobs.remat`), which `fitspeed.trial.apply.model_scope` opens
+around `fitspeed.trial.models.build` (a built-in model, a user's builder, a
+`.keras` file rebuilt from its config) and around the rewrite that rebuilds
+layers (`data_format`). `check` then counts the layers it covered. A user's training
 script builds its model in its own code, where fitspeed opens no scope: the
 knob is refused there with `SCRIPT_REASON`.
 
@@ -21,8 +23,6 @@ Runs in the trial child only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
@@ -33,18 +33,6 @@ SCRIPT_REASON = (
     "script builds its model in its own code, outside any scope fitspeed can open honestly. Wrap your model's "
     "construction in `with keras.RematScope(mode=\"full\"):` yourself, and measure that"
 )
-
-
-@contextmanager
-def scope(config: TrialConfig) -> Iterator[None]:
-    """Inside, layers created get the config's remat mode; with remat=off, nothing changes."""
-    if config.remat == "off":
-        yield
-        return
-    import keras
-
-    with keras.RematScope(mode=config.remat):
-        yield
 
 
 def layers_under(model: Any, mode: str) -> tuple[int, int]:

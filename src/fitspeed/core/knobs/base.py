@@ -18,6 +18,8 @@ life; each has a default that does nothing, so a knob says only what it needs:
 | `too_late`         | `fitspeed.apply()` in a running Python            | why the value cannot take effect now    |
 | `apply`, `step`    | `fitspeed.trial.apply.after_import`, for the      | the value applied in a process, after   |
 |                    | knobs of stage "process", in the order of `STEPS` | keras is imported, through `Process`    |
+| `build_scope`      | `fitspeed.trial.apply.model_scope`, every knob's  | the scope a trial's model is built in   |
+|                    | open at once, in a trial, around the model build  | (the model stage: remat's RematScope)   |
 | `snippet`          | `core.best_json.snippet` and `input_lines`, by    | the lines that apply the value in a     |
 |                    | section (`SECTIONS`)                              | user's own Keras code                   |
 
@@ -28,6 +30,7 @@ the parent process, so it never imports keras.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, get_args
@@ -251,6 +254,19 @@ class Knob:
         "process", whatever the value, in the order of `STEPS` (the registry's
         within a step): in a trial, in a user's script and in `fitspeed.apply()`.
         """
+
+    def build_scope(self, value: Any) -> contextlib.AbstractContextManager[Any]:
+        """The scope a trial's model is built in, for `value` (the model stage); by default none.
+
+        `fitspeed.trial.apply.model_scope` opens every knob's, around the
+        model's build and the rewrite that rebuilds its layers; keras is
+        imported by then, so a knob imports it inside this method.
+
+        >>> from fitspeed.core.knobs import get_knob
+        >>> with get_knob("steps_per_execution").build_scope(32):
+        ...     pass
+        """
+        return contextlib.nullcontext()
 
     def snippet(self, value: Any, recipe: Recipe) -> Lines:
         """The lines of best.json's snippet that apply `value` in a user's own code, by section (`SECTIONS`).

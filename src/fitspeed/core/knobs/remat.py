@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from fitspeed.core.knobs.base import Knob, Lines, Recipe, as_choice
 
 
 class Remat(Knob):
-    """The model built inside keras.RematScope (`fitspeed.trial.remat`): the snippet wraps the user's build in it."""
+    """The model built inside keras.RematScope (`build_scope`): the snippet wraps the user's build in it.
+
+    Keras reads the scope when a layer is created, so it is open while the
+    trial builds the model (`fitspeed.trial.apply.model_scope`); the trial
+    then checks that it took (`fitspeed.trial.remat.check`).
+    """
+
+    def build_scope(self, value: Any) -> contextlib.AbstractContextManager[Any]:
+        """Inside, layers created get remat mode `value`; with off, nothing changes.
+
+        >>> with REMAT.build_scope("off"):
+        ...     pass
+        """
+        if value == "off":
+            return contextlib.nullcontext()
+        import keras
+
+        return keras.RematScope(mode=value)
 
     def snippet(self, value: Any, recipe: Recipe) -> Lines:
         if value == self.default:  # keras.RematScope acts on the layers created inside it

@@ -18,6 +18,9 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
+    def join(self, processes: int) -> None:
+        self.calls.append(("join", processes))
+
     def set_threads(self, intra: int, inter: int) -> None:
         self.calls.append(("set_threads", intra, inter))
 
@@ -42,7 +45,7 @@ def _calls(config: TrialConfig) -> list[tuple[Any, ...]]:
 
 def test_every_process_knob_has_a_step_and_an_applier_of_its_own() -> None:
     process = [knob for knob in KNOBS if knob.stage == "process"]
-    assert {knob.name for knob in process} == {"devices", "precision", "deterministic", "intra_op_threads",
+    assert {knob.name for knob in process} == {"processes", "devices", "precision", "deterministic", "intra_op_threads",
                                                "inter_op_threads"}
     for knob in process:
         assert knob.step in STEPS and knob.step != "seed", knob.name
@@ -51,21 +54,25 @@ def test_every_process_knob_has_a_step_and_an_applier_of_its_own() -> None:
 
 
 def test_the_effects_come_in_the_order_a_backend_needs() -> None:
-    """Threads before anything starts TensorFlow's runtime, devices before the policy, the seeds before determinism."""
+    """The processes joined before the backend runs anything, threads before anything starts TensorFlow's runtime,
+    devices before the policy, the seeds before determinism."""
     config = TrialConfig(intra_op_threads=2, inter_op_threads=1, devices=2, precision="mixed_bfloat16",
                          deterministic=True)
-    assert _calls(config) == [("set_threads", 2, 0), ("set_threads", 0, 1), ("place", 2),
+    assert _calls(config) == [("join", 1), ("set_threads", 2, 0), ("set_threads", 0, 1), ("place", 2),
                               ("set_dtype_policy", "mixed_bfloat16"), ("seed",), ("enable_determinism",)]
+    assert _calls(TrialConfig(backend="jax", processes=2, devices=2))[:4] == [
+        ("join", 2), ("set_threads", 0, 0), ("set_threads", 0, 0), ("place", 2)]
 
 
 def test_the_defaults_still_place_set_the_policy_and_seed() -> None:
-    assert _calls(TrialConfig()) == [("set_threads", 0, 0), ("set_threads", 0, 0), ("place", 1),
+    assert _calls(TrialConfig()) == [("join", 1), ("set_threads", 0, 0), ("set_threads", 0, 0), ("place", 1),
                                      ("set_dtype_policy", "float32"), ("seed",)]
 
 
 @pytest.mark.parametrize("knob", [knob for knob in KNOBS if knob.stage == "process"], ids=lambda knob: knob.name)
 def test_each_process_knob_value_reaches_the_process(knob: Knob) -> None:
     """A value other than the default shows in the calls: no process knob is left out of the loop."""
-    other = {"devices": 3, "precision": "mixed_float16", "deterministic": True, "intra_op_threads": 3,
+    other = {"devices": 3, "processes": 2, "precision": "mixed_float16", "deterministic": True, "intra_op_threads": 3,
              "inter_op_threads": 3}[knob.name]
-    assert _calls(TrialConfig(**{knob.name: other})) != _calls(TrialConfig())
+    backend = "jax" if knob.name == "processes" else "tensorflow"  # TensorFlow refuses processes (its knob says why)
+    assert _calls(TrialConfig(backend=backend, **{knob.name: other})) != _calls(TrialConfig(backend=backend))

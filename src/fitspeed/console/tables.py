@@ -238,6 +238,7 @@ def measure_table(record: TrialRecord) -> Table:
         ("coefficient of variation", cv),
         ("ms/step", number(typed.ms_per_step, 2)),
         *_device_rows(record.environment, typed.batch_size),
+        *_process_rows(record),
         ("timed steps × repeats",
          f"{metrics['steps_per_repeat']} × {len(metrics['window_s'])}" if ok else "–"),
         ("compile s (excluded)", number(metrics.get("compile_s"), 2)),
@@ -266,20 +267,42 @@ def measure_table(record: TrialRecord) -> Table:
 
 
 def _device_rows(environment: Mapping[str, Any] | None, batch: int | None) -> list[tuple[str, str]]:
-    """The batch row, and with devices=N the devices row: the batch is global, per-device × N.
+    """The batch row, and with devices=N (or processes=N) their row: the batch is global, per-device × N (× processes).
 
     >>> placement = {"asked": 2, "used": 2, "kind": "GPU", "strategy": "tf.distribute.MirroredStrategy"}
     >>> _device_rows({"devices": placement}, 64)
     [('devices', '2 GPU, tf.distribute.MirroredStrategy'), ('batch size (global)', '64 = 32 per device × 2')]
+    >>> _device_rows({"devices": {**placement, "asked": 1, "used": 1, "kind": "CPU", "processes": 2,
+    ...                           "strategy": "keras.distribution.DataParallel"}}, 64)[0]
+    ('processes', '2, each on 1 CPU, keras.distribution.DataParallel')
     """
     placement = (environment or {}).get("devices")
-    if not placement or placement["asked"] == 1 or batch is None:
+    processes = (placement or {}).get("processes", 1)
+    if not placement or (placement["asked"] == 1 and processes == 1) or batch is None:
         return [("batch size", number(batch, 0))]
     used = placement["used"]
     devices = f"{used} {placement['kind']}" + (f", {placement['strategy']}" if placement["strategy"] else "")
     if used < placement["asked"]:
         devices += f" ({placement['asked']} asked)"
+    if processes > 1:
+        per_device = batch / used / processes
+        return [("processes", f"{processes}, each on {devices}"),
+                ("batch size (global)", f"{batch} = {per_device:g} per device × {used} × {processes} processes")]
     return [("devices", devices), ("batch size (global)", f"{batch} = {batch / used:g} per device × {used}")]
+
+
+def _process_rows(record: TrialRecord) -> list[tuple[str, str]]:
+    """Each process's own samples/s and status, where the trial ran as several (`fitspeed.measure.processes`).
+
+    >>> from fitspeed.core.record import TrialSpec
+    >>> _process_rows(TrialRecord(id="t", status=Status.OK, spec=TrialSpec(model="tiny"), extra={"processes": [
+    ...     {"process": 0, "status": "ok", "samples_per_s": 2233.4}, {"process": 1, "status": "crashed",
+    ...     "samples_per_s": None}]}))
+    [('process 0', 'ok, 2,233 samples/s'), ('process 1', 'crashed')]
+    """
+    return [(f"process {p['process']}", p["status"] + (f", {p['samples_per_s']:,.0f} samples/s"
+                                                      if p.get("samples_per_s") else ""))
+            for p in record.extra.get("processes") or ()]
 
 
 def print_trials(console: Console, records: Sequence[TrialRecord], title: str | None = None) -> None:

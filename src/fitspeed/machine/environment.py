@@ -17,7 +17,7 @@ import os
 import platform
 import socket
 from importlib import metadata
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from fitspeed.machine.frameworks import framework_of
 
@@ -38,6 +38,8 @@ class Devices(TypedDict):
     kind: str
     available: int | None
     strategy: str | None
+    processes: NotRequired[int]  # where several processes trained together (the `processes` knob)
+    process: NotRequired[int]  # this record's process among them
 
 
 class Environment(TypedDict, total=False):

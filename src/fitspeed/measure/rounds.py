@@ -354,10 +354,17 @@ def cannot_share(specs: Sequence[TrialSpec], peak_mb: float, free_mb: float) -> 
     '2 trials of 3,000 MiB each do not fit in the 5,000 MiB of memory free'
     >>> cannot_share([TrialSpec(model="tiny")] * 2, 1000, 5000) is None
     True
+    >>> from fitspeed.core.config import TrialConfig
+    >>> cannot_share([TrialSpec(model="tiny"), TrialSpec(model="tiny", config=TrialConfig(backend="jax", processes=2))],
+    ...              0, 5000)
+    'a trial of 2 processes runs alone: its processes step together in collectives, not in turns'
     """
     for spec in specs:
         if spec.mode not in TIMED_MODES:
             return f"a {spec.mode}-mode trial times no windows to take turns with"
+        if spec.config.processes > 1:  # `fitspeed.measure.processes`
+            return (f"a trial of {spec.config.processes} processes runs alone: its processes step together in "
+                    "collectives, not in turns")
     if peak_mb and len(specs) * peak_mb > 0.9 * free_mb:
         return f"{len(specs)} trials of {peak_mb:,.0f} MiB each do not fit in the {free_mb:,.0f} MiB of memory free"
     return None

@@ -49,6 +49,8 @@ from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
 from fitspeed.measure import warm_start
+from fitspeed.measure import processes
+from fitspeed.measure.processes import ProcessGroup
 
 POLL_S = 0.05
 COLD = "cold"  # fitspeed.trial.warm_script.COLD: a warm script trial's word that it must start cold, and why
@@ -357,9 +359,15 @@ def run_trial(
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
 ) -> TrialRecord:
-    """Run `spec` in a child process and return its record, whatever happened."""
+    """Run `spec` in a child process (N processes with `processes=N`: `fitspeed.measure.processes`) and return its
+    record, whatever happened."""
+    if spec.script is not None and spec.config.processes > 1:
+        return new_record(spec, Status.FAILED, reason=processes.SCRIPT_REASON, user_error=True,
+                          environment=environment.host(spec.config.backend))
     with tempfile.TemporaryDirectory(prefix="fitspeed-trial-") as tmp:
-        trial = TrialProcess(spec, Path(tmp), python=python, env=env, cwd=cwd)
+        trial: TrialProcess | ProcessGroup = (
+            TrialProcess(spec, Path(tmp), python=python, env=env, cwd=cwd) if spec.config.processes == 1
+            else ProcessGroup(spec, Path(tmp), TrialProcess, python=python, env=env, cwd=cwd))
         while True:
             trial.start()
             killed = None

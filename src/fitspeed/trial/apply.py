@@ -171,6 +171,9 @@ class TrialProcess:
     seed_value: int
     placement: distribute.Placement | None = None
 
+    def join(self, processes: int) -> None:
+        distribute.join(processes)
+
     def set_threads(self, intra: int, inter: int) -> None:
         self.framework.set_threads(intra, inter)
 

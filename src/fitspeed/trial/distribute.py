@@ -27,6 +27,7 @@ imports the framework only inside functions, after `apply.before_import` has run
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,14 +49,26 @@ class Placement:
     kind: str  # "GPU", "TPU", "CPU (logical devices)", "CPU"
     available: int | None
     strategy: str | None  # "tf.distribute.MirroredStrategy", "keras.distribution.DataParallel", or None
+    processes: int = 1  # the processes training together (the `processes` knob), each over `used` devices
+    process: int = 0  # this one's index among them
 
-    def global_batch(self, per_device: int) -> int:
-        """The batch one step trains on: per-device batch × devices used.
+    def feed(self, per_device: int) -> int:
+        """The batch this process feeds fit() each step: per-device batch × its devices used.
 
-        >>> Placement(2, 2, "CPU (logical devices)", None, "keras.distribution.DataParallel").global_batch(32)
+        >>> Placement(2, 2, "CPU", None, "keras.distribution.DataParallel", processes=2).feed(32)
         64
         """
         return per_device * self.used
+
+    def global_batch(self, per_device: int) -> int:
+        """The batch one step trains on: per-device batch × devices used × processes.
+
+        >>> Placement(2, 2, "CPU (logical devices)", None, "keras.distribution.DataParallel").global_batch(32)
+        64
+        >>> Placement(1, 1, "CPU", None, "keras.distribution.DataParallel", processes=2).global_batch(32)
+        64
+        """
+        return self.feed(per_device) * self.processes
 
     def note(self) -> str | None:
         """A sentence when fewer devices were used than asked, else None.
@@ -68,8 +81,27 @@ class Placement:
         return f"devices={self.asked} was asked, but this host has {self.available} {self.kind}: the trial ran on {self.used}."
 
     def to_dict(self) -> Devices:
-        return {"asked": self.asked, "used": self.used, "kind": self.kind, "available": self.available,
-                "strategy": self.strategy}
+        """As the record holds it; `processes` and `process` only where several processes trained."""
+        out: Devices = {"asked": self.asked, "used": self.used, "kind": self.kind, "available": self.available,
+                        "strategy": self.strategy}
+        if self.processes > 1:
+            out["processes"], out["process"] = self.processes, self.process
+        return out
+
+
+def join(processes: int) -> None:
+    """Join this process to the others of a multi-process run (the `processes` knob), before anything is placed.
+
+    `keras.distribution.initialize()` reads Keras's variables (the coordinator's
+    address, the number of processes, this one's id: `fitspeed.measure.processes`
+    sets them on one host, a launcher on a cluster), or JAX finds its cluster
+    itself (SLURM's variables). One process joins nothing.
+    """
+    if processes == 1:
+        return
+    import keras
+
+    keras.distribution.initialize()
 
 
 def place(framework: Framework, asked: int) -> Placement:
@@ -83,6 +115,25 @@ def place(framework: Framework, asked: int) -> Placement:
     if place is None:  # no data parallel in Keras for this backend: the knob refused devices > 1
         return Placement(asked, 1, "GPU" if available else "CPU", available, None)
     return place(asked, available)
+
+
+def agree(value: float) -> float:
+    """Process 0's `value`, in every process of a multi-process run (a collective: each must call it, in the same
+    order); `value` itself in a run of one process.
+
+    What a trial decides from its own clock (how many steps a window takes) must be one decision: a process that
+    stepped once more than its peers would wait for them in a collective until XLA's rendezvous timeout.
+    """
+    if "jax" not in sys.modules:
+        return value
+    import jax
+
+    if jax.process_count() == 1:
+        return value
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return float(multihost_utils.broadcast_one_to_all(np.float64(value)))
 
 
 def _tensorflow(asked: int, available: int | None) -> Placement:
@@ -106,8 +157,11 @@ def _tensorflow(asked: int, available: int | None) -> Placement:
 
 
 def _jax(asked: int, available: int | None) -> Placement:
+    import jax
     import keras
 
+    if jax.process_count() > 1:
+        return _jax_processes(asked, available)
     devices = keras.distribution.list_devices()  # the default platform's: GPUs or TPUs where there are, else CPUs
     kind = "CPU (logical devices)" if available is None else devices[0].split(":")[0].upper()
     used = min(asked, len(devices))
@@ -117,6 +171,26 @@ def _jax(asked: int, available: int | None) -> Placement:
         return Placement(asked, used, kind, available, None)
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:used]))
     return Placement(asked, used, kind, available, "keras.distribution.DataParallel")
+
+
+def _jax_processes(asked: int, available: int | None) -> Placement:
+    """Every device of every joined process in one DataParallel; each process feeds its own share of the batch,
+    so Keras does not shard the data again (`auto_shard_dataset=False`)."""
+    import jax
+    import keras
+
+    local = jax.local_devices()
+    used = min(asked, len(local))
+    if available is None:
+        kind = "CPU (logical devices)" if used > 1 else "CPU"
+    else:
+        kind = local[0].platform.upper()
+    # the first `used` devices of every process (each process asked the same), as Keras names them
+    devices = [f"{d.platform}:{d.id}" for p in range(jax.process_count())
+               for d in sorted((d for d in jax.devices() if d.process_index == p), key=lambda d: d.id)[:used]]
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
+    return Placement(asked, used, kind, available, "keras.distribution.DataParallel", processes=jax.process_count(),
+                     process=jax.process_index())
 
 
 _PLACE: dict[str | None, Callable[[int, int | None], Placement]] = {

@@ -85,7 +85,7 @@ class Subject:
 
     model: Any
     data: Data
-    batch: int  # the global batch
+    batch: int  # the batch this process feeds fit(): the global batch, where one process trains (`processes`)
     env: Environment  # the record's environment
     build_s: float  # seconds to build the model and data
     steps_per_execution: int
@@ -98,6 +98,12 @@ class Subject:
     hooks: TrialHooks = NO_HOOKS  # a test's faults and holds (`fitspeed.trial.hooks`)
     end: measurement.End | None = None  # the cut-off timer's last act where the process must end with the record
     validates: bool = True  # with `spec.validate`, held-out figures follow training (a script brings no held-out data)
+    processes: int = 1  # the processes that step together, each feeding its own `batch` (the `processes` knob)
+
+    @property
+    def global_batch(self) -> int:
+        """The batch one step trains on, what samples/s counts: `batch` × `processes`."""
+        return self.batch * self.processes
 
     def fit(self, steps: int, epochs: int, timer: Any) -> None:
         """One call of the real fit(): `epochs` epochs of `steps` steps of this subject's data, `timer` watching."""
@@ -188,7 +194,7 @@ def timed(s: Subject, spec: TrialSpec) -> TrialRecord:
     s.hooks.before_timing()
     n = s.steps_per_execution
     cap = (s.data.max_steps(s.batch) - n) // n * n
-    result = measurement.timed_windows(spec, s.fit, n, s.batch, cap, s.build_s, s.env, end=s.end, **s.fields)
+    result = measurement.timed_windows(spec, s.fit, n, s.global_batch, cap, s.build_s, s.env, end=s.end, **s.fields)
     if not isinstance(result, measurement.Timed):
         return result  # cut short, or the loss went to NaN
     notes = list(s.notes)
@@ -198,7 +204,7 @@ def timed(s: Subject, spec: TrialSpec) -> TrialRecord:
             "layer that does not support it, or op determinism is on (Keras turns XLA off then)."
         )
     metrics = measurement.window_metrics(
-        timed=result, steps_per_execution=n, batch=s.batch, build_s=s.build_s,
+        timed=result, steps_per_execution=n, batch=s.global_batch, build_s=s.build_s,
         jit_compile=bool(getattr(s.model, "jit_compile", False)),
         device_mb=environment.peak_device_memory_mb(spec.config.backend), params=int(s.model.count_params()),
         data_kind=s.data.label, output_dtype=output_dtype(s.model),
@@ -244,11 +250,11 @@ def train(s: Subject, spec: TrialSpec) -> TrialRecord:
     fit_s = time.perf_counter() - started
     losses = timer.epoch_losses
     metrics: dict[str, Any] = {"loss_curve": losses, "final_loss": losses[-1] if losses else None,
-                               "steps_per_repeat": steps, "batch_size": s.batch, "epoch_s": timer.epoch_s,
+                               "steps_per_repeat": steps, "batch_size": s.global_batch, "epoch_s": timer.epoch_s,
                                "fit_s": fit_s, "params": int(s.model.count_params()), "data_kind": s.data.label,
                                "output_dtype": output_dtype(s.model)}
     if len(timer.epoch_s) > 1:  # the first epoch holds tracing and compilation: the later ones are the speed
-        metrics["samples_per_s"] = describe([steps * s.batch / e for e in timer.epoch_s[1:]]).to_dict()
+        metrics["samples_per_s"] = describe([steps * s.global_batch / e for e in timer.epoch_s[1:]]).to_dict()
     bad = timer.nonfinite or (None if losses and math.isfinite(losses[-1]) else "the final loss is not finite")
     if bad:
         return new_record(spec, Status.NAN, reason=bad, environment=s.env, metrics=metrics, notes=notes, **s.fields)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fitspeed.core.record import Status, TrialRecord, TrialSpec, new_record
-from fitspeed.trial import cutoff, lockstep, peak_memory
+from fitspeed.trial import cutoff, distribute, lockstep, peak_memory
 
 if TYPE_CHECKING:  # imports keras: the knobs must be set first
     from fitspeed.machine.environment import Environment
@@ -100,7 +100,7 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
             watchdog.cancel()
         gate.release()
     first_s = warm.times[(0, n - 1)] - (warm.train_begin or 0.0)
-    steady_s = warm.span(0, n - 1, 2 * n - 1) or first_s
+    steady_s = distribute.agree(warm.span(0, n - 1, 2 * n - 1) or first_s)  # one decision for every process
     if warm.nonfinite:
         gate.finish()
         return new_record(spec, Status.NAN, reason=warm.nonfinite, environment=env, **fields)

@@ -78,16 +78,18 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
             f"Cannot make synthetic data for {spec.model!r}: its input shape is not fully "
             "known. Give the model a fixed keras.Input shape, or pass --data."
         )
-    global_batch = placement.global_batch(config.batch_size)  # batch_size is per device
-    data_seed = spec.seed if spec.data_seed is None else spec.data_seed
-    data = sources.load(data_ref, shape or (), int(model.output_shape[-1]), global_batch, data_seed,
+    feed = placement.feed(config.batch_size)  # batch_size is per device; the global batch is × processes too
+    # each process of a multi-process trial draws its own share: its own seed (`fitspeed.measure.processes`)
+    data_seed = (spec.seed if spec.data_seed is None else spec.data_seed) + placement.process
+    data = sources.load(data_ref, shape or (), int(model.output_shape[-1]), feed, data_seed,
                         holdout=spec.validate)
-    data = hooks.loaded(data, spec.seed).with_knobs(config, global_batch, spec.seed)
+    data = hooks.loaded(data, spec.seed).with_knobs(config, feed, spec.seed)
     data = layout.fit_layout(data, model, str(data_ref))
-    return driver.Subject(model, data, data.batch_size or global_batch, env, time.perf_counter() - started,
+    return driver.Subject(model, data, data.batch_size or feed, env, time.perf_counter() - started,
                           config.steps_per_execution,
                           notes=[note for note in (placement.note(), remat_note) if note],
-                          fields={"rewrite": rewritten.to_dict()} if rewritten is not None else {}, hooks=hooks)
+                          fields={"rewrite": rewritten.to_dict()} if rewritten is not None else {}, hooks=hooks,
+                          processes=placement.processes)
 
 
 def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> TrialRecord:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from fitspeed.core.backends import backend_of
 from fitspeed.core.errors import KnobError
 from fitspeed.core.knobs import (allocator, backend, batch, determinism, devices, execution, layout, onednn,
-                                 precision, pydataset, remat, tf_data, threads, xla_auto_clustering)
+                                 precision, processes, pydataset, remat, tf_data, threads,
+                                 xla_auto_clustering)
 from fitspeed.core.knobs.base import BACKENDS, ENVIRONMENT_STEPS, Knob, Offer, Scope, Stage, Where
 
 __all__ = ["BACKENDS", "KNOBS", "KNOBS_BY_NAME", "Knob", "KnobValues", "Offer", "Scope", "Stage", "Where",
@@ -33,6 +34,7 @@ KNOBS: tuple[Knob, ...] = (
     backend.BACKEND,
     batch.BATCH_SIZE,
     devices.DEVICES,
+    processes.PROCESSES,
     execution.STEPS_PER_EXECUTION,
     execution.JIT_COMPILE,
     precision.PRECISION,
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
         backend: str
         batch_size: int
         devices: int
+        processes: int
         steps_per_execution: int
         jit_compile: bool | str
         precision: str

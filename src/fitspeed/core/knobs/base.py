@@ -42,10 +42,12 @@ BACKENDS = NAMES
 
 Scope = Literal["process", "model", "data"]
 Stage = Literal["environment", "process", "model", "compile", "data"]
-# The process stage's steps (`Knob.step`), in the order `fitspeed.trial.apply.after_import` runs them: the thread
-# pools before anything starts TensorFlow's runtime (it refuses them after), the devices before anything is placed
-# on one, the dtype policy before any layer is built, the seeds (every trial's, no knob's), then deterministic ops.
-Step = Literal["threads", "devices", "dtype_policy", "seed", "determinism"]
+# The process stage's steps (`Knob.step`), in the order `fitspeed.trial.apply.after_import` runs them: the other
+# processes joined before the backend runs anything (JAX's multi-process runtime starts first or not at all), the
+# thread pools before anything starts TensorFlow's runtime (it refuses them after), the devices before anything is
+# placed on one, the dtype policy before any layer is built, the seeds (every trial's, no knob's), then deterministic
+# ops.
+Step = Literal["processes", "threads", "devices", "dtype_policy", "seed", "determinism"]
 STEPS: tuple[Step, ...] = get_args(Step)
 # The environment stage's steps (`Knob.environment_step`), in the order `knob_environment` sets their variables: the
 # backend to import, the trial's own (the log level and the hash seed, no knob's: `core.import_environment`),
@@ -142,6 +144,9 @@ class Process(Protocol):
     (`fitspeed.machine.frameworks`) and `fitspeed.trial.distribute`: this
     package names what the knobs need, and imports neither.
     """
+
+    def join(self, processes: int) -> None:
+        """Join the other processes of a multi-process run (1: none), before the backend runs anything."""
 
     def set_threads(self, intra: int, inter: int) -> None:
         """Size the backend's thread pools, intra-op then inter-op; 0 leaves a pool as it is."""

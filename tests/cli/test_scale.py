@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 from pathlib import Path
 
 import pytest
-from conftest import QUICK, fitspeed, fitspeed_in_process
+from conftest import QUICK, fitspeed, fitspeed_in_process, missing
 from rich.console import Console
 
 from fitspeed.cli.scale import print_scale
@@ -42,6 +43,30 @@ def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Pat
     assert "plot in scaled/scaling.png" in " ".join(result.stderr.split())
 
 
+@pytest.mark.slow
+def test_scale_over_processes_prints_both_rows_with_intervals_and_the_guard(workdir: Path) -> None:
+    """Two real JAX processes on this host against one: both rows, the interval, the guard's verdict, no crash."""
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed")
+    result = fitspeed("scale", "tiny", "--processes", "1,2", "--set", "backend=jax", "--pairs", "2", *QUICK,
+                      "--set", "batch_size=16", "--out", "scaled", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    result_json = json.loads((workdir / "scaled" / "scale.json").read_text())
+    assert result_json["status"] == "ok" and result_json["axis"] == "processes"
+    assert result_json["processes_measured"] == [1, 2]
+    one, two = result_json["rows"]
+    assert (one["processes"], one["used"], one["global_batch"]) == (1, 1, 16)
+    assert (two["processes"], two["used"], two["global_batch"]) == (2, 2, 32)  # 16 per device × 1 × 2 processes
+    assert two["pairs_ok"] == 2 and two["speedup_low"] is not None and two["speedup_high"] is not None
+    assert two["guard"]["curve"] and two["guard"]["ok"] in (True, False)
+    trials = [TrialRecord.from_dict(t) for t in result_json["trials"]]
+    assert all(t.status == Status.OK for t in trials), [(t.status, t.reason) for t in trials]
+    widths = [len(t.extra.get("processes", ())) for t in trials]  # the guard's two runs, each pair's in its order
+    assert widths[0] == 0 and widths[-1] == 2 and sorted(widths[1:-1]) == [0, 0, 2, 2], widths
+    text = " ".join(result.stdout.split())
+    assert "speed-up: samples/s on N processes over 1 process" in text and "guard, processes=2:" in text
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -49,8 +74,12 @@ def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Pat
         (["--devices", "1"], "Expected --devices to list at least one count above 1"),
         (["--devices", "1,two"], "Expected --devices as positive integers separated by commas"),
         (["--set", "devices=2"], "Expected the device counts in --devices only"),
+        (["--processes", "1,2"], "tensorflow backend cannot do processes=2: TensorFlow's multi-process route"),
+        (["--processes", "1,2", "--devices", "1,2"], "Expected one of --devices and --processes"),
+        (["--processes", "1,2", "--set", "backend=jax", "--set", "processes=2"],
+         "Expected the process counts in --processes only"),
     ],
-    ids=["torch", "one-count", "not-a-number", "set-devices"],
+    ids=["torch", "one-count", "not-a-number", "set-devices", "processes-on-tensorflow", "both-axes", "set-processes"],
 )
 def test_bad_input_is_one_sentence(workdir: Path, args: list[str], expected: str) -> None:
     result = fitspeed_in_process("scale", "tiny", *args, cwd=workdir)  # refused before any trial

@@ -35,33 +35,39 @@ RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
 @workload_command(after="fit", through="tolerance")
 def scale(
     workload: Workload,
-    devices: Annotated[str, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4.")] = "1,2",
+    devices: Annotated[str | None, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4 (1,2 unless --processes).")] = None,
+    processes: Annotated[str | None, typer.Option("--processes", help="Process counts to measure against 1 process instead, such as 1,2 (JAX; each process over --set devices=N).")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
     statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: mean (the geometric mean of its windows), median (of its windows) or best (its fastest window).")] = "mean",
     tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
     as_json: JsonOpt = False,
 ) -> None:
-    """Data-parallel scaling over 1..N devices: speed-up, efficiency and loss, against 1 device in pairs."""
-    run(workload.spec(), parse_int_list(devices, "--devices"), pairs=pairs, statistic=statistic, tolerance=tolerance,
-        out_dir=out_dir, as_json=as_json, out=terminal.out, err=terminal.err)
+    """Data-parallel scaling over 1..N devices (or processes): speed-up, efficiency and loss, against 1 in pairs."""
+    if devices is not None and processes is not None:
+        raise UserError(f"Expected one of --devices and --processes. Received: --devices {devices} --processes "
+                        f"{processes}. Scale one of them; give each process its devices with --set devices=N.")
+    axis, counts = ("processes", parse_int_list(processes, "--processes")) if processes is not None else (
+        "devices", parse_int_list(devices or "1,2", "--devices"))
+    run(workload.spec(), counts, pairs=pairs, statistic=statistic, tolerance=tolerance,
+        out_dir=out_dir, as_json=as_json, out=terminal.out, err=terminal.err, axis=axis)
 
 
 def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, tolerance: float,
-        out_dir: Path, as_json: bool, out: Console, err: Console) -> None:
-    """Measure, write and show; exit 1 when a device count could not be compared."""
+        out_dir: Path, as_json: bool, out: Console, err: Console, axis: str = "devices") -> None:
+    """Measure, write and show; exit 1 when a count could not be compared."""
     from fitspeed.search.scale import Scaling, check_counts  # not for `fitspeed --help`
 
     check(statistic, None)
-    check_counts(counts, spec.config.devices)
-    for devices in counts:
-        spec.config.replace(devices=devices)  # a backend that cannot do it says why (PyTorch), before any trial
+    check_counts(counts, getattr(spec.config, axis), axis)
+    for count in counts:
+        spec.config.replace(**{axis: count})  # a backend that cannot do it says why (PyTorch), before any trial
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"Expected --out to name a folder fitspeed can write. Received: {str(out_dir)!r} "
                         f"({error.strerror}). Choose another folder with --out.") from None
-    scaling = Scaling(spec, counts, pairs=pairs, statistic=statistic, tolerance=tolerance)
+    scaling = Scaling(spec, counts, axis=axis, pairs=pairs, statistic=statistic, tolerance=tolerance)
     result_path = out_dir / RESULT_FILE
 
     from rich.progress import Progress
@@ -91,7 +97,8 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
     _write(result_path, result)
     from fitspeed.report.scale import draw
 
-    title = f"{spec.model} · {spec.data or 'synthetic'} · {spec.config.backend}, {spec.config.batch_size} per device"
+    title = f"{spec.model} · {spec.data or 'synthetic'} · {spec.config.backend}, {spec.config.batch_size} per device" + (
+        f", {spec.config.devices} device(s) per process" if axis == "processes" else "")
     plot = draw(result["rows"], out_dir / PLOT_FILE, title)
     if as_json:
         print(json.dumps(result, indent=2, default=str))
@@ -117,16 +124,20 @@ def scale_table(result: JSONObject) -> Table:
     """One row per device count: samples/s, speed-up with its interval, efficiency, loss and guard."""
     table = Table(title=f"{result['model']} · {result['data'] or 'synthetic'} · {result['backend']}, data parallel",
                   header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for column in ("devices", "batch", "samples/s", "speed-up (95% CI)", "efficiency", "loss", "guard"):
+    processes = result.get("axis") == "processes"
+    columns = ("processes", "devices") if processes else ("devices",)
+    for column in (*columns, "batch", "samples/s", "speed-up (95% CI)", "efficiency", "loss", "guard"):
         table.add_column(column, justify="left" if column == "guard" else "right",
                          no_wrap=True, min_width=len("changed") if column == "guard" else len(column))
     losses = loss_column([row["final_loss"] for row in result["rows"]])
     for row, loss in zip(result["rows"], losses, strict=True):
-        one = row["devices"] == 1
+        one = row.get("processes", row["devices"]) == 1
         verdict = row["guard"]
         interval = "" if one else f" ({_interval(row['speedup_low'], row['speedup_high'])})"
+        asked = row["devices"] * row.get("processes", 1)
         table.add_row(
-            str(row["used"]) + (f" ({row['devices']} asked)" if row["used"] != row["devices"] else ""),
+            *([str(row["processes"])] if processes else []),
+            str(row["used"]) + (f" ({asked} asked)" if row["used"] != asked else ""),
             str(row["global_batch"]),
             number(row["samples_per_s"], 0),
             "–" if row["speedup"] is None else f"{row['speedup']:.2f}×{interval}",
@@ -162,23 +173,33 @@ def pairs_phrase(rows: list[JSONObject]) -> str:
     phrases = [phrase(row) for row in counts]
     if len(set(phrases)) <= 1:
         return phrases[0] if phrases else "no pairs ran"
-    return "; ".join(f"at {row['devices']} devices {text}" for row, text in zip(counts, phrases, strict=True))
+    return "; ".join(f"at {row.get('processes', row['devices'])} {'processes' if 'processes' in row else 'devices'} "
+                     f"{text}" for row, text in zip(counts, phrases, strict=True))
 
 
 def print_scale(console: Console, result: JSONObject) -> None:
     print_table(console, scale_table(result))
-    console.print(f"speed-up: samples/s on N devices over 1 device, {pairs_phrase(result['rows'])}. "
-                  "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
-    console.print(f"batch: the global batch, {result['per_device_batch']} per device × N (re-tune the learning rate). "
-                  "loss: the final loss after the same steps from the same seed, against 1 device's.", highlight=False)
+    axis = result.get("axis", "devices")
+    if axis == "processes":
+        console.print(f"speed-up: samples/s on N processes over 1 process, {pairs_phrase(result['rows'])}. "
+                      "efficiency = speed-up ÷ every process's devices (100% is linear).", highlight=False)
+        console.print(f"batch: the global batch, {result['per_device_batch']} per device × every process's devices "
+                      "(re-tune the learning rate). loss: the final loss after the same steps from the same seed, "
+                      "against 1 process's.", highlight=False)
+    else:
+        console.print(f"speed-up: samples/s on N devices over 1 device, {pairs_phrase(result['rows'])}. "
+                      "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
+        console.print(f"batch: the global batch, {result['per_device_batch']} per device × N (re-tune the learning "
+                      "rate). loss: the final loss after the same steps from the same seed, against 1 device's.",
+                      highlight=False)
     for row in result["rows"][1:]:
         if row["guard"]:
-            console.print(f"guard, devices={row['devices']}: {row['guard']['reason']}", highlight=False)
+            console.print(f"guard, {axis}={row.get(axis, row['devices'])}: {row['guard']['reason']}", highlight=False)
     for note in result["notes"]:
         console.print(note, highlight=False)
     for row in result["rows"][1:]:
         if row["verdict"] and row["speedup"] is None:
-            console.print(f"devices={row['devices']}: {row['verdict']}", highlight=False)
+            console.print(f"{axis}={row.get(axis, row['devices'])}: {row['verdict']}", highlight=False)
     from fitspeed.console.tables import print_failures
     from fitspeed.report.plot_data import failures  # it imports optuna, which `fitspeed --help` must not wait for
 
@@ -187,7 +208,8 @@ def print_scale(console: Console, result: JSONObject) -> None:
 
 def _role(record: TrialRecord) -> str:
     """What a scaling trial was for, as its progress line said: 'pair 2/5, 2 device(s)' or 'guard, 1 device(s)'."""
-    devices = record.spec.config.devices
+    config = record.spec.config
+    count = f"{config.processes} process(es)" if config.processes > 1 else f"{config.devices} device(s)"
     if "pair" in record.extra:
-        return f"pair {record.extra['pair'] + 1}, {devices} device(s)"
-    return f"guard, {devices} device(s)"
+        return f"pair {record.extra['pair'] + 1}, {count}"
+    return f"guard, {count}"

@@ -42,6 +42,9 @@ from fitspeed.search import guard
 
 
 
+UNITS = {"devices": "device(s)", "processes": "process(es)"}  # what a count counts, on each axis
+
+
 def plan(asked: Sequence[int], available: int | None) -> tuple[tuple[int, ...], list[str]]:
     """The device counts to measure, 1 first, and a note for each count the host cannot give.
 
@@ -66,22 +69,24 @@ def plan(asked: Sequence[int], available: int | None) -> tuple[tuple[int, ...], 
     return tuple(sorted({min(n, available) for n in counts})), [note]
 
 
-def check_counts(counts: Sequence[int], base_devices: int) -> None:
-    """Refuse --devices without a count above 1, or --set devices=N beside it."""
-    if base_devices != 1:
-        raise UserError(f"Expected the device counts in --devices only. Received: --set devices={base_devices} "
-                        "as well. Drop --set devices=... and list the counts as --devices 1,2,4.")
+def check_counts(counts: Sequence[int], base: int, axis: str = "devices") -> None:
+    """Refuse --devices (or --processes) without a count above 1, or --set devices=N (processes=N) beside it."""
+    unit = UNITS[axis].split("(")[0]
+    if base != 1:
+        raise UserError(f"Expected the {unit} counts in --{axis} only. Received: --set {axis}={base} "
+                        f"as well. Drop --set {axis}=... and list the counts as --{axis} 1,2,4.")
     if not counts or max(counts) < 2:
-        raise UserError(f"Expected --devices to list at least one count above 1, such as 1,2,4. Received: "
-                        f"{','.join(map(str, counts)) or 'nothing'}. Scaling compares N devices against 1.")
+        raise UserError(f"Expected --{axis} to list at least one count above 1, such as 1,2,4. Received: "
+                        f"{','.join(map(str, counts)) or 'nothing'}. Scaling compares N {axis} against 1.")
 
 
 @dataclass
 class Scaling:
     """One scaling experiment: the 1-device spec, the counts asked, and what was measured so far."""
 
-    spec: TrialSpec  # the 1-device configuration (its devices knob is 1)
+    spec: TrialSpec  # the 1-device (1-process) configuration
     asked: tuple[int, ...]
+    axis: str = "devices"  # what the counts scale: "devices", or "processes" (each over the spec's devices)
     pairs: int = 5
     statistic: str = "mean"
     tolerance: float = guard.DEFAULT_TOLERANCE
@@ -93,8 +98,8 @@ class Scaling:
     trials: list[TrialRecord] = field(default_factory=list)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
-    def spec_for(self, devices: int) -> TrialSpec:
-        return dataclasses.replace(self.spec, config=self.spec.config.replace(devices=devices))
+    def spec_for(self, count: int) -> TrialSpec:
+        return dataclasses.replace(self.spec, config=self.spec.config.replace(**{self.axis: count}))
 
     def run(self, on_trial: OnTrial | None = None, runner: TrialRunner | RoundRunner | None = None) -> Scaling:
         """Measure: the guard's baseline, the pairs for each count (rounds: lockstep where both fit), then the
@@ -107,17 +112,21 @@ class Scaling:
             if on_trial:
                 on_trial(role, record)
 
+        unit = UNITS[self.axis]
+
         def guarded(devices: int) -> None:
             record = runner(guard.guard_spec(self.spec_for(devices), base))
             self.guard_runs[devices] = record
-            landed(f"guard, {devices} device(s)", record)
+            landed(f"guard, {devices} {unit}", record)
 
         guarded(1)
         available = ((self.guard_runs[1].environment or {}).get("devices") or {}).get("available")
-        self.counts, self.notes = plan(self.asked, available)
+        # processes are started as asked; devices beyond the accelerators a host has are not there to use
+        self.counts, self.notes = plan(self.asked, available) if self.axis == "devices" else (
+            tuple(sorted({1, *self.asked})), [])
         for devices in self.counts[1:]:
             def pair_landed(arm: str, record: TrialRecord, devices: int = devices) -> None:
-                landed(f"pair {record.extra['pair'] + 1}/{self.pairs}: {1 if arm == 'a' else devices} device(s)", record)
+                landed(f"pair {record.extra['pair'] + 1}/{self.pairs}: {1 if arm == 'a' else devices} {unit}", record)
 
             self.comparisons[devices] = interleave(
                 self.spec, self.spec_for(devices), self.pairs, run=runner, on_trial=pair_landed,
@@ -130,15 +139,24 @@ class Scaling:
         """One row per device count: samples/s, speed-up and efficiency with their intervals, loss, guard."""
         baseline_curve = _curve(self.guard_runs.get(1))
         ones = [s for c in self.comparisons.values() for a, _ in c.pairs if (s := speed(a, self.statistic))]
-        rows = [_row(1, 1, self.spec.config.batch_size, ones, None, self.guard_runs.get(1), None)]
-        for devices, comparison in self.comparisons.items():
+        per = self.spec.config.devices if self.axis == "processes" else 1  # each process's devices
+        rows = [self._axis(_row(1, per, self.spec.config.batch_size * per, ones, None, self.guard_runs.get(1), None))]
+        for count, comparison in self.comparisons.items():
             records = [b for _, b in comparison.pairs]
-            used = _used(records, devices)
+            used = _used(records, count * per)
             speeds = [s for b in records if (s := speed(b, self.statistic))]
-            curve = _curve(self.guard_runs.get(devices))
-            verdict = guard.check(baseline_curve, curve, self.tolerance).to_dict() if devices in self.guard_runs else None
-            rows.append(_row(devices, used, self.spec.config.batch_size * used, speeds, comparison, self.guard_runs.get(devices), verdict))
+            curve = _curve(self.guard_runs.get(count))
+            verdict = guard.check(baseline_curve, curve, self.tolerance).to_dict() if count in self.guard_runs else None
+            rows.append(self._axis(_row(count, used, self.spec.config.batch_size * used, speeds, comparison,
+                                        self.guard_runs.get(count), verdict)))
         return rows
+
+    def _axis(self, row: JSONObject) -> JSONObject:
+        """A row of the processes axis: its count as `processes`, each process's devices as `devices`; `used` counts
+        every process's devices, and the efficiency is the speed-up over them."""
+        if self.axis == "devices":
+            return row
+        return {**row, "processes": row["devices"], "devices": self.spec.config.devices}
 
     def result(self) -> JSONObject:
         """Everything measured, as one JSON-ready record."""
@@ -155,8 +173,9 @@ class Scaling:
             "backend": self.spec.config.backend,
             "base": self.spec.config.to_dict(),
             "per_device_batch": self.spec.config.batch_size,
-            "devices_asked": list(self.asked),
-            "devices_measured": list(self.counts),
+            "axis": self.axis,
+            f"{self.axis}_asked": list(self.asked),
+            f"{self.axis}_measured": list(self.counts),
             "pairs": self.pairs,
             "statistic": self.statistic,
             "confidence": self.confidence,
@@ -173,11 +192,11 @@ def _curve(record: TrialRecord | None) -> list[float | None]:
 
 
 def _used(records: Sequence[TrialRecord], asked: int) -> int:
-    """The devices the trials ran on, as their records say (the count asked if none says)."""
+    """The devices the trials ran on, every process's, as their records say (the count asked if none says)."""
     for record in records:
         placement = (record.environment or {}).get("devices")
         if placement:
-            return int(placement["used"])
+            return int(placement["used"]) * int(placement.get("processes", 1))
     return asked
 
 

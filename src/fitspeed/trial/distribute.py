@@ -117,6 +117,15 @@ def place(framework: Framework, asked: int) -> Placement:
     return place(asked, available)
 
 
+def process_count() -> int:
+    """How many processes train together: JAX's count once they joined (`join`), else 1."""
+    if "jax" not in sys.modules:
+        return 1
+    import jax
+
+    return int(jax.process_count())
+
+
 def agree(value: float) -> float:
     """Process 0's `value`, in every process of a multi-process run (a collective: each must call it, in the same
     order); `value` itself in a run of one process.
@@ -124,11 +133,7 @@ def agree(value: float) -> float:
     What a trial decides from its own clock (how many steps a window takes) must be one decision: a process that
     stepped once more than its peers would wait for them in a collective until XLA's rendezvous timeout.
     """
-    if "jax" not in sys.modules:
-        return value
-    import jax
-
-    if jax.process_count() == 1:
+    if process_count() == 1:
         return value
     import numpy as np
     from jax.experimental import multihost_utils

@@ -20,6 +20,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from fitspeed.trial import distribute
 from fitspeed.trial.data.kinds import Data
 
 REPLICA_MULTIPLE = 8  # held-out samples are evaluated in a multiple of this
@@ -85,6 +86,9 @@ def held_out_metrics(model: keras.Model, data: Data) -> tuple[dict[str, Any], li
     count = len(data.x_val) // REPLICA_MULTIPLE * REPLICA_MULTIPLE or len(data.x_val)
     x, y = data.x_val[:count], data.y_val[:count]
     metrics["val_loss"] = held_out_loss(model, x, y)
-    metrics["val_accuracy"] = accuracy(model, x, y)
     metrics["val_samples"] = count
+    if distribute.process_count() > 1:  # predict()'s outputs span the processes' devices, in an order of steps
+        return metrics, ["no held-out accuracy in a trial of several processes: predict()'s outputs span them; "
+                         "the held-out loss is every process's share, from evaluate()"]
+    metrics["val_accuracy"] = accuracy(model, x, y)
     return metrics, []

@@ -127,6 +127,33 @@ def test_a_process_killed_mid_trial_ends_the_trial_and_leaves_none(tmp_path: Pat
     assert _trial_processes() == []
 
 
+def test_two_launches_with_kerass_variables_form_one_run(tmp_path: Path) -> None:
+    """The launch on two hosts, as typed, here as two commands on one host: each starts its own process only."""
+    _need_jax()
+    command = [sys.executable, "-m", "fitspeed", "measure", "tiny", "--set", "backend=jax", "--set", "processes=2",
+               "--steps", "8", "--repeats", "2", "--json", "--results", "r.jsonl"]
+    runs = []
+    for index, env in enumerate(environments(2, f"127.0.0.1:{free_port()}", child_env())):
+        (tmp_path / f"host{index}").mkdir()
+        runs.append(subprocess.Popen(command, env=env, cwd=tmp_path / f"host{index}", text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outs]
+    records = [TrialRecord.from_dict(json.loads(out)) for out, _ in outs]
+    assert [r.status for r in records] == [Status.OK, Status.OK]
+    assert [r.environment["devices"]["process"] for r in records] == [0, 1]
+    assert [[p["process"] for p in r.extra["processes"]] for r in records] == [[0], [1]]  # each its own
+    assert all(r.metrics.batch_size == 64 for r in records)  # 32 per device × 1 × 2 processes
+
+
+def test_a_launch_whose_variables_disagree_with_the_processes_asked_is_refused(tmp_path: Path) -> None:
+    env = {**child_env(), **environments(4, "127.0.0.1:1", {})[3]}
+    record = run_trial(TrialSpec(model="tiny", config=TrialConfig(backend="jax", processes=2)), env=env, cwd=tmp_path)
+    assert record.status == Status.FAILED and record.user_error
+    assert record.reason.startswith("Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. "
+                                    "Received: 4."), record.reason
+
+
 def test_tensorflow_and_pytorch_refuse_processes_with_the_reason() -> None:
     with pytest.raises(KnobError, match=f"tensorflow backend cannot do processes=2: .*{KERAS_ISSUE}.*--set backend=jax"):
         TrialConfig(processes=2)

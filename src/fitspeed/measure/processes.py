@@ -5,9 +5,11 @@ place by Keras's own variables: `KERAS_DISTRIBUTION_JOB_ADDRESSES` (this host
 and a free port: the coordinator, process 0), `KERAS_DISTRIBUTION_NUM_PROCESSES`
 and `KERAS_DISTRIBUTION_PROCESS_ID`, which `keras.distribution.initialize()`
 reads in each (the `processes` knob, `fitspeed.trial.distribute.join`). JAX
-then runs its collectives across them, over gloo on CPUs. On a cluster the
-same trial command runs on each host with those variables set by the user or
-the launcher; this module is the one-host case.
+then runs its collectives across them, over gloo on CPUs. Where a launcher set
+those variables already (a cluster: the same command on each host, each with
+its own process id), this command starts that one process only, with them as
+they are, and its record is that process's (`refusal` checks they agree with
+the processes asked).
 
 Every step all-reduces the gradients, so the processes step together, and
 process 0's record is the trial's: its figures count the global batch (each
@@ -89,6 +91,30 @@ def environments(count: int, address: str, environ: Mapping[str, str]) -> list[d
             for index in range(count)]
 
 
+def refusal(spec: TrialSpec, environ: Mapping[str, str]) -> str | None:
+    """Why a trial of several processes cannot run as asked, in a sentence; None where it can.
+
+    >>> from fitspeed.core.config import TrialConfig
+    >>> spec = TrialSpec(model="tiny", config=TrialConfig(backend="jax", processes=2))
+    >>> refusal(spec, {}) is None, refusal(spec, {ADDRESSES: "h:1", COUNT: "2", INDEX: "1"}) is None
+    (True, True)
+    >>> refusal(spec, {ADDRESSES: "h:1", COUNT: "4", INDEX: "1"})
+    'Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. Received: 4. Set it to 2 on every host, or ask --set processes=4.'
+    """
+    if spec.script is not None:
+        return SCRIPT_REASON
+    if environ.get(ADDRESSES):
+        count, index = environ.get(COUNT, ""), environ.get(INDEX, "")
+        if count != str(spec.config.processes):
+            return (f"Expected {COUNT} to be the processes asked, {spec.config.processes}. Received: "
+                    f"{count or 'nothing'}. Set it to {spec.config.processes} on every host, or ask --set "
+                    f"processes={count or 'N'}.")
+        if not index.isdigit() or int(index) >= spec.config.processes:
+            return (f"Expected {INDEX} to be this process's id, 0 to {spec.config.processes - 1}. Received: "
+                    f"{index or 'nothing'}. Set it on each host: 0 on the coordinator ({environ[ADDRESSES]}).")
+    return None
+
+
 class ProcessGroup:
     """The N processes of one trial, watched as one: `start`, `running`, `limits`, `end` and `record`, as the
     runner watches one process (`fitspeed.measure.runner.run_trial`)."""
@@ -97,11 +123,16 @@ class ProcessGroup:
                  env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> None:
         self.spec = spec
         self.count = int(spec.config.processes)
-        address = f"127.0.0.1:{free_port()}"
+        given = os.environ if env is None else env
+        if given.get(ADDRESSES):  # a launcher's run (`launched`): this command is one of its processes
+            self.indices, environs = [int(given.get(INDEX, "0"))], [{**given, WARM_START: "0"}]
+        else:  # this host's run: every process started here, on a free local port
+            self.indices = list(range(self.count))
+            environs = environments(self.count, f"127.0.0.1:{free_port()}", given)
         self.members: list[Process] = []
         # no early stop: a process that stopped on its own clock would leave its peers waiting in a collective
         each = dataclasses.replace(spec, stop_below=None)
-        for index, environ in enumerate(environments(self.count, address, os.environ if env is None else env)):
+        for index, environ in zip(self.indices, environs, strict=True):
             own = folder / f"process-{index}"
             own.mkdir()
             self.members.append(make(each, own, python=python, env=environ, cwd=cwd))
@@ -149,9 +180,10 @@ class ProcessGroup:
 
     def _stopped_because(self, index: int, status: int) -> str:
         if status != 0:
-            return f"process {index} of {self.count} ended first (exit status {status}): the others were stopped"
-        return (f"process {index} of {self.count} ended, and the others had not ended {PEER_GRACE_S:g} s later: "
-                "they were stopped")
+            return (f"process {self.indices[index]} of {self.count} ended first (exit status {status}): the others "
+                    "were stopped")
+        return (f"process {self.indices[index]} of {self.count} ended, and the others had not ended "
+                f"{PEER_GRACE_S:g} s later: they were stopped")
 
     def end(self, killed: tuple[Status, str] | None) -> bool:
         """Kill every process's group; never run again (no process is a warm script's)."""
@@ -167,17 +199,17 @@ class ProcessGroup:
         process's record, its reason naming it; where a process failed, the first one's."""
         records = [member.record(None if self._ended_itself(member) else killed) for member in self.members]
         own = [{"process": i, "status": r.status.value, "samples_per_s": r.throughput,
-                **({"reason": r.reason} if r.reason else {})} for i, r in enumerate(records)]
+                **({"reason": r.reason} if r.reason else {})} for i, r in zip(self.indices, records, strict=True)]
         if killed is not None and killed[0] == Status.CRASHED and self.first_end is not None:
             index = self.first_end[0]
             first = records[index]
-            chosen = (dataclasses.replace(first, reason=f"process {index} of {self.count}: {first.reason}")
+            chosen = (dataclasses.replace(first, reason=f"process {self.indices[index]} of {self.count}: {first.reason}")
                       if first.status != Status.OK else
                       dataclasses.replace(first, status=Status.CRASHED, metrics=None, reason=killed[1]))
         else:
             failed = next((i for i, r in enumerate(records) if r.status != Status.OK), None)
             chosen = records[0] if failed is None else dataclasses.replace(
-                records[failed], reason=f"process {failed} of {self.count}: {records[failed].reason}")
+                records[failed], reason=f"process {self.indices[failed]} of {self.count}: {records[failed].reason}")
         wall = [r.wall_s for r in records if r.wall_s is not None]
         return dataclasses.replace(chosen, extra={**chosen.extra, "processes": own},
                                    wall_s=max(wall) if wall else chosen.wall_s)

@@ -361,8 +361,9 @@ def run_trial(
 ) -> TrialRecord:
     """Run `spec` in a child process (N processes with `processes=N`: `fitspeed.measure.processes`) and return its
     record, whatever happened."""
-    if spec.script is not None and spec.config.processes > 1:
-        return new_record(spec, Status.FAILED, reason=processes.SCRIPT_REASON, user_error=True,
+    refused = processes.refusal(spec, os.environ if env is None else env) if spec.config.processes > 1 else None
+    if refused:
+        return new_record(spec, Status.FAILED, reason=refused, user_error=True,
                           environment=environment.host(spec.config.backend))
     with tempfile.TemporaryDirectory(prefix="fitspeed-trial-") as tmp:
         trial: TrialProcess | ProcessGroup = (

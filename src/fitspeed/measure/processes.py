@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
+from fitspeed.measure.warm_start import SWITCH as WARM_START  # "0": every process starts cold
 
 ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 COUNT = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 INDEX = "KERAS_DISTRIBUTION_PROCESS_ID"
-WARM_START = "FITSPEED_WARM_START"  # `fitspeed.measure.warm_start.SWITCH`: "0" starts every process cold
 SCRIPT_REASON = (
     "processes is not applied to a training command yet: fitspeed starts the processes of a built-in or builder "
     "model's trial (fitspeed measure MODEL --set backend=jax --set processes=N), whose data it shares out by "
@@ -124,7 +124,7 @@ class ProcessGroup:
         self.spec = spec
         self.count = int(spec.config.processes)
         given = os.environ if env is None else env
-        if given.get(ADDRESSES):  # a launcher's run (`launched`): this command is one of its processes
+        if given.get(ADDRESSES):  # a launcher's run (checked by `refusal`): this command is one of its processes
             self.indices, environs = [int(given.get(INDEX, "0"))], [{**given, WARM_START: "0"}]
         else:  # this host's run: every process started here, on a free local port
             self.indices = list(range(self.count))

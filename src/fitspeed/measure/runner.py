@@ -48,8 +48,7 @@ from fitspeed.core.record import TRIAL_TMP, Status, TrialRecord, TrialSpec, deco
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
-from fitspeed.measure import warm_start
-from fitspeed.measure import processes
+from fitspeed.measure import processes, warm_start
 from fitspeed.measure.processes import ProcessGroup
 
 POLL_S = 0.05

@@ -48,8 +48,10 @@ def test_scale_over_processes_prints_both_rows_with_intervals_and_the_guard(work
     """Two real JAX processes on this host against one: both rows, the interval, the guard's verdict, no crash."""
     if importlib.util.find_spec("jax") is None:
         missing("jax is not installed")
-    result = fitspeed("scale", "tiny", "--processes", "1,2", "--set", "backend=jax", "--pairs", "2", *QUICK,
-                      "--set", "batch_size=16", "--out", "scaled", cwd=workdir)
+    # 64 steps a window, not QUICK's 8: one process's 8 steps take about 20 ms here, and a window that short can
+    # measure less than no time when Keras's callback threads read the clock late on a loaded machine
+    result = fitspeed("scale", "tiny", "--processes", "1,2", "--set", "backend=jax", "--pairs", "2", "--steps", "64",
+                      "--repeats", "2", "--set", "batch_size=16", "--out", "scaled", cwd=workdir)
     assert result.returncode == 0, result.stderr
     result_json = json.loads((workdir / "scaled" / "scale.json").read_text())
     assert result_json["status"] == "ok" and result_json["axis"] == "processes"

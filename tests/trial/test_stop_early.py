@@ -32,9 +32,12 @@ class _Model:
     stop_training = False
 
 
-def _fake_fit(step_s: Callable[[int, int], float]) -> Callable[..., None]:
+def _fake_fit(step_s: Callable[[int, int], float],
+              late: frozenset[tuple[int, int]] = frozenset()) -> Callable[..., None]:
     """A `measurement.Fit` that drives the real StepTimer through steps that sleep `step_s(fit, step)`
-    (fit 0 is the warm-up, fit 1 the timed windows, steps counted across epochs), with steps_per_execution 1."""
+    (fit 0 is the warm-up, fit 1 the timed windows, steps counted across epochs), with steps_per_execution 1.
+    The callback of each (fit, step) in `late` runs at its epoch's end, after the later steps' callbacks, as a
+    callback thread that waited for the interpreter's lock does under Keras's asynchronous dispatch."""
     import time
 
     fits = []
@@ -47,9 +50,15 @@ def _fake_fit(step_s: Callable[[int, int], float]) -> Callable[..., None]:
         timer.on_train_begin()
         for epoch in range(epochs):
             timer.on_epoch_begin(epoch)
+            held = []
             for step in range(steps):
                 time.sleep(step_s(number, count))  # the fake fit's step: its duration is what is measured
                 count += 1
+                if (number, count - 1) in late:
+                    held.append(step)
+                else:
+                    timer.on_train_batch_end(step, {"loss": 1.0})
+            for step in held:
                 timer.on_train_batch_end(step, {"loss": 1.0})
             timer.on_epoch_end(epoch, {"loss": 1.0})
             if model.stop_training:
@@ -90,6 +99,22 @@ def test_only_the_first_timed_window_may_cut_a_trial() -> None:
     assert isinstance(slow, TrialRecord) and slow.metrics is not None and slow.metrics.stopped_early is not None
     assert slow.metrics.stopped_early["after"] == "its first timed window"
     assert slow.throughput is not None and slow.throughput < 2500.0
+
+
+def test_a_window_whose_clock_was_read_out_of_order_is_a_failure_not_a_figure() -> None:
+    # the first timed window's start mark (step 0 of fit 1) is read after its end mark: the window measures
+    # less than no time, and the trial says so instead of writing a negative samples/s (a 2-core CI run did)
+    from fitspeed.trial import measurement
+
+    spec = TrialSpec(model="tiny", steps=20, repeats=3)
+    record = measurement.timed_windows(spec, _fake_fit(lambda fit, step: 0.001, late=frozenset({(1, 0)})),
+                                       1, 10, 10_000, 0.0, {})
+    assert isinstance(record, TrialRecord) and record.status == Status.FAILED
+    assert record.reason is not None and record.reason.startswith("a timed window of 20 steps measured -")
+    assert "--steps" in record.reason and record.throughput is None
+    # the same steps with the marks read in order are three windows of about 20 ms
+    timed = measurement.timed_windows(spec, _fake_fit(lambda fit, step: 0.001), 1, 10, 10_000, 0.0, {})
+    assert isinstance(timed, Timed) and len(timed.windows) == 3 and min(timed.windows) > 0
 
 
 def test_a_trial_above_the_bar_runs_every_window(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ class Comparison:
         out = []
         for a, b in self.pairs:
             ta, tb = speed(a, self.statistic), speed(b, self.statistic)
-            if ta and tb:
+            if ta and tb and ta > 0 and tb > 0:  # a record written before windows were checked may hold less
                 out.append(tb / ta)
         return out
 

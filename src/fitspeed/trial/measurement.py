@@ -127,7 +127,28 @@ def timed_windows(spec: TrialSpec, fit: Fit, n: int, batch: int, cap: int, build
     windows = [timer.span(e, n - 1, n + steps - 1) for e in range(spec.repeats)]
     if any(w is None for w in windows):
         raise RuntimeError(f"timed windows incomplete: {windows}")
-    return Timed(steps, first_s, [w for w in windows if w is not None], losses, dict(timer.calls_per_epoch), wall)
+    timed = [w for w in windows if w is not None]
+    shortest = distribute.agree(min(timed))  # process 0's windows decide for every process, as its figure does
+    if shortest <= 0:
+        return new_record(spec, Status.FAILED, reason=too_short(steps, shortest), environment=env,
+                          metrics={"loss_curve": losses, "window_s": timed}, **fields)
+    return Timed(steps, first_s, timed, losses, dict(timer.calls_per_epoch), wall)
+
+
+def too_short(steps: int, window_s: float) -> str:
+    """Why a window that measured no time is no figure.
+
+    With callbacks dispatched off the main thread (JAX, PyTorch), Keras reads a
+    step's end in a worker thread, which may wait for the interpreter's lock
+    for some milliseconds: a window shorter than that wait can come out
+    negative, and no figure can be drawn from it.
+
+    >>> too_short(8, -0.0004)
+    'a timed window of 8 steps measured -0.4 ms: too short for the clock, which Keras reads in its callback threads up to some milliseconds late; time more steps (--steps) or seconds (--target-seconds)'
+    """
+    return (f"a timed window of {steps} steps measured {1000 * window_s:.1f} ms: too short for the clock, which "
+            "Keras reads in its callback threads up to some milliseconds late; time more steps (--steps) or "
+            "seconds (--target-seconds)")
 
 
 def stopped_early(spec: TrialSpec, after: str, speeds: list[float], batch: int, first_s: float, build_s: float,

@@ -81,7 +81,7 @@ class StepTimer(keras.callbacks.Callback):
         self.gate.release()
         if self.stop_below and self.marks and len(self.epoch_s) == 1:
             window = self.span(epoch, min(self.marks), max(self.marks))
-            if window and self.samples / window < self.stop_below:
+            if window is not None and window > 0 and self.samples / window < self.stop_below:
                 self.stopped = True
                 self.model.stop_training = True
 

@@ -16,6 +16,7 @@ from fitspeed.console.option_values import parse_duration, parse_int_list
 from fitspeed.console.terminal import TerminalProgress, err, out
 from fitspeed.console.tune_lines import tune_events
 from fitspeed.console.workload import Workload
+from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 
 
@@ -38,6 +39,7 @@ def tune(
     guard_margin: Annotated[float, typer.Option("--guard-margin", min=0.0, max=1.0, help="The numerics guard rejects a change of numerics only where its held-out loss is shown worse than the baseline's by more than this share of the baseline's loss; printed in every verdict.")] = 0.01,
     screen_only: Annotated[bool, typer.Option("--screen-only", help="Time each knob once beside the baseline and stop: nothing decided or verified, so best.json keeps the defaults. A --trials too small to decide is refused without it.")] = False,
     allow_batch_callbacks: Annotated[bool, typer.Option("--allow-batch-callbacks", help="With a training command whose callbacks act per batch: try steps_per_execution above 1 anyway; Keras then calls their batch hooks once per execution, N times less often.")] = False,
+    processes: Annotated[Optional[int], typer.Option("--processes", min=1, help="Run every trial as this many processes (keras.distribution on JAX: --set backend=jax), each over --set devices=N; the search then tries steps_per_execution and --batch-sizes unless --knobs names more.")] = None,
 ) -> None:
     """Find the fastest configuration that trains the same, and verify it."""
     from fitspeed.core import best_json
@@ -45,13 +47,14 @@ def tune(
     from fitspeed.search.tuner import Tuner, TuneSettings
 
     script = workload.script
+    base = over_processes(workload.base, processes, script is not None)
     if script is not None:
         study = study or f"{workload.model}-{(script['sha256'] or 'command')[:8]}"
         if batch_sizes:
             raise UserError(f"Expected no --batch-sizes with a training command: its batch size is its own. Received: "
                             f"--batch-sizes {batch_sizes}. Drop it, and vary the size through the script's arguments.")
     settings = TuneSettings(
-        script=script, model=workload.model, data=workload.data, base=workload.base, trials=trials,
+        script=script, model=workload.model, data=workload.data, base=base, trials=trials,
         time_s=parse_duration(time_budget), study=study, storage=storage, steps=workload.steps,
         repeats=workload.repeats, seed=workload.seed, timeout_s=workload.timeout_s,
         memory_limit_mb=workload.memory_limit_mb, pairs=pairs,
@@ -86,3 +89,25 @@ def tune(
 
         err.print(f"study {settings.study_name} in {shown(storage)}; best configuration and snippet in {best_path}",
                   highlight=False)
+
+
+def over_processes(base: TrialConfig, processes: int | None, is_script: bool) -> TrialConfig:
+    """The baseline with `--processes N`: every trial of the search runs as N processes (the `processes` knob).
+
+    >>> over_processes(TrialConfig(backend="jax"), 2, False).processes, over_processes(TrialConfig(), None, False).processes
+    (2, 1)
+    >>> over_processes(TrialConfig(backend="jax", processes=4), 2, False)
+    Traceback (most recent call last):
+    ...
+    fitspeed.core.errors.UserError: Expected the process count in --processes only. Received: --processes 2 and --set processes=4. Drop --set processes.
+    """
+    if processes is None:
+        return base
+    if base.processes not in (1, processes):
+        raise UserError(f"Expected the process count in --processes only. Received: --processes {processes} and "
+                        f"--set processes={base.processes}. Drop --set processes.")
+    if is_script and processes > 1:
+        from fitspeed.measure.processes import SCRIPT_REASON
+
+        raise UserError(f"Expected a built-in or builder model with --processes {processes}: {SCRIPT_REASON}.")
+    return base.replace(processes=processes)  # a backend with no multi-process route refuses it in a sentence

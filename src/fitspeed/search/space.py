@@ -2,7 +2,8 @@
 
 Framework-free. Each knob offers its own dimension (`Knob.offer`, in its
 module under `fitspeed.core.knobs`); the space puts them in order, adds the
-other backends and their own knobs, and applies `--space` and `--knobs`. Each
+other backends and their own knobs, and applies `--space` and `--knobs` (over
+several processes, `--knobs` defaults to the knobs tried there: `narrowed`). Each
 dimension either lists values to try (besides the baseline's) or says why it
 cannot run on this backend. Nothing is skipped
 because of a belief about the hardware: mixed_float16 is tried on a CPU too,
@@ -22,6 +23,7 @@ from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
 from fitspeed.core.input_kinds import INPUT_KNOBS, data_kind
 from fitspeed.core.knobs import KNOBS, Knob, Where, get_knob
+from fitspeed.core.knobs.processes import SEARCH_REASON
 from fitspeed.machine.environment import onednn_default, onednn_exported
 from fitspeed.measure import portability
 
@@ -254,6 +256,32 @@ def only(dims: list[Dimension], knobs: Iterable[str]) -> list[Dimension]:
     if not names:
         return dims
     return [d for d in dims if (d.knob in names or d.name in names) and (not d.on or d.on[0] in names)]
+
+
+def narrowed(dims: list[Dimension], knobs: Iterable[str], base: TrialConfig) -> list[Dimension]:
+    """The dimensions `--knobs` keeps (`only`); with none named and the baseline over several processes, those
+    whose knob is tried there (`Knob.across_processes`), the others skipped with why.
+
+    Every trial of such a search starts `processes` processes, and the
+    search tunes what the run over them is sized by; a knob named in
+    `--knobs` is tried as asked.
+
+    >>> dims = [Dimension("steps_per_execution", (64,)), Dimension("precision", ("mixed_bfloat16",)),
+    ...         Dimension("jit_compile", (True,), on=("backend", "torch"))]
+    >>> over = TrialConfig(backend="jax", processes=2)
+    >>> [(d.name, d.searched) for d in narrowed(dims, (), over)]
+    [('steps_per_execution', True), ('precision', False), ('jit_compile@torch', False)]
+    >>> skipped(narrowed(dims, (), over))["precision"].startswith("left out of a search over 2 processes")
+    True
+    >>> [d.name for d in narrowed(dims, ["precision"], over)], narrowed(dims, (), TrialConfig()) == dims
+    (['precision'], True)
+    """
+    kept = only(dims, knobs)
+    if base.processes == 1 or any(name.strip() for name in knobs):
+        return kept
+    why = SEARCH_REASON.format(n=base.processes)
+    return [d if not d.searched or (get_knob(d.knob).across_processes and not d.on)
+            else replace(d, values=(), skipped=why) for d in kept]
 
 
 def _knob_name(text: str) -> str:

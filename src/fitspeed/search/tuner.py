@@ -108,7 +108,7 @@ from fitspeed.search.space import (
     choices,
     default_space,
     input_space,
-    only,
+    narrowed,
     override,
     skipped,
 )
@@ -127,7 +127,7 @@ class Tuner:
         self.run_trial: TrialRunner = self.runner
         self.emit: OnEvent = on_event or (lambda event: None)
         self.base = settings.base
-        self.dims: list[Dimension] = only(
+        self.dims: list[Dimension] = narrowed(
             override(
                 default_space(settings.model, settings.base, has_gpu=bool(environment.nvidia_gpus()[0]),
                               data=settings.data, script=(settings.script or {}).get("file")),
@@ -135,6 +135,7 @@ class Tuner:
                 settings.base,
             ),
             settings.knobs,
+            settings.base,
         )
         self.choices = choices(self.dims, self.base)
         plan = budget_plan(self.dims, settings.trials or 0, settings.pairs)
@@ -560,8 +561,8 @@ class Tuner:
         self.data_kind = kind
         learned = input_space(kind, self.base, os.cpu_count() or 1)
         names = {d.knob for d in learned}
-        self.dims = only(override([d for d in self.dims if d.knob not in names] + learned,
-                                  self.settings.space, self.base), self.settings.knobs)
+        self.dims = narrowed(override([d for d in self.dims if d.knob not in names] + learned,
+                                      self.settings.space, self.base), self.settings.knobs, self.base)
         self.choices = choices(self.dims, self.base)
         self.study.set_user_attr("skipped", skipped(self.dims))
         self.emit(Note(f"the data is {kind}: its input knobs join the search"))

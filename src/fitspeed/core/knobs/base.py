@@ -9,6 +9,7 @@ life; each has a default that does nothing, so a knob says only what it needs:
 |--------------------|---------------------------------------------------|-----------------------------------------|
 | `refuses`          | `TrialConfig`, `fitspeed knobs`                   | a backend that cannot turn it, and why  |
 | `offer`            | the search space (`fitspeed.search.space`)        | the values a search tries, or why none  |
+| `across_processes` | the search space, over several processes          | whether it is tried there unasked       |
 | `environment`,     | `knob_environment`, for every knob, in the        | variables set before the backend loads: |
 | `environment_step` | order of `ENVIRONMENT_STEPS`: a trial's           | KERAS_BACKEND, TF_ENABLE_ONEDNN_OPTS,   |
 |                    | `core.import_environment`, a fork server's key    | XLA_FLAGS, TF_XLA_FLAGS, LD_PRELOAD ... |
@@ -197,6 +198,9 @@ class Knob:
     environment_step: ClassVar[EnvironmentStep] = "others"
     # whether best.json exports its `environment` (`core.best_json.exports`); False: its `snippet` says what to set
     exported: ClassVar[bool] = True
+    # whether a search over several processes (`processes` above 1) tries it unasked: each of its trials costs N
+    # processes, so such a search tunes what the run over N is sized by (`fitspeed.search.space.over_processes`)
+    across_processes: ClassVar[bool] = False
 
     def idle_in(self, config: Any) -> bool:
         """Whether every value of this knob trains the same in `config` (a `KnobValues`): `only_under` unmet.

@@ -41,8 +41,9 @@ class Devices(Knob):
         process.place(value)
 
     def snippet(self, value: Any, recipe: Recipe) -> Lines:
-        """The backend's lines (`Backend.devices_lines`): process-wide ones, and those around the model's build."""
-        if value == 1:
+        """The backend's lines (`Backend.devices_lines`): process-wide ones, and those around the model's build; over
+        several processes, the processes knob's one distribution spans every process's devices."""
+        if value == 1 or recipe.config.processes > 1:
             return {}
         process, around = backend_of(recipe.config.backend).devices_lines(value)
         return {"devices": process, "strategy": around}

@@ -30,7 +30,10 @@ def _jit_compile(raw: object) -> bool | str:
 
 
 class StepsPerExecution(Knob):
-    """Searched as a ladder, the likeliest winner first; not where the backend runs one step per execution."""
+    """Searched as a ladder, the likeliest winner first; not where the backend runs one step per execution.
+    Over several processes too: each process's steps between its host's calls are what the run is sized by."""
+
+    across_processes = True
 
     def offer(self, where: Where) -> Offer:
         """

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitspeed.core.knobs.base import Knob, Process, as_int
+from fitspeed.core.knobs.base import Knob, Lines, Process, Recipe, as_int
 
 KERAS_ISSUE = "keras-team/keras#20585"
 TENSORFLOW_REASON = (
     "TensorFlow's multi-process route, tf.distribute.MultiWorkerMirroredStrategy, fails inside Keras 3's fit() "
     f"(\"Attempt to convert a value (PerReplica...) to a Tensor\", {KERAS_ISSUE}, open); "
     "keras.distribution's route runs on JAX: --set backend=jax"
+)
+SEARCH_REASON = (
+    "left out of a search over {n} processes, whose every trial starts {n}: it tries what each knob marks "
+    "across_processes (steps_per_execution) and --batch-sizes; name this knob in --knobs to try it too"
 )
 TORCH_REASON = "Keras has no multi-process data parallel for PyTorch; keras.distribution's route runs on JAX: --set backend=jax"
 
@@ -47,6 +51,43 @@ class Processes(Knob):
 
     def apply(self, value: Any, process: Process) -> None:
         process.join(value)
+
+    def snippet(self, value: Any, recipe: Recipe) -> Lines:
+        """The join, first of the process-wide lines, and one DataParallel over every process's devices (the
+        devices knob then writes none of its own).
+
+        >>> from fitspeed.core.config import TrialConfig
+        >>> lines = PROCESSES.snippet(2, Recipe(TrialConfig(backend="jax", processes=2, devices=4)))
+        >>> print("\\n".join(lines["process"] + lines["devices"]))
+        # Data parallel over 2 processes, each over its own 4 devices (keras.distribution on JAX): start this program
+        # once per process, each with KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT (process 0's host, a free port),
+        # KERAS_DISTRIBUTION_NUM_PROCESSES=2 and its own KERAS_DISTRIBUTION_PROCESS_ID, 0 to 1.
+        # On one host, `fitspeed run best.json -- python train.py` starts them.
+        keras.distribution.initialize()
+        # (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count=4 first.)
+        keras.distribution.set_distribution(keras.distribution.DataParallel(auto_shard_dataset=False))
+        >>> PROCESSES.snippet(1, Recipe(TrialConfig()))
+        {}
+        """
+        if value == 1:
+            return {}
+        devices = recipe.config.devices
+        each = f"its own {devices} devices" if devices > 1 else "its own device"
+        split = ([f"# (A host without accelerators: export XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
+                  "first.)"] if devices > 1 else [])
+        return {
+            "process": [f"# Data parallel over {value} processes, each over {each} (keras.distribution on JAX): start "
+                        "this program",
+                        "# once per process, each with KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT (process 0's host, "
+                        "a free port),",
+                        f"# KERAS_DISTRIBUTION_NUM_PROCESSES={value} and its own KERAS_DISTRIBUTION_PROCESS_ID, 0 to "
+                        f"{value - 1}.",
+                        "# On one host, `fitspeed run best.json -- python train.py` starts them.",
+                        "keras.distribution.initialize()"],
+            # every device of every process; each process feeds its own share, as the trials did (the batch's lines)
+            "devices": [*split, "keras.distribution.set_distribution(keras.distribution.DataParallel("
+                        "auto_shard_dataset=False))"],
+        }
 
 
 PROCESSES = Processes(

@@ -55,7 +55,7 @@ from fitspeed.core.import_environment import import_environment
 from fitspeed.core.knobs import KNOBS
 from fitspeed.core.knobs.base import STEPS, Process
 from fitspeed.machine.frameworks import Framework, framework_of
-from fitspeed.trial import distribute, seeding
+from fitspeed.trial import distribute, joining, seeding
 
 
 def apply(config: TrialConfig | Mapping[str, Any] | str | Path, seed: int = 0) -> TrialConfig:
@@ -165,14 +165,19 @@ class SeededProcess(Process, Protocol):
 
 @dataclass
 class TrialProcess:
-    """`SeededProcess` in this process: the backend's calls (`framework`), and where `place` put training."""
+    """`SeededProcess` in this process: the backend's calls (`framework`), and where `place` put training.
+
+    `fingerprint` is what every process of a multi-process run must agree on (`joining.of_spec`), compared
+    once they joined; None compares nothing.
+    """
 
     framework: Framework
     seed_value: int
     placement: distribute.Placement | None = None
+    fingerprint: Mapping[str, Any] | None = None
 
     def join(self, processes: int) -> None:
-        distribute.join(processes)
+        joining.join(processes, self.fingerprint)  # each fault of the join a sentence (port, coordinator, trial)
 
     def set_threads(self, intra: int, inter: int) -> None:
         self.framework.set_threads(intra, inter)
@@ -203,18 +208,20 @@ def process_stage(config: TrialConfig, process: SeededProcess) -> None:
                 knob.apply(getattr(config, knob.name), process)
 
 
-def after_import(config: TrialConfig, seed: int) -> distribute.Placement:
+def after_import(config: TrialConfig, seed: int, fingerprint: Mapping[str, Any] | None = None) -> distribute.Placement:
     """Set the process-wide Keras and backend state: the process stage's knobs and the seeds (`process_stage`).
 
     Returns where training will run (`fitspeed.trial.distribute.Placement`).
     data_format is no process-wide setting here: a builder that fixes its own
     layout (keras.Input((32, 32, 3)), BatchNormalization(axis=-1)) would build
-    another model under it. The built model is rewritten instead.
+    another model under it. The built model is rewritten instead. `fingerprint` is what the processes of a
+    multi-process run must agree on (`joining.of_spec`): by default the knobs and the seed.
     """
     # keras first, and the backend with it: `apply()` and a script that imported tensorflow alone come without it
     import keras  # noqa: F401
 
-    process = TrialProcess(framework_of(config.backend), seed)
+    own = joining.fingerprint(config, seed) if fingerprint is None else fingerprint
+    process = TrialProcess(framework_of(config.backend), seed, fingerprint=own)
     process_stage(config, process)
     if process.placement is None:
         raise RuntimeError("the devices knob placed no training: its `apply` must call `Process.place`")

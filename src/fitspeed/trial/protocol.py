@@ -45,7 +45,7 @@ from pathlib import Path
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import DataError
 from fitspeed.core.record import TRIAL_TMP, TrialRecord, TrialSpec, write_record
-from fitspeed.trial import apply, driver, remat
+from fitspeed.trial import apply, driver, joining, remat
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks, from_environment
 from fitspeed.trial.keras_import import import_keras
 
@@ -61,7 +61,7 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
     from fitspeed.trial.data import layout, sources
     from fitspeed.trial.transform import rewrite
 
-    placement = apply.after_import(config, spec.seed)
+    placement = apply.after_import(config, spec.seed, joining.of_spec(spec))  # what its processes must agree on
     env = environment.collect(config.backend)
     env["devices"] = placement.to_dict()
     started = time.perf_counter()

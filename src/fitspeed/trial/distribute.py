@@ -180,7 +180,10 @@ def _jax(asked: int, available: int | None) -> Placement:
 
 def _jax_processes(asked: int, available: int | None) -> Placement:
     """Every device of every joined process in one DataParallel; each process feeds its own share of the batch,
-    so Keras does not shard the data again (`auto_shard_dataset=False`)."""
+    so Keras does not shard the data again (`auto_shard_dataset=False`). A script run over processes (`fitspeed
+    run --processes N`) feeds every process the whole of its data: the hook shards a tf.data.Dataset given to its
+    fit() (`script_hook.Hook._sharded`), as Keras would with `auto_shard_dataset=True`, and leaves NumPy arrays
+    whole, which Keras refuses to shard."""
     import jax
     import keras
 

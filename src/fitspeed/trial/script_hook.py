@@ -43,7 +43,13 @@ of the script (evaluation, `model.save`) never runs. Whatever stops the script
 before that `fit()` (an exception, `sys.exit`, `os._exit`, reaching its end,
 training with `tf_keras`) becomes a record with one sentence that says so.
 With action "run" (`fitspeed run best.json -- ...`) the knobs are applied and
-the script runs to its end untouched otherwise.
+the script runs to its end untouched otherwise. Run as one of N processes
+(`fitspeed run --processes N`, each process a copy of the command), the hook
+also makes them one run: the run's fresh seed is process 0's, broadcast, so
+every process builds the same weights (JAX refuses a replicated value that
+differs by process); a tf.data.Dataset given to fit() is sharded by process
+(`Hook._sharded`), NumPy arrays are not; and a process that fails ends at once
+with its status (`Hook._fail_fast`), not in JAX's shutdown barrier.
 """
 
 from __future__ import annotations
@@ -130,6 +136,7 @@ class Hook:
         self.said: set[str] = set()  # `fitspeed run`'s one-line notes, each once
         self._real_exit = sys.exit
         self._real_os_exit = os._exit
+        self.failing = 0  # `fitspeed run --processes N`: the status this process is exiting with, where it failed
         self._sources_before = generated_sources()  # a forked trial's server's own, not this trial's to remove
 
     # -- start-up -------------------------------------------------------------
@@ -141,6 +148,8 @@ class Hook:
                                              "tensorflow": lambda: self.imported("tensorflow"),
                                              "tf_keras": self.tf_keras_imported}))
         if self.action != Action.TRIAL:
+            if self.config.processes > 1:
+                self._note_failure()
             return
         previous = sys.excepthook
 
@@ -173,13 +182,53 @@ class Hook:
         if not self.applied:
             self.applied = True
             self.placement = apply.after_import(self.config, self.spec.seed)
+            if self.action == Action.RUN and self.placement.processes > 1:
+                atexit.register(self._fail_fast)  # after JAX's own at-exit shutdown, so run before it
             if self.action == Action.RUN and not self.config.deterministic:
                 import keras  # a real run keeps its own randomness: the fixed seed is for trials
 
-                keras.utils.set_random_seed(int.from_bytes(os.urandom(4), "little"))
+                keras.utils.set_random_seed(_run_seed())
         if "keras" in sys.modules and not self.patched:
             self.patched = True
             self._patch()
+
+    def _note_failure(self) -> None:
+        """`fitspeed run --processes N`: note the status this process exits with, where it fails (an exception
+        nothing caught, `sys.exit(N)`, `exit(N)`), for `_fail_fast`."""
+        import builtins
+
+        previous = sys.excepthook
+
+        def excepthook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+            self.failing = 130 if issubclass(kind, KeyboardInterrupt) else 1
+            previous(kind, error, tb)
+
+        def exiting(real: Any) -> Any:
+            def exit_(code: Any = None) -> None:
+                self.failing = exit_status(code)
+                real(code)
+            return exit_
+
+        sys.excepthook = excepthook
+        sys.exit = exiting(sys.exit)
+        for name in ("exit", "quit"):  # site's, in a script too
+            if hasattr(builtins, name):
+                setattr(builtins, name, exiting(getattr(builtins, name)))
+
+    def _fail_fast(self) -> None:
+        """At exit, in one process of several: a process that failed ends now, with its status.
+
+        JAX's own at-exit shutdown waits at a barrier for every process
+        (`jax.distributed.shutdown`, up to its 5 minutes), and the others wait
+        for this one in the step's collective: the run would hang until both
+        timed out. Ended now, `fitspeed run` sees the status at once and stops
+        the others. A process that ends well goes through the barrier, to wait
+        for its peers. (A `raise SystemExit(N)` of the script's own is not seen.)
+        """
+        if self.failing:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self._real_os_exit(self.failing)
 
     def tf_keras_imported(self) -> None:
         """Keras 2 loaded: its fit() would train untimed, so calling it ends the trial with the reason.
@@ -263,8 +312,11 @@ class Hook:
         self._say(batch_callbacks.rhythm_warning(batch_callbacks.named(given.get("callbacks")),
                                                  int(getattr(model, "steps_per_execution", 1) or 1)))
         changed = sorted(self.config.changed().keys() & set(INPUT_KNOBS))
-        if not changed:
+        processes = self.placement is not None and self.placement.processes > 1
+        if not changed and not processes:
             return real_fit(model, *args, **kwargs)
+        if not changed:
+            return real_fit(model, **self._sharded(given))
         from fitspeed.trial.data import pipeline
 
         from fitspeed.trial.data.kinds import as_given
@@ -290,7 +342,40 @@ class Hook:
                     self._say(note + ".")
                 given["x"] = prepared.given_x()
         with pipeline.array_autotune(autotune):
-            return real_fit(model, **given)
+            return real_fit(model, **(self._sharded(given) if processes else given))
+
+    def _sharded(self, given: dict[str, Any]) -> dict[str, Any]:
+        """`fitspeed run --processes N`: fit()'s arguments with each tf.data.Dataset (x, validation_data) sharded
+        by process, as Keras's `DataParallel.distribute_dataset` shards it with `auto_shard_dataset=True`.
+
+        Each process runs the whole script and builds the whole dataset: sharded,
+        the script's batch is the global batch, and each process feeds its share
+        of it (`rebatch` to batch / N, then every Nth batch). The process's
+        distribution keeps `auto_shard_dataset=False` (`distribute._jax_processes`),
+        so fit() never shards again, and NumPy arrays, which Keras refuses to
+        shard, go in as they are: each process feeds its batch of all of them, a
+        share of a global batch N times the script's. A dataset Keras cannot
+        shard (its batch size unknown, or not divisible by N) goes in whole, said once.
+        """
+        tf = sys.modules.get("tensorflow")
+        if tf is None:  # no tf.data without TensorFlow
+            return given
+        import keras
+
+        distribution = keras.distribution.distribution()
+        shard = getattr(distribution, "distribute_tf_dataset", None)
+        if shard is None:
+            return given
+        out = dict(given)
+        for name in ("x", "validation_data"):
+            value = given.get(name)
+            if isinstance(value, tf.data.Dataset):
+                try:
+                    out[name] = shard(value)
+                except ValueError as error:  # Keras's sentence: what it expected of the dataset
+                    self._say(f"fit()'s {name} is not sharded by process, so each process trains on all of it: "
+                              f"{' '.join(str(error).split())}")
+        return out
 
     def _say(self, line: str | None) -> None:
         """One line on the script's stderr, each line once per process."""
@@ -403,6 +488,28 @@ class Hook:
         sys.stdout.flush()
         sys.stderr.flush()
         self._real_os_exit(0)
+
+
+def exit_status(code: Any) -> int:
+    """The status Python exits with after `sys.exit(code)`.
+
+    >>> exit_status(None), exit_status(3), exit_status("no data"), exit_status(True)
+    (0, 3, 1, 1)
+    """
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return int(code) & 0xFF
+    return 1
+
+
+def _run_seed() -> int:
+    """A fresh seed for a real run, the same in every process of a multi-process run (process 0's, broadcast):
+    each process builds its own copy of the model, and Keras places it as one, so every copy must start from the
+    same weights (and a shuffle of the same data must be the same order, for a shard of it to be a share)."""
+    from fitspeed.trial import distribute
+
+    return int(distribute.agree(float(int.from_bytes(os.urandom(4), "little"))))
 
 
 AUTOGRAPH_PREFIX = "__autograph_generated_file"  # tensorflow.python.autograph.pyct.loader's temporary modules

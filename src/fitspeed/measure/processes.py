@@ -46,10 +46,10 @@ ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 COUNT = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 INDEX = "KERAS_DISTRIBUTION_PROCESS_ID"
 SCRIPT_REASON = (
-    "processes is not applied to a training command yet: fitspeed starts the processes of a built-in or builder "
-    "model's trial (fitspeed measure MODEL --set backend=jax --set processes=N), whose data it shares out by "
-    "process; a script's own data is the script's to share out. Start your script once per process with "
-    "KERAS_DISTRIBUTION_JOB_ADDRESSES, KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID set"
+    "a training script's trials run as one process: fitspeed shares out by process the data of a built-in or "
+    "builder model's trial (fitspeed measure MODEL --set backend=jax --set processes=N), and a script's data is its "
+    "own. To train your script over N processes, run it so: fitspeed run best.json --processes N -- python train.py "
+    "(it starts the script once per process, each joined by keras.distribution)"
 )
 PEER_GRACE_S = 10.0  # how long the other processes may take to end after one sent its record
 
@@ -100,18 +100,38 @@ def refusal(spec: TrialSpec, environ: Mapping[str, str]) -> str | None:
     (True, True)
     >>> refusal(spec, {ADDRESSES: "h:1", COUNT: "4", INDEX: "1"})
     'Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. Received: 4. Set it to 2 on every host, or ask --set processes=4.'
+    >>> script = TrialSpec(model="script:train.py", config=TrialConfig(backend="jax", processes=2), script={})
+    >>> print(refusal(script, {}))  # doctest: +NORMALIZE_WHITESPACE
+    a training script's trials run as one process: fitspeed shares out by process the data of a built-in or builder
+    model's trial (fitspeed measure MODEL --set backend=jax --set processes=N), and a script's data is its own. To
+    train your script over N processes, run it so: fitspeed run best.json --processes N -- python train.py (it starts
+    the script once per process, each joined by keras.distribution)
     """
     if spec.script is not None:
         return SCRIPT_REASON
-    if environ.get(ADDRESSES):
-        count, index = environ.get(COUNT, ""), environ.get(INDEX, "")
-        if count != str(spec.config.processes):
-            return (f"Expected {COUNT} to be the processes asked, {spec.config.processes}. Received: "
-                    f"{count or 'nothing'}. Set it to {spec.config.processes} on every host, or ask --set "
-                    f"processes={count or 'N'}.")
-        if not index.isdigit() or int(index) >= spec.config.processes:
-            return (f"Expected {INDEX} to be this process's id, 0 to {spec.config.processes - 1}. Received: "
-                    f"{index or 'nothing'}. Set it on each host: 0 on the coordinator ({environ[ADDRESSES]}).")
+    return launcher_refusal(spec.config.processes, environ)
+
+
+def launcher_refusal(processes: int, environ: Mapping[str, str], ask: str = "--set processes=") -> str | None:
+    """Why a launcher's Keras variables in `environ` disagree with the `processes` asked (`ask` is the option that
+    asks it, up to its value), in a sentence; None where they agree, or where none is set.
+
+    >>> launcher_refusal(2, {}) is None, launcher_refusal(2, {ADDRESSES: "h:1", COUNT: "2", INDEX: "0"}) is None
+    (True, True)
+    >>> print(launcher_refusal(2, {ADDRESSES: "h:1", COUNT: "2", INDEX: "2"}, ask="--processes "))
+    Expected KERAS_DISTRIBUTION_PROCESS_ID to be this process's id, 0 to 1. Received: 2. Set it on each host: 0 on the coordinator (h:1).
+    >>> print(launcher_refusal(2, {ADDRESSES: "h:1", INDEX: "0"}, ask="--processes "))
+    Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. Received: nothing. Set it to 2 on every host, or ask --processes N.
+    """
+    if not environ.get(ADDRESSES):
+        return None
+    count, index = environ.get(COUNT, ""), environ.get(INDEX, "")
+    if count != str(processes):
+        return (f"Expected {COUNT} to be the processes asked, {processes}. Received: {count or 'nothing'}. Set it "
+                f"to {processes} on every host, or ask {ask}{count or 'N'}.")
+    if not index.isdigit() or int(index) >= processes:
+        return (f"Expected {INDEX} to be this process's id, 0 to {processes - 1}. Received: {index or 'nothing'}. "
+                f"Set it on each host: 0 on the coordinator ({environ[ADDRESSES]}).")
     return None
 
 

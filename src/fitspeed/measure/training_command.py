@@ -12,6 +12,12 @@ may be forked from a fork server instead of started (`forkable`,
 
 Supported commands: `python FILE ...`, `python -m MODULE ...`, `sh|bash FILE ...`
 (a wrapper that runs python) and an executable `./FILE ...`.
+
+`fitspeed run --processes N` (`over_processes`) starts N copies of the command on
+this host, each with Keras's KERAS_DISTRIBUTION_* variables and the same order
+(each joins in the hook), and watches them as one (`CommandGroup`): the first
+to fail stops the others, and none is left behind. Where a launcher set those
+variables, it starts that one process as it is.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
@@ -211,10 +219,15 @@ def provenance(best: JSONObject, script: JSONObject) -> str | None:
 
 
 def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject | None = None,
-        force: bool = False) -> int:
-    """`fitspeed run`: the command to its end with `config` applied; its exit status."""
+        force: bool = False, processes: int | None = None) -> int:
+    """`fitspeed run`: the command to its end with `config` applied; its exit status.
+
+    `processes` (`--processes N`) overrides the configuration's own; with more
+    than one, the command runs as that many processes (`over_processes`).
+    """
     import tempfile
 
+    config = with_processes(config, processes, os.environ)
     script = describe(command)
     warning = provenance(best, script) if best is not None and not force else None
     if warning:
@@ -236,6 +249,8 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
     spec = TrialSpec(model=label(script), data=DATA, config=config, seed=seed, script=script, timeout_s=None)
     with tempfile.TemporaryDirectory(prefix="fitspeed-run-") as tmp:
         argv, env, _ = prepare(spec, Path(tmp), start_environment(config, os.environ), action="run")
+        if config.processes > 1:
+            return over_processes(argv, env, config.processes)
         try:
             return subprocess.call(argv, env=env)
         except OSError as error:
@@ -243,3 +258,226 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
         except KeyboardInterrupt:
             return 130
 
+
+# -- `fitspeed run --processes N`: the command as N processes, watched as one ---------------------------------
+
+STOP_GRACE_S = 5.0  # how long a process may take to end after it was asked to, before it is killed
+DATA_NOTE = (
+    "each process runs the whole script, and Keras makes their fit() calls one step: a batched tf.data.Dataset "
+    "given to fit() is sharded by process (the script's batch is the global batch, 1/{n} of it per process); NumPy "
+    "arrays are not: each process trains on all of them, in the same order, so each step trains on {n} copies of the "
+    "script's batch (give fit() a tf.data.Dataset to share the work out)"
+)
+
+
+def with_processes(config: TrialConfig, processes: int | None, environ: Mapping[str, str]) -> TrialConfig:
+    """`config` over `processes` (`--processes N`), or over its own where None; refused in a sentence on a backend
+    with no multi-process route in Keras, or where a launcher's Keras variables in `environ` disagree.
+
+    >>> with_processes(TrialConfig(backend="jax"), 2, {}).processes, with_processes(TrialConfig(), None, {}).processes
+    (2, 1)
+    >>> with_processes(TrialConfig(backend="torch"), 2, {})
+    Traceback (most recent call last):
+    ...
+    fitspeed.core.errors.UserError: Expected the jax backend to run over 2 processes. Received: backend=torch in best.json, and Keras has no multi-process data parallel for PyTorch; keras.distribution's route runs on JAX: --set backend=jax, or "backend": "jax" in best.json's knobs.
+    >>> with_processes(TrialConfig(backend="jax"), 2, {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "h:1"})
+    Traceback (most recent call last):
+    ...
+    fitspeed.core.errors.UserError: Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. Received: nothing. Set it to 2 on every host, or ask --processes N.
+    """
+    from fitspeed.core.knobs.processes import PROCESSES
+    from fitspeed.measure.processes import launcher_refusal
+
+    wanted = config.processes if processes is None else processes
+    if wanted == 1:
+        return config if processes is None else config.replace(processes=1)
+    reason = PROCESSES.refuses(config.backend)
+    if reason:
+        raise UserError(f"Expected the jax backend to run over {wanted} processes. Received: backend={config.backend} "
+                        f"in best.json, and {reason}, or \"backend\": \"jax\" in best.json's knobs.")
+    refused = launcher_refusal(wanted, environ, ask="--processes ")
+    if refused:
+        raise UserError(refused)
+    return config.replace(processes=wanted)
+
+
+def over_processes(argv: list[str], env: dict[str, str], count: int) -> int:
+    """The command as `count` processes of one keras.distribution run; the first failed one's exit status, else 0.
+
+    Each process is a copy of the command with Keras's three variables set
+    (`fitspeed.measure.processes.environments`, process 0 on a free local
+    port), and goes through the same hook, which joins it
+    (`keras.distribution.initialize()`) before the devices are placed. Where
+    a launcher set those variables already, this command is that one process
+    of its run, started with them as they are (`with_processes` checked them).
+    """
+    from fitspeed.measure import processes
+
+    if env.get(processes.ADDRESSES):  # a launcher's: this host runs one process of the run, as it is
+        index = env[processes.INDEX]
+        sys.stderr.write(f"fitspeed: this is process {index} of {count} (KERAS_DISTRIBUTION_* set, the coordinator "
+                         f"at {env[processes.ADDRESSES]}); {DATA_NOTE.format(n=count)}.\n")
+        environs = [env]
+    else:
+        address = f"127.0.0.1:{processes.free_port()}"
+        sys.stderr.write(f"fitspeed: {count} processes on this host (keras.distribution on JAX, process 0 at "
+                         f"{address}; process 0's output as it is, the others' lines marked [process N]); "
+                         f"{DATA_NOTE.format(n=count)}.\n")
+        environs = processes.environments(count, address, env)
+    return CommandGroup(argv, environs, [int(e[processes.INDEX]) for e in environs], count).run()
+
+
+class CommandGroup:
+    """The processes of one command run, watched as one.
+
+    The first process's output reaches the terminal as it is; every other
+    one's lines are marked with their process (`[process 1] ...`). The first
+    process to fail (a status other than 0, or a signal) stops the others at
+    once, which would otherwise wait in a collective for XLA's rendezvous
+    timeout, and the group exits with its status, its last line on stderr
+    naming that process. Ctrl-C (or SIGTERM) is passed on to every process.
+    Each process is a process group of its own, killed whole when the run
+    ends: none is left behind.
+    """
+
+    def __init__(self, argv: list[str], environs: list[dict[str, str]], indices: list[int], count: int) -> None:
+        import queue
+
+        self.argv, self.environs, self.indices, self.count = argv, environs, indices, count
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.threads: list[Any] = []  # each process's waiter, and the others' output pumps
+        self.ended: queue.Queue[int] = queue.Queue()  # the processes' positions, in the order they ended
+
+    def run(self) -> int:
+        import signal
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        said = ""
+        try:
+            self._start()
+            status, said = self._watch()
+            return status
+        except KeyboardInterrupt:
+            self._stop(signal.SIGINT)
+            return 130
+        finally:
+            self._kill()
+            signal.signal(signal.SIGTERM, previous)
+            if said:  # the last line, after every process's own
+                sys.stderr.write(said)
+
+    def _start(self) -> None:
+        import threading
+
+        from fitspeed.measure.warm_start import die_with_parent
+
+        for position, (env, index) in enumerate(zip(self.environs, self.indices, strict=True)):
+            own = position == 0  # the first process (process 0 on this host) speaks to the terminal as it is
+            try:
+                proc = subprocess.Popen(
+                    self.argv, env=env if own else {**env, "PYTHONUNBUFFERED": "1"},
+                    stdout=None if own else subprocess.PIPE, stderr=None if own else subprocess.PIPE,
+                    start_new_session=True, preexec_fn=die_with_parent if sys.platform == "linux" else None)
+            except OSError as error:
+                raise ScriptError(f"Could not start `{' '.join(self.argv)}`: {error.strerror}. Check the command.") \
+                    from None
+            self.procs.append(proc)
+            waiter = threading.Thread(target=self._wait, args=(proc, position), daemon=True)
+            waiter.start()
+            self.threads.append(waiter)
+            if not own:
+                for stream, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+                    self.threads.append(_pump(stream, target, f"[process {index}] ".encode()))
+
+    def _wait(self, proc: subprocess.Popen[bytes], position: int) -> None:
+        proc.wait()
+        self.ended.put(position)
+
+    def _watch(self) -> tuple[int, str]:
+        """Wait for every process to end well, or for the first to fail; the group's status, and what to say."""
+        import queue
+
+        left = len(self.procs)
+        while left:
+            try:
+                position = self.ended.get(timeout=0.5)  # a timeout, so that Ctrl-C is seen at once
+            except queue.Empty:
+                continue
+            left -= 1
+            code = int(self.procs[position].returncode)
+            if code != 0:
+                self._stop()
+                return (code if code > 0 else 128 - code,
+                        f"fitspeed: process {self.indices[position]} of {self.count} {_ended(code)}, and the others "
+                        "were stopped.\n")
+        return 0, ""
+
+    def _stop(self, first: int | None = None) -> None:
+        """Ask every running process to end (`first`, SIGTERM by default), and kill what still runs after
+        `STOP_GRACE_S`."""
+        import signal
+        import time
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM if first is None else first)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(proc.poll() is None for proc in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _kill(self) -> None:
+        """Kill each process's group, whatever is left in it, and wait for the processes and their output."""
+        import signal
+
+        for proc in self.procs:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for thread in self.threads:
+            thread.join(timeout=2.0)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the group as Ctrl-C does
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _ended(code: int) -> str:
+    """How a process ended, for the line that names it.
+
+    >>> _ended(3), _ended(-9)
+    ('exited with status 3', 'was killed by SIGKILL')
+    """
+    if code >= 0:
+        return f"exited with status {code}"
+    import signal
+
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
+
+
+def _pump(stream: Any, target: Any, prefix: bytes) -> Any:
+    """A thread that copies `stream`'s lines to `target` (stdout or stderr), each marked with `prefix`."""
+    import threading
+
+    def copy() -> None:
+        out = getattr(target, "buffer", None)
+        for line in iter(stream.readline, b""):
+            if out is not None:
+                out.write(prefix + line)
+                out.flush()
+            else:
+                target.write((prefix + line).decode(errors="replace"))
+                target.flush()
+        stream.close()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread

@@ -18,9 +18,10 @@ from conftest import child_env, fitspeed, missing
 
 from fitspeed.core.best_json import SCHEMA_VERSION
 from fitspeed.measure.processes import ADDRESSES, COUNT, INDEX, free_port
+from fitspeed.trial.script_hook import shard_batches
 
-# A user's script, unchanged by fitspeed: a small Dense model trained a few steps on 64 rows, as NumPy arrays or a
-# tf.data.Dataset (argv[1]). At the end each process writes its place, its final weights' sum, and the rows its
+# A user's script, unchanged by fitspeed: a small Dense model trained a few steps on 70 rows in batches of 16 (the
+# last one partial, 6 rows), as NumPy arrays or a tf.data.Dataset (argv[1]). At the end each process writes its place, its final weights' sum, and the rows its
 # global batches held over the epoch (`Rows`, counted inside the compiled step, where the batch is the global one).
 TRAIN = """
 import json, os, sys
@@ -39,7 +40,7 @@ class Rows(keras.metrics.Metric):
         return keras.ops.convert_to_tensor(self.n)
 
 rng = np.random.default_rng(0)
-x = rng.normal(size=(64, 8)).astype("float32")
+x = rng.normal(size=(70, 8)).astype("float32")
 y = x.sum(axis=1, keepdims=True)
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)])
 model.compile(keras.optimizers.SGD(0.05), "mse", metrics=[Rows()])
@@ -111,9 +112,9 @@ def test_run_trains_a_script_over_the_processes_best_json_asks(tmp_path: Path) -
     found = assert_trained_together(tmp_path, done)
     said = " ".join(done.stderr.split())
     assert "2 processes on this host (keras.distribution on JAX" in said
-    # NumPy arrays are not sharded: each of the 2 processes fed all 64 rows, so the epoch's global batches held 128
+    # NumPy arrays are not sharded: each of the 2 processes fed all 70 rows, so the epoch's global batches held 140
     assert "NumPy arrays are not: each process trains on all of them" in said
-    assert [r["rows"] for r in found] == [128, 128]
+    assert [r["rows"] for r in found] == [140, 140]
 
 
 @pytest.mark.slow
@@ -123,8 +124,10 @@ def test_the_processes_option_overrides_best_json_and_shards_a_dataset(tmp_path:
                     cwd=tmp_path, timeout=120)
     found = assert_trained_together(tmp_path, done)
     assert "with backend=jax processes=2" in done.stderr
-    # a tf.data.Dataset is sharded by process: the global batches held the dataset's 64 rows once, 8 from each
-    assert [r["rows"] for r in found] == [64, 64]
+    # a tf.data.Dataset is sharded by process: the global batches held the dataset's 70 rows once, half from each
+    # (the last batch's 6 too: Keras's own sharding gives one process 3 of 5 batches, and the other waits forever)
+    assert [r["rows"] for r in found] == [70, 70]
+    assert "ran out of data" not in done.stderr  # each process's share keeps the dataset's length
 
 
 @pytest.mark.slow
@@ -151,13 +154,35 @@ def test_a_launcher_s_variables_start_one_process_per_command(tmp_path: Path) ->
                                  stderr=subprocess.PIPE,
                                  env={**child_env(), ADDRESSES: address, COUNT: "2", INDEX: str(index)})
                 for index in (0, 1)]
-    outputs = [command.communicate(timeout=120) for command in commands]
-    assert [command.returncode for command in commands] == [0, 0], outputs[1][1][-3000:]
+    try:
+        outputs = [command.communicate(timeout=120) for command in commands]
+    finally:
+        for command in commands:  # each kills its own process as it ends
+            command.kill()
+    assert [command.returncode for command in commands] == [0, 0], [err[-3000:] for _, err in outputs]
     found = results(tmp_path)
     assert [(r["process"], r["count"]) for r in found] == [(0, 2), (1, 2)]
     assert found[0]["weights"] == pytest.approx(found[1]["weights"], rel=1e-6)
     assert f"this is process 1 of 2 (KERAS_DISTRIBUTION_* set, the coordinator at {address})" in outputs[1][1]
     assert "trained: process 1 of 2" in outputs[1][0].splitlines()  # its own output, as it is
+
+
+def test_each_process_gets_its_share_of_every_batch_the_last_partial_one_too() -> None:
+    tf = pytest.importorskip("tensorflow")
+    rows = tf.data.Dataset.from_tensor_slices((tf.range(70), tf.range(70) * 10)).batch(32)  # 32, 32, 6
+    shares = [[(x.numpy().tolist(), y.numpy().tolist()) for x, y in shard_batches(rows, 2, i)] for i in (0, 1)]
+    assert [len(share) for share in shares] == [3, 3]  # as many steps as batches, in every process
+    assert shares[0][0][0] == list(range(0, 32, 2)) and shares[1][0][0] == list(range(1, 32, 2))
+    assert shares[0][2] == ([64, 66, 68], [640, 660, 680]) and shares[1][2] == ([65, 67, 69], [650, 670, 690])
+    # a last batch of 2 rows over 4 processes: 1 each, its first rows again, never an empty batch
+    named = tf.data.Dataset.from_tensor_slices({"a": tf.range(6)}).batch(4)
+    assert [[b["a"].numpy().tolist() for b in shard_batches(named, 4, i)] for i in range(4)] == [
+        [[0], [4]], [[1], [5]], [[2], [4]], [[3], [5]]]
+    with pytest.raises(ValueError, match="batch of 3 is not divisible by the 2 processes"):
+        shard_batches(tf.data.Dataset.range(6).batch(3), 2, 0)
+    batches = tf.data.Dataset.from_generator(lambda: iter([tf.zeros((4, 2))]), output_signature=tf.TensorSpec((None, 2)))
+    with pytest.raises(ValueError, match="batch size is unknown"):  # batched by the generator, out of tf.data's sight
+        shard_batches(batches, 2, 0)
 
 
 def test_a_backend_without_a_multi_process_route_is_refused(tmp_path: Path) -> None:

@@ -264,9 +264,9 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
 STOP_GRACE_S = 5.0  # how long a process may take to end after it was asked to, before it is killed
 DATA_NOTE = (
     "each process runs the whole script, and Keras makes their fit() calls one step: a batched tf.data.Dataset "
-    "given to fit() is sharded by process (the script's batch is the global batch, 1/{n} of it per process); NumPy "
-    "arrays are not: each process trains on all of them, in the same order, so each step trains on {n} copies of the "
-    "script's batch (give fit() a tf.data.Dataset to share the work out)"
+    "given to fit() is sharded by process (the script's batch is the global batch, each process feeding 1/{n} of "
+    "every batch); NumPy arrays are not: each process trains on all of them, in the same order, so each step trains "
+    "on {n} copies of the script's batch (give fit() a tf.data.Dataset to share the work out)"
 )
 
 

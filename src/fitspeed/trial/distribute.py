@@ -182,8 +182,9 @@ def _jax_processes(asked: int, available: int | None) -> Placement:
     """Every device of every joined process in one DataParallel; each process feeds its own share of the batch,
     so Keras does not shard the data again (`auto_shard_dataset=False`). A script run over processes (`fitspeed
     run --processes N`) feeds every process the whole of its data: the hook shards a tf.data.Dataset given to its
-    fit() (`script_hook.Hook._sharded`), as Keras would with `auto_shard_dataset=True`, and leaves NumPy arrays
-    whole, which Keras refuses to shard."""
+    fit(), each process a share of every batch (`script_hook.shard_batches`: Keras's own `auto_shard_dataset=True`
+    leaves the processes waiting for each other on a partial last batch), and leaves NumPy arrays whole, which
+    Keras refuses to shard."""
     import jax
     import keras
 

@@ -346,35 +346,28 @@ class Hook:
 
     def _sharded(self, given: dict[str, Any]) -> dict[str, Any]:
         """`fitspeed run --processes N`: fit()'s arguments with each tf.data.Dataset (x, validation_data) sharded
-        by process, as Keras's `DataParallel.distribute_dataset` shards it with `auto_shard_dataset=True`.
+        by process (`shard_batches`); NumPy arrays, which Keras refuses to shard, go in as they are.
 
         Each process runs the whole script and builds the whole dataset: sharded,
         the script's batch is the global batch, and each process feeds its share
-        of it (`rebatch` to batch / N, then every Nth batch). The process's
-        distribution keeps `auto_shard_dataset=False` (`distribute._jax_processes`),
-        so fit() never shards again, and NumPy arrays, which Keras refuses to
-        shard, go in as they are: each process feeds its batch of all of them, a
-        share of a global batch N times the script's. A dataset Keras cannot
-        shard (its batch size unknown, or not divisible by N) goes in whole, said once.
+        of it. The process's distribution keeps `auto_shard_dataset=False`
+        (`distribute._jax_processes`), so fit() never shards again. A dataset that
+        cannot be sharded (not batched, or its batch not divisible by N) goes in
+        whole, said once.
         """
         tf = sys.modules.get("tensorflow")
         if tf is None:  # no tf.data without TensorFlow
             return given
-        import keras
+        import jax
 
-        distribution = keras.distribution.distribution()
-        shard = getattr(distribution, "distribute_tf_dataset", None)
-        if shard is None:
-            return given
         out = dict(given)
         for name in ("x", "validation_data"):
             value = given.get(name)
             if isinstance(value, tf.data.Dataset):
                 try:
-                    out[name] = shard(value)
-                except ValueError as error:  # Keras's sentence: what it expected of the dataset
-                    self._say(f"fit()'s {name} is not sharded by process, so each process trains on all of it: "
-                              f"{' '.join(str(error).split())}")
+                    out[name] = shard_batches(value, jax.process_count(), jax.process_index())
+                except ValueError as error:
+                    self._say(f"fit()'s {name} is not sharded by process, so each process trains on all of it: {error}")
         return out
 
     def _say(self, line: str | None) -> None:
@@ -501,6 +494,46 @@ def exit_status(code: Any) -> int:
     if isinstance(code, int):
         return int(code) & 0xFF
     return 1
+
+
+def shard_batches(dataset: Any, count: int, index: int) -> Any:
+    """Process `index`'s share of each batch of `dataset`, of `count` processes: rows index, index + count, ...
+
+    Keras's own sharding (`DataParallel.distribute_dataset` with
+    `auto_shard_dataset=True`) rebatches to batch / N and gives each process
+    every Nth of those batches: where the last batch is partial (a dataset of
+    70 rows in batches of 32: 16, 16, 16, 16, 6) the processes get different
+    counts (3 and 2), and the one with more waits in a collective for the
+    others until XLA's timeout. Here every process gets its share of every
+    batch, so each steps as often as the dataset has batches (its cardinality
+    kept); the last, partial batch is filled up from its own first rows where
+    its size is not divisible by `count` (2 rows over 4 processes: 1 each, each
+    row twice), never empty, never uneven.
+
+    The batch is tf.data's, as Keras reads it (`compute_batch_size`: the
+    first dimension of each element, which fit() takes as the batch). Raises
+    ValueError, in words, for a dataset whose batch is unknown (batched out of
+    tf.data's sight, as by a generator), not divisible by `count`, or whose
+    elements are not dense tensors.
+    """
+    import tensorflow as tf
+    from tensorflow.python.data.experimental.ops import distribute as tf_data_distribute  # as Keras reads it
+
+    if not all(isinstance(spec, tf.TensorSpec) and spec.shape.rank for spec in tf.nest.flatten(dataset.element_spec)):
+        raise ValueError("its elements are not all dense tensors with a batch dimension.")
+    batch = int(tf_data_distribute.compute_batch_size(dataset).numpy())
+    if batch < 0:
+        raise ValueError("its batch size is unknown; batch it with .batch(N) to shard it.")
+    if batch % count:
+        raise ValueError(f"its batch of {batch} is not divisible by the {count} processes.")
+
+    def share(tensor: Any) -> Any:
+        rows = tf.shape(tensor)[0]
+        return tf.gather(tensor, (index + count * tf.range((rows + count - 1) // count)) % rows)
+
+    if isinstance(dataset.element_spec, tuple):
+        return dataset.map(lambda *element: tuple(tf.nest.map_structure(share, element)))
+    return dataset.map(lambda element: tf.nest.map_structure(share, element))
 
 
 def _run_seed() -> int:

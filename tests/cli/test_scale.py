@@ -18,8 +18,10 @@ from fitspeed.search.scale import Scaling
 
 @pytest.mark.slow
 def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Path) -> None:
+    # --guard-margin 0.5: the tune's guard, whose first 5 seeds a side see a margin this wide (at 1% it may ask
+    # for up to 24, minutes of runs: the rule is tests/search/test_guard_runs.py's to check)
     result = fitspeed("scale", "tiny", "--devices", "1,2", "--pairs", "2", *QUICK, "--set", "batch_size=16",
-                      "--out", "scaled", cwd=workdir)
+                      "--guard-margin", "0.5", "--out", "scaled", cwd=workdir)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = next(line for line in lines if "speed-up (95% CI)" in line)
@@ -36,7 +38,14 @@ def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Pat
     assert row["efficiency_low"] == pytest.approx(row["speedup_low"] / 2)
     assert f"{100 * row['efficiency']:.0f}%" in two and f"{row['speedup']:.2f}×" in two
     assert row["guard"]["curve"] and row["guard"]["baseline_curve"]
-    assert [t["spec"]["mode"] for t in result_json["trials"]] == ["train", "time", "time", "time", "time", "train"]
+    # the guard's first run, the pairs, then the rest of the tune's paired-seed guard: 5 seeds or more a side
+    modes = [t["spec"]["mode"] for t in result_json["trials"]]
+    assert modes[:5] == ["train", "time", "time", "time", "time"] and set(modes[5:]) == {"train"}
+    guard_runs = [t["spec"] for t in result_json["trials"] if t["spec"]["mode"] == "train"]
+    per_count = {n: sorted(g["seed"] for g in guard_runs if g["knobs"].get("devices", 1) == n) for n in (1, 2)}
+    assert per_count[1][:5] == per_count[2][:5] == [0, 1, 2, 3, 4]  # paired: the same seeds on each side
+    assert row["guard"]["runs"]["baseline"] >= 5 and row["guard"]["runs"]["candidate"] >= 5
+    assert "paired seeds" in " ".join(result.stdout.split())
     assert {t["environment"]["devices"]["strategy"] for t in result_json["trials"]} == {
         None, "tf.distribute.MirroredStrategy"}
     assert (workdir / "scaled" / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -44,6 +53,7 @@ def test_scale_prints_the_table_and_writes_every_trial_and_the_plot(workdir: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the paired-seed guard: 5 seeds or more of two JAX processes, each started cold
 def test_scale_over_processes_prints_both_rows_with_intervals_and_the_guard(workdir: Path) -> None:
     """Two real JAX processes on this host against one: both rows, the interval, the guard's verdict, no crash."""
     if importlib.util.find_spec("jax") is None:
@@ -51,7 +61,8 @@ def test_scale_over_processes_prints_both_rows_with_intervals_and_the_guard(work
     # 64 steps a window, not QUICK's 8: one process's 8 steps take about 20 ms here, and a window that short can
     # measure less than no time when Keras's callback threads read the clock late on a loaded machine
     result = fitspeed("scale", "tiny", "--processes", "1,2", "--set", "backend=jax", "--pairs", "2", "--steps", "64",
-                      "--repeats", "2", "--set", "batch_size=16", "--out", "scaled", cwd=workdir)
+                      "--repeats", "2", "--set", "batch_size=16", "--guard-margin", "0.5", "--out", "scaled",
+                      cwd=workdir)
     assert result.returncode == 0, result.stderr
     result_json = json.loads((workdir / "scaled" / "scale.json").read_text())
     assert result_json["status"] == "ok" and result_json["axis"] == "processes"
@@ -63,8 +74,11 @@ def test_scale_over_processes_prints_both_rows_with_intervals_and_the_guard(work
     assert two["guard"]["curve"] and two["guard"]["ok"] in (True, False)
     trials = [TrialRecord.from_dict(t) for t in result_json["trials"]]
     assert all(t.status == Status.OK for t in trials), [(t.status, t.reason) for t in trials]
-    widths = [len(t.extra.get("processes", ())) for t in trials]  # the guard's two runs, each pair's in its order
-    assert widths[0] == 0 and widths[-1] == 2 and sorted(widths[1:-1]) == [0, 0, 2, 2], widths
+    widths = [len(t.extra.get("processes", ())) for t in trials]  # the guard's first run, then each pair's in its order
+    assert widths[0] == 0 and sorted(widths[1:5]) == [0, 0, 2, 2], widths
+    guarded = widths[5:]  # the rest of the paired-seed guard: one process and two, 5 seeds or more each
+    assert guarded.count(0) >= 4 and guarded.count(2) >= 5 and set(guarded) == {0, 2}, widths
+    assert two["guard"]["runs"]["candidate"] >= 5 and "paired seeds" in two["guard"]["reason"]
     text = " ".join(result.stdout.split())
     assert "speed-up: samples/s on N processes over 1 process" in text and "guard, processes=2:" in text
 

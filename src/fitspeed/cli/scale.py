@@ -32,14 +32,14 @@ from fitspeed.report.numbers import number
 RESULT_FILE, PLOT_FILE = "scale.json", "scaling.png"
 
 
-@workload_command(after="fit", through="tolerance")
+@workload_command(after="fit", through="guard_margin")
 def scale(
     workload: Workload,
     devices: Annotated[str | None, typer.Option("--devices", help="Device counts to measure against 1 device, such as 1,2,4 (1,2 unless --processes).")] = None,
     processes: Annotated[str | None, typer.Option("--processes", help="Process counts to measure against 1 process instead, such as 1,2 (JAX; each process over --set devices=N).")] = None,
     pairs: Annotated[int, typer.Option("--pairs", min=2, max=100, help="Interleaved pairs (1 device, N devices) per count.")] = 5,
     statistic: Annotated[str, typer.Option("--statistic", help="A trial's samples/s: mean (the geometric mean of its windows), median (of its windows) or best (its fastest window).")] = "mean",
-    tolerance: Annotated[float, typer.Option("--tolerance", min=0.0, help="Numerics guard: allowed relative change of the final loss.")] = 0.10,
+    guard_margin: Annotated[float, typer.Option("--guard-margin", min=0.0, max=1.0, help="The numerics guard, as tune's: N against 1 over paired seeds, rejected only where its held-out loss is shown worse than 1's by more than this share of 1's loss.")] = 0.01,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for scale.json (every trial) and scaling.png.")] = Path("fitspeed-scale"),
     as_json: JsonOpt = False,
 ) -> None:
@@ -49,11 +49,11 @@ def scale(
                         f"{processes}. Scale one of them; give each process its devices with --set devices=N.")
     axis, counts = ("processes", parse_int_list(processes, "--processes")) if processes is not None else (
         "devices", parse_int_list(devices or "1,2", "--devices"))
-    run(workload.spec(), counts, pairs=pairs, statistic=statistic, tolerance=tolerance,
+    run(workload.spec(), counts, pairs=pairs, statistic=statistic, guard_margin=guard_margin,
         out_dir=out_dir, as_json=as_json, out=terminal.out, err=terminal.err, axis=axis)
 
 
-def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, tolerance: float,
+def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str, guard_margin: float,
         out_dir: Path, as_json: bool, out: Console, err: Console, axis: str = "devices") -> None:
     """Measure, write and show; exit 1 when a count could not be compared."""
     from fitspeed.search.scale import Scaling, check_counts  # not for `fitspeed --help`
@@ -67,7 +67,7 @@ def run(spec: TrialSpec, counts: tuple[int, ...], *, pairs: int, statistic: str,
     except OSError as error:
         raise UserError(f"Expected --out to name a folder fitspeed can write. Received: {str(out_dir)!r} "
                         f"({error.strerror}). Choose another folder with --out.") from None
-    scaling = Scaling(spec, counts, axis=axis, pairs=pairs, statistic=statistic, tolerance=tolerance)
+    scaling = Scaling(spec, counts, axis=axis, pairs=pairs, statistic=statistic, guard_margin=guard_margin)
     result_path = out_dir / RESULT_FILE
 
     from rich.progress import Progress

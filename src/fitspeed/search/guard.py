@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,6 @@ ACCURACY_FLOOR = 0.02
 # mean cannot judge a candidate: its seeds are not what sets its runs.
 MAX_SPREAD = 0.25
 FIRST_EPOCH_SHARE = 0.10  # a loss's scale is at least this share of the first epoch's loss (`scale`)
-DEFAULT_TOLERANCE = 0.10  # `check`'s, for one run against one (`fitspeed scaling`)
 
 
 @dataclass(frozen=True)
@@ -176,23 +175,6 @@ def compare(measure: str, baseline: Sequence[float], candidate: Sequence[float],
     band = max(multiple * sd if sd is not None else 0.0, floor)
     return Comparison(measure, statistics.fmean(baseline), statistics.fmean(candidate), sd, band, floor,
                       higher_is_better, (len(baseline), len(candidate)))
-
-
-def scale(baseline_curve: Sequence[float | None]) -> float:
-    """What a final loss gap is measured against: the baseline's final loss, or a tenth of its first epoch's.
-
-    Near zero a relative gap measures rounding, not learning: two runs that
-    differ only in the order of float additions (oneDNN on and off, say) both
-    take a loss from 1.8 to about 0.02 and end at 0.020 and 0.028, 39% apart
-    by their own size but 4% of a tenth of where they started.
-
-    >>> round(scale([1.81, 0.27, 0.078, 0.0202]), 3), scale([2.3, 1.5, 1.0])
-    (0.181, 1.0)
-    """
-    base = baseline_curve[-1] if baseline_curve else None
-    first = baseline_curve[0] if baseline_curve else None
-    floor = FIRST_EPOCH_SHARE * abs(first) if first is not None and math.isfinite(first) else 0.0
-    return max(abs(base) if base is not None else 0.0, floor, 1e-3)
 
 
 def numeric_changes(config: TrialConfig, baseline: TrialConfig) -> dict[str, object]:
@@ -309,6 +291,50 @@ class GuardVerdict:
                 "baseline_curve": list(self.baseline_curve), "curve": list(self.curve),
                 "runs": {"baseline": self.runs[0], "candidate": self.runs[1]},
                 "checks": [c.to_dict() for c in self.checks]}
+
+
+GuardRunner = Callable[[TrialConfig, int], GuardRun]  # (config, seed) -> that config's guard run at that seed
+
+
+def paired(run: GuardRunner, spec: TrialSpec, baseline: TrialConfig, config: TrialConfig, *, script: bool = False,
+           margin: float = MARGIN) -> GuardVerdict:
+    """`config` against `baseline`, paired seed by seed (`judge`): the guard's whole rule, for the tuner's search
+    and `fitspeed scale` alike. `run(config, seed)` gives one guard run (`guard_spec`'s trial: a store may
+    answer it).
+
+    The first stage, FIRST_SEEDS seeds of each, sets how many seeds the verdict takes (`seeds_needed`, at most
+    MAX_SEEDS); both then run to that many. A failure on the paired gap alone is replicated on as many fresh
+    seeds of each side before it stands (`replicates`). A script whose baseline varies too much over seeds
+    (`settled_by_baseline`) is settled by one candidate run.
+    """
+    first = seeds(spec)
+    base_runs = runs_at(run, baseline, first)
+    candidate = runs_at(run, config, first[:1])
+    if not (script and settled_by_baseline(base_runs, candidate)):
+        candidate = runs_at(run, config, first, candidate)
+        every = seeds(spec, seeds_needed(base_runs, candidate, margin))
+        base_runs = runs_at(run, baseline, every, base_runs)
+        candidate = runs_at(run, config, every, candidate)
+    judged = judge(base_runs, candidate, script=script, margin=margin)
+    if replicates(base_runs, candidate, judged):
+        n = len(base_runs)
+        again = seeds(spec, 2 * n)
+        base_runs = runs_at(run, baseline, again, base_runs)
+        candidate = runs_at(run, config, again, candidate)
+        judged = replicate(judged, base_runs[n:], candidate[n:], script=script, margin=margin)
+    return judged
+
+
+def runs_at(run: GuardRunner, config: TrialConfig, seeds: Sequence[int],
+            runs: Sequence[GuardRun] | None = None) -> list[GuardRun]:
+    """`config`'s guard runs at `seeds`, after the `runs` it has (at the first seeds), stopping at a run that
+    already decides the verdict (`stop_early`)."""
+    found = list(runs or [])
+    for seed in seeds[len(found):]:
+        if stop_early(found):
+            break
+        found.append(run(config, seed))
+    return found
 
 
 def stop_early(candidate: Sequence[GuardRun]) -> bool:
@@ -492,57 +518,3 @@ def unreproducible(measure: str, baseline: Sequence[float]) -> str | None:
             f"{100 * sd / on:.0f}% of its mean {on:.2g} (over {100 * MAX_SPREAD:.0f}%), so the guard "
             "cannot tell a numerics change from the script's own noise; seed its data order and weights from "
             "keras.utils.set_random_seed (or shuffle(seed=...)), or train longer")
-
-
-def check(
-    baseline_curve: Sequence[float | None],
-    curve: Sequence[float | None],
-    tolerance: float = DEFAULT_TOLERANCE,
-    output_dtype: str | None = None,
-) -> GuardVerdict:
-    """One run against one: final losses within `tolerance`, relatively (`scale`); and the output is float32.
-
-    `fitspeed scaling` compares each device count's one guard run with this;
-    the tuner's guard compares runs over seeds (`judge`).
-
-    `output_dtype` is the dtype of the candidate model's outputs as its trial
-    recorded it (`metrics.output_dtype`; None in records older than the check).
-    Under a mixed policy the loss must read float32 outputs (Keras's mixed
-    precision guide); the trial's rewrite keeps them so, and a model it could
-    not rewrite fails here.
-
-    >>> check([2.3, 1.5, 1.0], [2.3, 1.52, 1.04]).ok
-    True
-    >>> check([2.3, 1.5, 1.0], [2.3, 2.2, 2.1]).reason
-    'final loss 2.1 is 110% away from the baseline 1, over the 10% tolerance'
-
-    A loss near zero is compared on a tenth of the first epoch's (oneDNN on
-    against off, measured): the same learning passes, a stall does not:
-
-    >>> check([1.81, 0.275, 0.0778, 0.0202], [1.81, 0.275, 0.0688, 0.0281]).reason
-    'final loss within 4.4% of the baseline (on the scale 0.181, a tenth of the first epoch loss)'
-    >>> check([1.81, 0.275, 0.0778, 0.0202], [1.81, 0.9, 0.5, 0.2]).ok
-    False
-    >>> check([2.3, 1.0], [2.3, 1.0], output_dtype="bfloat16").reason
-    "the model's output is bfloat16, not float32: the loss would read 16-bit values; give the output layer dtype='float32'"
-    """
-    keep = (tuple(baseline_curve), tuple(curve))
-    if output_dtype is not None and output_dtype != "float32":
-        return GuardVerdict(False, f"the model's output is {output_dtype}, not float32: the loss would read 16-bit "
-                                   "values; give the output layer dtype='float32'", *keep)
-    if not curve or curve[-1] is None or not math.isfinite(curve[-1]):
-        return GuardVerdict(False, "the loss is not finite", *keep)
-    if not baseline_curve or baseline_curve[-1] is None or not math.isfinite(baseline_curve[-1]):
-        return GuardVerdict(False, "the baseline's loss is not finite", *keep)
-    base, final = baseline_curve[-1], curve[-1]
-    gap = abs(final - base) / scale(baseline_curve)
-    on = scale(baseline_curve)
-    where = f" (on the scale {on:.3g}, a tenth of the first epoch loss)" if on > abs(base) else ""
-    if gap > tolerance:
-        return GuardVerdict(
-            False,
-            f"final loss {final:.3g} is {100 * gap:.0f}% away from the baseline {base:.3g}{where}, "
-            f"over the {100 * tolerance:.0f}% tolerance",
-            *keep,
-        )
-    return GuardVerdict(True, f"final loss within {100 * gap:.1f}% of the baseline{where}", *keep)

@@ -13,10 +13,13 @@ The experiment, in the order it runs:
    whose trial crashed, timed out or ran out of memory is left out of the
    median, and its row says so (`pairs_ok` of `pairs_run`, `pairs_lost` by
    how the pair's failed trial ended).
-3. For each N: the guard's run on N devices, from the same seed for the same
-   steps; its final loss against the 1-device baseline's. The global batch is
-   the per-device batch × N, so the loss may move as with a larger batch: the
-   learning rate must be re-tuned, and the guard says whether it has to be.
+3. For each N: the tuner's numerics guard (`guard.paired`), N devices against
+   1, trained from the same seeds for the same steps and judged on held-out
+   loss, paired seed by seed, against `guard_margin` of the baseline's loss;
+   a lower loss is never rejected. The 1-device runs are shared by every N.
+   The global batch is the per-device batch × N, so the loss may move as with
+   a larger batch: the learning rate must be re-tuned, and the guard says
+   whether it has to be.
 
 `Scaling.result()` is plain data (rows, the comparisons' records, the guard's
 verdicts and every trial record) that the CLI writes as JSON, prints as a
@@ -33,6 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.json_data import JSONObject
 from fitspeed.core.record import SCHEMA_VERSION, OnTrial, Status, TrialRecord, TrialRunner, TrialSpec
@@ -89,12 +93,13 @@ class Scaling:
     axis: str = "devices"  # what the counts scale: "devices", or "processes" (each over the spec's devices)
     pairs: int = 5
     statistic: str = "mean"
-    tolerance: float = guard.DEFAULT_TOLERANCE
+    guard_margin: float = guard.MARGIN  # the tuner's `--guard-margin`: a share of the baseline's held-out loss
     confidence: float = 0.95
     counts: tuple[int, ...] = ()
     notes: list[str] = field(default_factory=list)
     comparisons: dict[int, Comparison] = field(default_factory=dict)
-    guard_runs: dict[int, TrialRecord] = field(default_factory=dict)  # devices -> train-mode record
+    guard_runs: dict[int, TrialRecord] = field(default_factory=dict)  # devices -> train-mode record at spec.seed
+    verdicts: dict[int, guard.GuardVerdict] = field(default_factory=dict)  # devices -> the paired-seed guard's
     trials: list[TrialRecord] = field(default_factory=list)
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
@@ -113,13 +118,18 @@ class Scaling:
                 on_trial(role, record)
 
         unit = UNITS[self.axis]
+        runs: dict[tuple[int, int], guard.GuardRun] = {}  # (count, seed): each run once, the baseline's shared
 
-        def guarded(devices: int) -> None:
-            record = runner(guard.guard_spec(self.spec_for(devices), base))
-            self.guard_runs[devices] = record
-            landed(f"guard, {devices} {unit}", record)
+        def guard_run(config: TrialConfig, seed: int) -> guard.GuardRun:
+            count = getattr(config, self.axis)
+            if (count, seed) not in runs:
+                record = runner(guard.guard_spec(self.spec_for(count), base, seed))
+                self.guard_runs.setdefault(count, record)
+                landed(f"guard, {count} {unit}, seed {seed}", record)
+                runs[count, seed] = guard.GuardRun.from_record(record)
+            return runs[count, seed]
 
-        guarded(1)
+        guard_run(base, self.spec.seed)
         available = ((self.guard_runs[1].environment or {}).get("devices") or {}).get("available")
         # processes are started as asked; devices beyond the accelerators a host has are not there to use
         self.counts, self.notes = plan(self.asked, available) if self.axis == "devices" else (
@@ -131,13 +141,13 @@ class Scaling:
             self.comparisons[devices] = interleave(
                 self.spec, self.spec_for(devices), self.pairs, run=runner, on_trial=pair_landed,
                 confidence=self.confidence, statistic=self.statistic)
-        for devices in self.counts[1:]:
-            guarded(devices)
+        for devices in self.counts[1:]:  # the tuner's guard: paired seeds, against the margin (`guard.paired`)
+            self.verdicts[devices] = guard.paired(guard_run, self.spec, base, self.spec_for(devices).config,
+                                                  margin=self.guard_margin)
         return self
 
     def rows(self) -> list[JSONObject]:
         """One row per device count: samples/s, speed-up and efficiency with their intervals, loss, guard."""
-        baseline_curve = _curve(self.guard_runs.get(1))
         ones = [s for c in self.comparisons.values() for a, _ in c.pairs if (s := speed(a, self.statistic))]
         per = self.spec.config.devices if self.axis == "processes" else 1  # each process's devices
         rows = [self._axis(_row(1, per, self.spec.config.batch_size * per, ones, None, self.guard_runs.get(1), None))]
@@ -145,8 +155,8 @@ class Scaling:
             records = [b for _, b in comparison.pairs]
             used = _used(records, count * per)
             speeds = [s for b in records if (s := speed(b, self.statistic))]
-            curve = _curve(self.guard_runs.get(count))
-            verdict = guard.check(baseline_curve, curve, self.tolerance).to_dict() if count in self.guard_runs else None
+            judged = self.verdicts.get(count)
+            verdict = judged.to_dict() if judged is not None else None
             rows.append(self._axis(_row(count, used, self.spec.config.batch_size * used, speeds, comparison,
                                         self.guard_runs.get(count), verdict)))
         return rows
@@ -179,7 +189,7 @@ class Scaling:
             "pairs": self.pairs,
             "statistic": self.statistic,
             "confidence": self.confidence,
-            "tolerance": self.tolerance,
+            "guard_margin": self.guard_margin,
             "notes": self.notes,
             "rows": rows,
             "comparisons": [c.record() for c in self.comparisons.values()],

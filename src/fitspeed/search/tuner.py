@@ -398,47 +398,14 @@ class Tuner:
         return guard.GuardVerdict.from_dict(stored)
 
     def _guard(self, config: TrialConfig, key: str) -> JSONObject:
-        """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.judge`), and store it.
-
-        The first stage, guard.FIRST_SEEDS seeds of each, sets how many seeds the verdict takes
-        (`guard.seeds_needed`, at most guard.MAX_SEEDS); both then run to that many. A failure on the paired
-        gap alone is replicated on as many fresh seeds of each side before it stands (`guard.replicates`). A
-        script whose baseline varies too much over seeds (`guard.settled_by_baseline`) is settled by one
-        candidate run.
-        """
-        spec = self.settings.spec(config)
-        margin = self.settings.guard_margin  # a share of the baseline's loss (`guard_stats.MARGIN`)
-        first = guard.seeds(spec)
-        baseline = self._guard_curve(self.base, first)
-        script = self.settings.script is not None
-        candidate = self._guard_curve(config, first[:1])
-        if not (script and guard.settled_by_baseline(baseline, candidate)):
-            candidate = self._guard_curve(config, first, candidate)
-            every = guard.seeds(spec, guard.seeds_needed(baseline, candidate, margin))
-            baseline = self._guard_curve(self.base, every, baseline)
-            candidate = self._guard_curve(config, every, candidate)
-        judged = guard.judge(baseline, candidate, script=script, margin=margin)
-        if guard.replicates(baseline, candidate, judged):
-            n = len(baseline)
-            again = guard.seeds(spec, 2 * n)
-            baseline = self._guard_curve(self.base, again, baseline)
-            candidate = self._guard_curve(config, again, candidate)
-            judged = guard.replicate(judged, baseline[n:], candidate[n:], script=script, margin=margin)
+        """Judge `config`'s guard runs against the baseline's, paired seed by seed (`guard.paired`: the rule), each
+        run stored in the study (`_guard_run`), and store the verdict."""
+        judged = guard.paired(self._guard_run, self.settings.spec(config), self.base, config,
+                              script=self.settings.script is not None, margin=self.settings.guard_margin)
         verdict = studies.plain(judged.to_dict())
         self.study.set_user_attr(key, verdict)
         self.emit(GuardChecked(config, judged))
         return verdict
-
-    def _guard_curve(self, config: TrialConfig, seeds: tuple[int, ...],
-                     runs: list[guard.GuardRun] | None = None) -> list[guard.GuardRun]:
-        """`config`'s guard runs at `seeds`, after the `runs` it has (at the first seeds), stopping at a run that
-        already decides the verdict."""
-        found = list(runs or [])
-        for seed in seeds[len(found):]:
-            if guard.stop_early(found):
-                break
-            found.append(self._guard_run(config, seed))
-        return found
 
     def _guard_run(self, config: TrialConfig, seed: int) -> guard.GuardRun:
         """The guard's train-mode run of `config` at `seed` (stored): status, loss curve, held-out loss and accuracy."""

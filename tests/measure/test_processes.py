@@ -196,3 +196,45 @@ def test_tensorflow_multi_worker_strategy_still_fails_inside_keras_fit(tmp_path:
         f"MultiWorkerMirroredStrategy trained under Keras 3: {KERAS_ISSUE} is fixed. Make it TensorFlow's route for "
         "the processes knob (fitspeed.core.knobs.processes) instead of refusing it.")
     assert all(line.startswith("FAILED ValueError") and "PerReplica" in line for line in said), said
+
+
+def _slurm_job_id() -> int:
+    """A job id whose coordinator port (JAX's rule: the id mod 4096, above 61439) is free here now."""
+    import socket
+
+    for job in range(12345, 12345 + 4096):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", job % 4096 + 61440))
+            except OSError:
+                continue
+        return job
+    raise AssertionError("no free port in JAX's SLURM range")
+
+
+def test_two_tasks_of_a_slurm_step_form_one_run(tmp_path: Path) -> None:
+    """`srun -n 2 fitspeed measure ...` as SLURM starts it, here as two commands on one host with SLURM's variables
+    set by hand: each starts its own process only, and JAX finds the coordinator from them (no Keras variable)."""
+    _need_jax()
+    command = [sys.executable, "-m", "fitspeed", "measure", "tiny", "--set", "backend=jax", "--set", "processes=2",
+               "--steps", "8", "--repeats", "2", "--json", "--results", "r.jsonl"]
+    job = str(_slurm_job_id())
+    runs = []
+    for task in range(2):
+        env = {**child_env(), "SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2",
+               "SLURM_PROCID": str(task), "SLURM_LOCALID": str(task), "SLURM_STEP_NUM_NODES": "1"}
+        (tmp_path / f"task{task}").mkdir()
+        runs.append(subprocess.Popen(command, env=env, cwd=tmp_path / f"task{task}", text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outs]
+    records = [TrialRecord.from_dict(json.loads(out)) for out, _ in outs]
+    assert [r.environment["devices"]["process"] for r in records] == [0, 1]
+    assert [[p["process"] for p in r.extra["processes"]] for r in records] == [[0], [1]]
+    assert all(r.metrics.batch_size == 64 for r in records)  # 32 per device × 1 × 2 tasks
+    # a step of another size is refused in a sentence before any process starts
+    env = {**child_env(), "SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "4",
+           "SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
+    record = run_trial(TrialSpec(model="tiny", config=TrialConfig(backend="jax", processes=2)), env=env, cwd=tmp_path)
+    assert record.status == Status.FAILED and record.reason.startswith(
+        "Expected SLURM_NTASKS to be the processes asked, 2. Received: 4."), record.reason

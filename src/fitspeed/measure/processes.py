@@ -81,6 +81,32 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# One task of a SLURM step (`srun -n N`): JAX's cluster detection (jax/_src/clusters/slurm_cluster.py) reads these
+# when keras.distribution.initialize() finds no Keras variable: the first node of the step is the coordinator, on a
+# port drawn from the job id; SLURM_NTASKS the processes, SLURM_PROCID this one's id
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
+
+
+def launched(environ: Mapping[str, str]) -> int | None:
+    """This command's process id where a launcher started it as one process of a multi-process run, by Keras's
+    variables or as a task of a SLURM step of several tasks (`SLURM_VARIABLES`); None where this command starts
+    every process itself (a SLURM step of one task too: `fitspeed` is then the launcher on that node).
+
+    >>> launched({}), launched({ADDRESSES: "h:1", COUNT: "2", INDEX: "1"})
+    (None, 1)
+    >>> slurm = {**dict.fromkeys(SLURM_VARIABLES, "0"), "SLURM_NTASKS": "2", "SLURM_PROCID": "1"}
+    >>> launched(slurm), launched({**slurm, "SLURM_NTASKS": "1"})
+    (1, None)
+    """
+    if environ.get(ADDRESSES):
+        index = environ.get(INDEX, "0")
+        return int(index) if index.isdigit() else 0
+    if all(environ.get(name, "").strip() for name in SLURM_VARIABLES) and environ["SLURM_NTASKS"].isdigit() \
+            and int(environ["SLURM_NTASKS"]) > 1 and environ["SLURM_PROCID"].isdigit():
+        return int(environ["SLURM_PROCID"])
+    return None
+
+
 def environments(count: int, address: str, environ: Mapping[str, str]) -> list[dict[str, str]]:
     """Each process's environment: `environ` with Keras's three variables, and no fork server.
 
@@ -122,8 +148,16 @@ def launcher_refusal(processes: int, environ: Mapping[str, str], ask: str = "--s
     Expected KERAS_DISTRIBUTION_PROCESS_ID to be this process's id, 0 to 1. Received: 2. Set it on each host: 0 on the coordinator (h:1).
     >>> print(launcher_refusal(2, {ADDRESSES: "h:1", INDEX: "0"}, ask="--processes "))
     Expected KERAS_DISTRIBUTION_NUM_PROCESSES to be the processes asked, 2. Received: nothing. Set it to 2 on every host, or ask --processes N.
+    >>> print(launcher_refusal(2, {**dict.fromkeys(SLURM_VARIABLES, "0"), "SLURM_NTASKS": "4"}))
+    Expected SLURM_NTASKS to be the processes asked, 2. Received: 4. Start 2 tasks (srun -n 2 ...), or ask --set processes=4.
     """
-    if not environ.get(ADDRESSES):
+    if launched(environ) is None:
+        return None
+    if not environ.get(ADDRESSES):  # a SLURM step: its tasks are the processes
+        tasks = environ["SLURM_NTASKS"]
+        if tasks != str(processes):
+            return (f"Expected SLURM_NTASKS to be the processes asked, {processes}. Received: {tasks}. Start "
+                    f"{processes} tasks (srun -n {processes} ...), or ask {ask}{tasks}.")
         return None
     count, index = environ.get(COUNT, ""), environ.get(INDEX, "")
     if count != str(processes):
@@ -144,8 +178,9 @@ class ProcessGroup:
         self.spec = spec
         self.count = int(spec.config.processes)
         given = os.environ if env is None else env
-        if given.get(ADDRESSES):  # a launcher's run (checked by `refusal`): this command is one of its processes
-            self.indices, environs = [int(given.get(INDEX, "0"))], [{**given, WARM_START: "0"}]
+        index = launched(given)
+        if index is not None:  # a launcher's run (checked by `refusal`): this command is one of its processes
+            self.indices, environs = [index], [{**given, WARM_START: "0"}]
         else:  # this host's run: every process started here, on a free local port
             self.indices = list(range(self.count))
             environs = environments(self.count, f"127.0.0.1:{free_port()}", given)

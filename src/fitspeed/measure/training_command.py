@@ -313,10 +313,11 @@ def over_processes(argv: list[str], env: dict[str, str], count: int) -> int:
     """
     from fitspeed.measure import processes
 
-    if env.get(processes.ADDRESSES):  # a launcher's: this host runs one process of the run, as it is
-        index = env[processes.INDEX]
-        sys.stderr.write(f"fitspeed: this is process {index} of {count} (KERAS_DISTRIBUTION_* set, the coordinator "
-                         f"at {env[processes.ADDRESSES]}); {DATA_NOTE.format(n=count)}.\n")
+    index = processes.launched(env)
+    if index is not None:  # a launcher's: this host runs one process of the run, as it is
+        told = (f"KERAS_DISTRIBUTION_* set, the coordinator at {env[processes.ADDRESSES]}" if env.get(processes.ADDRESSES)
+                else "a task of SLURM's step: JAX reads the coordinator from SLURM_STEP_NODELIST")
+        sys.stderr.write(f"fitspeed: this is process {index} of {count} ({told}); {DATA_NOTE.format(n=count)}.\n")
         environs = [env]
     else:
         address = f"127.0.0.1:{processes.free_port()}"
@@ -324,7 +325,7 @@ def over_processes(argv: list[str], env: dict[str, str], count: int) -> int:
                          f"{address}; process 0's output as it is, the others' lines marked [process N]); "
                          f"{DATA_NOTE.format(n=count)}.\n")
         environs = processes.environments(count, address, env)
-    return CommandGroup(argv, environs, [int(e[processes.INDEX]) for e in environs], count).run()
+    return CommandGroup(argv, environs, [index] if index is not None else list(range(count)), count).run()
 
 
 class CommandGroup:

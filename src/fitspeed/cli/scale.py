@@ -182,7 +182,7 @@ def print_scale(console: Console, result: JSONObject) -> None:
     axis = result.get("axis", "devices")
     if axis == "processes":
         console.print(f"speed-up: samples/s on N processes over 1 process, {pairs_phrase(result['rows'])}. "
-                      "efficiency = speed-up ÷ every process's devices (100% is linear).", highlight=False)
+                      "efficiency = speed-up ÷ N (100% is linear).", highlight=False)
         console.print(f"batch: the global batch, {result['per_device_batch']} per device × every process's devices "
                       "(re-tune the learning rate). loss: the final loss after the same steps from the same seed, "
                       "against 1 process's.", highlight=False)

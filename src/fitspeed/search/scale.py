@@ -150,7 +150,8 @@ class Scaling:
         """One row per device count: samples/s, speed-up and efficiency with their intervals, loss, guard."""
         ones = [s for c in self.comparisons.values() for a, _ in c.pairs if (s := speed(a, self.statistic))]
         per = self.spec.config.devices if self.axis == "processes" else 1  # each process's devices
-        rows = [self._axis(_row(1, per, self.spec.config.batch_size * per, ones, None, self.guard_runs.get(1), None))]
+        rows = [self._axis(_row(1, per, self.spec.config.batch_size * per, ones, None, self.guard_runs.get(1), None,
+                                base=per))]
         for count, comparison in self.comparisons.items():
             records = [b for _, b in comparison.pairs]
             used = _used(records, count * per)
@@ -158,12 +159,12 @@ class Scaling:
             judged = self.verdicts.get(count)
             verdict = judged.to_dict() if judged is not None else None
             rows.append(self._axis(_row(count, used, self.spec.config.batch_size * used, speeds, comparison,
-                                        self.guard_runs.get(count), verdict)))
+                                        self.guard_runs.get(count), verdict, base=per)))
         return rows
 
     def _axis(self, row: JSONObject) -> JSONObject:
         """A row of the processes axis: its count as `processes`, each process's devices as `devices`; `used` counts
-        every process's devices, and the efficiency is the speed-up over them."""
+        every process's devices, and the efficiency is the speed-up over their ratio to 1 process's."""
         if self.axis == "devices":
             return row
         return {**row, "processes": row["devices"], "devices": self.spec.config.devices}
@@ -242,12 +243,18 @@ def _change(verdict: JSONObject | None) -> float | None:
 
 
 def _row(devices: int, used: int, global_batch: int, speeds: list[float], comparison: Comparison | None,
-         guard_run: TrialRecord | None, verdict: JSONObject | None) -> JSONObject:
+         guard_run: TrialRecord | None, verdict: JSONObject | None, base: int = 1) -> JSONObject:
     """One device count's figures; speed-up and efficiency are None until a pair finished ok.
+
+    The efficiency is the speed-up over the devices' own ratio to the `base`
+    row's (1 device; on the processes axis, 1 process's devices): 100% is
+    linear either way.
 
     >>> row = _row(2, 2, 64, [900.0, 1100.0], None, None, None)
     >>> row["samples_per_s"], row["speedup"], row["efficiency"]
     (1000.0, None, None)
+    >>> _row(1, 2, 64, [900.0], None, None, None, base=2)["efficiency"]  # 1 process of 2 devices
+    1.0
     """
     estimate = comparison.estimate() if comparison is not None else None
     one = devices == 1
@@ -263,9 +270,9 @@ def _row(devices: int, used: int, global_batch: int, speeds: list[float], compar
         "speedup": speedup,
         "speedup_low": low,
         "speedup_high": high,
-        "efficiency": None if speedup is None else speedup / used,
-        "efficiency_low": None if low is None else low / used,
-        "efficiency_high": None if high is None else high / used,
+        "efficiency": None if speedup is None else speedup * base / used,
+        "efficiency_low": None if low is None else low * base / used,
+        "efficiency_high": None if high is None else high * base / used,
         "pairs_ok": len(estimate.ratios) if estimate else 0,
         "pairs_run": len(comparison.pairs) if comparison is not None else 0,
         "pairs_lost": lost_pairs(comparison.pairs) if comparison is not None else {},

@@ -106,6 +106,25 @@ def missing(what: str) -> None:
     pytest.skip(what)
 
 
+def need_jax() -> None:
+    if importlib.util.find_spec("jax") is None:
+        missing("jax is not installed")
+
+
+def trial_processes() -> list[Any]:
+    """This test's trial processes still alive: the children that carry Keras's process id (psutil.Process)."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "KERAS_DISTRIBUTION_PROCESS_ID" in proc.environ():
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
 def load_script(path: Path) -> ModuleType:
     """A script outside the package (benchmarks/, scripts/) imported as a module named after its file."""
     spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -6,40 +6,21 @@ Each test starts real trial children with Keras's variables set by hand, as a la
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import child_env, missing
+from conftest import child_env, need_jax, trial_processes
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
-from fitspeed.measure.processes import INDEX, environments, free_port
+from fitspeed.measure.processes import environments, free_port
 from fitspeed.measure.runner import run_trial
 
 BOUND_S = 60  # each fault ends the trial well before this; JAX alone would take 300 s, or die of a signal
 WAIT = "FITSPEED_COORDINATOR_WAIT_S"
-
-
-def _need_jax() -> None:
-    if importlib.util.find_spec("jax") is None:
-        missing("jax is not installed")
-
-
-def _trial_processes() -> list[psutil.Process]:
-    """This test's trial processes still alive: the children that carry Keras's process id."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if INDEX in proc.environ():
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def _launch(index: int, address: str, config: TrialConfig, tmp_path: Path, **env: str) -> TrialRecord:
@@ -53,7 +34,7 @@ def _launch(index: int, address: str, config: TrialConfig, tmp_path: Path, **env
 @pytest.mark.slow
 def test_a_coordinator_port_in_use_fails_process_0_with_the_port_and_the_fix(tmp_path: Path) -> None:
     """Before: JAX died of SIGSEGV ("Failed to add port to server") a few seconds in."""
-    _need_jax()
+    need_jax()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -67,13 +48,13 @@ def test_a_coordinator_port_in_use_fails_process_0_with_the_port_and_the_fix(tmp
     assert "listens on it: pick a free port in KERAS_DISTRIBUTION_JOB_ADDRESSES" in record.reason, record.reason
     assert "python" in record.reason  # who holds it: this test's own interpreter
     assert took < BOUND_S
-    assert _trial_processes() == []
+    assert trial_processes() == []
 
 
 @pytest.mark.slow
 def test_an_unreachable_coordinator_fails_process_1_after_the_wait_it_names(tmp_path: Path) -> None:
     """Before: JAX waited its initialization_timeout, 300 s, then aborted (SIGABRT, DEADLINE_EXCEEDED)."""
-    _need_jax()
+    need_jax()
     address = f"127.0.0.1:{free_port()}"  # nothing listens there, and no process 0 ever comes
     started = time.monotonic()
     record = _launch(1, address, TrialConfig(backend="jax", processes=2), tmp_path, **{WAIT: "4"})
@@ -84,7 +65,7 @@ def test_an_unreachable_coordinator_fails_process_1_after_the_wait_it_names(tmp_
         "but nothing answered there in 4 s (last try: connection refused): start process 0"), record.reason
     assert "firewall" in record.reason and WAIT in record.reason
     assert 4 <= took < BOUND_S
-    assert _trial_processes() == []
+    assert trial_processes() == []
 
 
 @pytest.mark.slow
@@ -96,7 +77,7 @@ def test_an_unreachable_coordinator_fails_process_1_after_the_wait_it_names(tmp_
 ], ids=["batch_size", "devices"])
 def test_two_launches_that_differ_both_fail_naming_what_differs(tmp_path: Path, knob: str, values: tuple[int, int],
                                                                  said: str) -> None:
-    _need_jax()
+    need_jax()
     address = f"127.0.0.1:{free_port()}"
     found: dict[int, TrialRecord] = {}
     launches = [threading.Thread(target=lambda i=i, v=v: found.__setitem__(i, _launch(
@@ -115,4 +96,4 @@ def test_two_launches_that_differ_both_fail_naming_what_differs(tmp_path: Path, 
                                  "start every process with the same command (model, data, --set values, --seed, "
                                  "--steps)"), record.reason
     assert took < BOUND_S
-    assert _trial_processes() == []
+    assert trial_processes() == []

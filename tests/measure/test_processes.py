@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import child_env, missing
+from conftest import child_env, need_jax, trial_processes
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import KnobError
@@ -23,11 +22,6 @@ from fitspeed.core.knobs.processes import KERAS_ISSUE
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.processes import INDEX, environments, free_port
 from fitspeed.measure.runner import run_trial
-
-
-def _need_jax() -> None:
-    if importlib.util.find_spec("jax") is None:
-        missing("jax is not installed")
 
 
 # one SGD step of a small model on 16 samples; with two processes each feeds its own 8, through fitspeed.apply()
@@ -56,7 +50,7 @@ def _weights(out: str) -> np.ndarray:
 
 
 def test_two_processes_all_reduce_their_gradients(tmp_path: Path) -> None:
-    _need_jax()
+    need_jax()
     env = {**child_env(), "KERAS_BACKEND": "jax"}
     runs = [subprocess.Popen([sys.executable, "-c", STEP, "2", "2"], env=e, cwd=tmp_path, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -73,20 +67,8 @@ def test_two_processes_all_reduce_their_gradients(tmp_path: Path) -> None:
     assert np.abs(first - half).max() > 1e-3  # not the step on process 0's 8 alone
 
 
-def _trial_processes() -> list[psutil.Process]:
-    """This test's trial processes still alive: the children that carry Keras's process id."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if INDEX in proc.environ():
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 def test_a_trial_of_two_processes_counts_the_global_batch_and_each_process(tmp_path: Path) -> None:
-    _need_jax()
+    need_jax()
     config = TrialConfig(backend="jax", processes=2, batch_size=16)
     record = run_trial(TrialSpec(model="tiny", steps=8, repeats=2, config=config), env=child_env(), cwd=tmp_path)
     assert record.status == Status.OK, (record.reason, record.stderr_tail)
@@ -95,11 +77,11 @@ def test_a_trial_of_two_processes_counts_the_global_batch_and_each_process(tmp_p
     own = record.extra["processes"]
     assert [p["process"] for p in own] == [0, 1] and all(p["status"] == "ok" and p["samples_per_s"] for p in own)
     assert record.throughput == pytest.approx(own[0]["samples_per_s"])
-    assert _trial_processes() == []
+    assert trial_processes() == []
 
 
 def test_a_process_killed_mid_trial_ends_the_trial_and_leaves_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _need_jax()
+    need_jax()
     hold = tmp_path / "hold"
     hold.mkdir()
     (hold / "armed").touch()  # one process holds before its timed trial; its peer waits for it in a collective
@@ -124,22 +106,28 @@ def test_a_process_killed_mid_trial_ends_the_trial_and_leaves_none(tmp_path: Pat
     assert record.reason.startswith(f"process {index} of 2: ") and "SIGKILL" in record.reason, record.reason
     assert "SIGKILL" in (record.stderr_tail or "")
     assert [p["process"] for p in record.extra["processes"]] == [0, 1]
-    assert _trial_processes() == []
+    assert trial_processes() == []
 
 
-def test_two_launches_with_kerass_variables_form_one_run(tmp_path: Path) -> None:
-    """The launch on two hosts, as typed, here as two commands on one host: each starts its own process only."""
-    _need_jax()
+def _launched(environs: list[dict[str, str]], tmp_path: Path) -> list[TrialRecord]:
+    """`fitspeed measure tiny` over 2 processes, started once per environment as a launcher starts it on each
+    host (here side by side on this one), each in its own folder: each command's record."""
     command = [sys.executable, "-m", "fitspeed", "measure", "tiny", "--set", "backend=jax", "--set", "processes=2",
                "--steps", "8", "--repeats", "2", "--json", "--results", "r.jsonl"]
     runs = []
-    for index, env in enumerate(environments(2, f"127.0.0.1:{free_port()}", child_env())):
+    for index, env in enumerate(environs):
         (tmp_path / f"host{index}").mkdir()
         runs.append(subprocess.Popen(command, env=env, cwd=tmp_path / f"host{index}", text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     outs = [run.communicate(timeout=300) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outs]
-    records = [TrialRecord.from_dict(json.loads(out)) for out, _ in outs]
+    assert [run.returncode for run in runs] == [0] * len(runs), [err[-2000:] for _, err in outs]
+    return [TrialRecord.from_dict(json.loads(out)) for out, _ in outs]
+
+
+def test_two_launches_with_kerass_variables_form_one_run(tmp_path: Path) -> None:
+    """The launch on two hosts, as typed, here as two commands on one host: each starts its own process only."""
+    need_jax()
+    records = _launched(environments(2, f"127.0.0.1:{free_port()}", child_env()), tmp_path)
     assert [r.status for r in records] == [Status.OK, Status.OK]
     assert [r.environment["devices"]["process"] for r in records] == [0, 1]
     assert [[p["process"] for p in r.extra["processes"]] for r in records] == [[0], [1]]  # each its own
@@ -215,20 +203,11 @@ def _slurm_job_id() -> int:
 def test_two_tasks_of_a_slurm_step_form_one_run(tmp_path: Path) -> None:
     """`srun -n 2 fitspeed measure ...` as SLURM starts it, here as two commands on one host with SLURM's variables
     set by hand: each starts its own process only, and JAX finds the coordinator from them (no Keras variable)."""
-    _need_jax()
-    command = [sys.executable, "-m", "fitspeed", "measure", "tiny", "--set", "backend=jax", "--set", "processes=2",
-               "--steps", "8", "--repeats", "2", "--json", "--results", "r.jsonl"]
+    need_jax()
     job = str(_slurm_job_id())
-    runs = []
-    for task in range(2):
-        env = {**child_env(), "SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2",
-               "SLURM_PROCID": str(task), "SLURM_LOCALID": str(task), "SLURM_STEP_NUM_NODES": "1"}
-        (tmp_path / f"task{task}").mkdir()
-        runs.append(subprocess.Popen(command, env=env, cwd=tmp_path / f"task{task}", text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outs = [run.communicate(timeout=300) for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outs]
-    records = [TrialRecord.from_dict(json.loads(out)) for out, _ in outs]
+    records = _launched([{**child_env(), "SLURM_JOB_ID": job, "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2",
+                          "SLURM_PROCID": str(task), "SLURM_LOCALID": str(task), "SLURM_STEP_NUM_NODES": "1"}
+                         for task in range(2)], tmp_path)
     assert [r.environment["devices"]["process"] for r in records] == [0, 1]
     assert [[p["process"] for p in r.extra["processes"]] for r in records] == [[0], [1]]
     assert all(r.metrics.batch_size == 64 for r in records)  # 32 per device × 1 × 2 tasks

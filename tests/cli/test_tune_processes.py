@@ -14,6 +14,7 @@ from fitspeed.core.record import Status, TrialRecord
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 2 commands and up to 14 trials of two JAX processes each, started cold
 def test_tune_over_two_processes_times_every_trial_as_two_and_writes_the_join(workdir: Path) -> None:
     if importlib.util.find_spec("jax") is None:
         missing("jax is not installed")
@@ -21,7 +22,7 @@ def test_tune_over_two_processes_times_every_trial_as_two_and_writes_the_join(wo
     # steps_per_execution alone is searched: its screen (3), one decision (4) and the verification (7) are 14
     assert refused.returncode == 2 and "Pass --trials 14 or more" in " ".join(refused.stderr.split())
     result = fitspeed("tune", "tiny", "--processes", "2", "--set", "backend=jax", "--trials", "14", "--pairs", "2",
-                      "--steps", "32", "--repeats", "2", "--storage", "sqlite:///study.db", cwd=workdir)
+                      "--steps", "32", "--repeats", "2", "--storage", "sqlite:///study.db", cwd=workdir, timeout=840)
     assert result.returncode == 0, result.stderr
     best = json.loads((workdir / "best.json").read_text())
     assert best["best"]["config"]["processes"] == 2 and best["knobs"]["processes"] == 2

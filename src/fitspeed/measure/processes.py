@@ -39,12 +39,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from fitspeed.core.knobs.processes import ADDRESSES as ADDRESSES
+from fitspeed.core.knobs.processes import COUNT as COUNT
+from fitspeed.core.knobs.processes import INDEX as INDEX
 from fitspeed.core.record import Status, TrialRecord, TrialSpec
 from fitspeed.measure.warm_start import SWITCH as WARM_START  # "0": every process starts cold
 
-ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
-COUNT = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-INDEX = "KERAS_DISTRIBUTION_PROCESS_ID"
 SCRIPT_REASON = (
     "a training script's trials run as one process: fitspeed shares out by process the data of a built-in or "
     "builder model's trial (fitspeed measure MODEL --set backend=jax --set processes=N), and a script's data is its "

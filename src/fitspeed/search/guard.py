@@ -325,12 +325,12 @@ def paired(run: GuardRunner, spec: TrialSpec, baseline: TrialConfig, config: Tri
     return judged
 
 
-def runs_at(run: GuardRunner, config: TrialConfig, seeds: Sequence[int],
+def runs_at(run: GuardRunner, config: TrialConfig, at: Sequence[int],
             runs: Sequence[GuardRun] | None = None) -> list[GuardRun]:
-    """`config`'s guard runs at `seeds`, after the `runs` it has (at the first seeds), stopping at a run that
-    already decides the verdict (`stop_early`)."""
+    """`config`'s guard runs at the seeds `at`, after the `runs` it has (at the first seeds), stopping at a run
+    that already decides the verdict (`stop_early`)."""
     found = list(runs or [])
-    for seed in seeds[len(found):]:
+    for seed in at[len(found):]:
         if stop_early(found):
             break
         found.append(run(config, seed))

@@ -45,12 +45,10 @@ from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
+from fitspeed.core.knobs.processes import ADDRESSES, INDEX
 from fitspeed.core.record import TrialSpec
 from fitspeed.trial import distribute
 
-# Keras's variables (`keras.distribution.initialize`), as `fitspeed.measure.processes` sets them for each process
-ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
-INDEX = "KERAS_DISTRIBUTION_PROCESS_ID"
 BIND = "JAX_COORDINATOR_BIND_ADDRESS"  # JAX's own: where process 0's coordinator binds, `[::]:PORT` when unset
 WAIT = "FITSPEED_COORDINATOR_WAIT_S"
 WAIT_S = 60.0

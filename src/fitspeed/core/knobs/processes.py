@@ -24,6 +24,11 @@ from typing import Any
 
 from fitspeed.core.knobs.base import Knob, Lines, Process, Recipe, as_int
 
+# Keras's variables, read by `keras.distribution.initialize()`: the coordinator (process 0's HOST:PORT), the number
+# of processes and this one's id; `fitspeed.measure.processes` sets them, `fitspeed.trial.joining` checks them
+ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+COUNT = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+INDEX = "KERAS_DISTRIBUTION_PROCESS_ID"
 KERAS_ISSUE = "keras-team/keras#20585"
 TENSORFLOW_REASON = (
     "TensorFlow's multi-process route, tf.distribute.MultiWorkerMirroredStrategy, fails inside Keras 3's fit() "

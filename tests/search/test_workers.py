@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -250,3 +251,60 @@ def test_a_second_worker_on_one_host_is_refused(workdir: Path, monkeypatch: pyte
                                 text=True, timeout=120)
     refused(result, "Another fitspeed worker already measures on this host", "the test", "--allow-shared-host",
             "FITSPEED_ALLOW_SHARED_HOST=1 bash run.sh")
+
+
+CLAIMING = """
+import pathlib, sys, time
+import optuna
+from fitspeed.search.storages import open_storage
+from fitspeed.search.workers import Worker, Workers
+
+url, flags = sys.argv[1], pathlib.Path(sys.argv[2])
+storage = open_storage(url)
+workers = Workers(optuna.load_study(study_name="shared", storage=storage), storage, url, Worker(host="node0"))
+with workers.lock.held():  # as `Workers.claim` does, with a pause between its two steps
+    trial = workers._enqueue("key", {"config": {"batch_size": 32}, "phase": "screen"}, {})
+    (flags / "enqueued").touch()
+    while not (flags / "go").exists():
+        time.sleep(0.05)
+    workers._pop(trial, {})
+"""
+
+
+def test_a_trial_another_worker_is_claiming_is_not_taken_for_a_dead_worker_s(workdir: Path) -> None:
+    """`waiting()` (a dead worker's trials, for `settle` to run again) never sees a live worker's claim half made.
+
+    A claim enqueues its trial and pops it under the study's lock; a worker that
+    read the study unlocked between the two took it for a dead worker's and
+    crashed on it (a CI run of three workers: KeyError 'config'). Here another
+    process holds the lock between the two steps, as long as the test likes.
+    """
+    from fitspeed.search.storages import open_storage
+    from fitspeed.search.workers import Worker, Workers
+
+    url = f"sqlite:///{workdir / 'study.db'}"
+    storage = open_storage(url)
+    study = optuna.create_study(study_name="shared", storage=storage)
+    flags = workdir / "flags"
+    flags.mkdir()
+    claiming = subprocess.Popen([sys.executable, "-c", CLAIMING, url, str(flags)], env=child_env(), text=True,
+                                stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: (flags / "enqueued").exists(), "the other worker's claim half made", 120,
+                 alive=[claiming], poll_s=0.05)
+        me = Workers(study, storage, url, Worker(host="node1"))
+        seen: list[list[FrozenTrial]] = []
+        reader = threading.Thread(target=lambda: seen.append(me.waiting()), daemon=True)
+        reader.start()
+        reader.join(2.0)
+        assert reader.is_alive(), f"read the study while another worker held its lock: {seen}"
+        (flags / "go").touch()
+        reader.join(60)
+        assert seen == [[]], seen
+        assert claiming.wait(60) == 0, claiming.stderr.read() if claiming.stderr else ""
+        [trial] = study.get_trials()
+        assert trial.state == TrialState.RUNNING and trial.user_attrs["config"] == {"batch_size": 32}
+    finally:
+        (flags / "go").touch()
+        claiming.kill()
+        claiming.wait()

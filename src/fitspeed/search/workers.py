@@ -179,8 +179,10 @@ class Workers:
             else:
                 if asked is not None:  # its config is a dead worker's, enqueued again: run that one instead
                     self.study.tell(asked, state=TrialState.FAIL)
-                trial = self._pop(waiting[0] if waiting else self._enqueue(key, params), distributions)
-            for name, value in {**attrs, **self.me.attrs()}.items():
+                trial = self._pop(waiting[0] if waiting else self._enqueue(key, attrs, params), distributions)
+            # config_key last: a trial is one of the study's measurements (`waiting`, `recover`) only once the rest
+            # of its attrs are there
+            for name, value in sorted({**attrs, **self.me.attrs()}.items(), key=lambda item: item[0] == "config_key"):
                 trial.set_user_attr(name, value)
             return trial
 
@@ -192,8 +194,10 @@ class Workers:
                     for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                     if t.user_attrs.get("config_key") in keys and t.user_attrs.get("worker") != self.me.id}
 
-    def _enqueue(self, key: str, params: JSONObject) -> FrozenTrial:
-        self.study.enqueue_trial(params, user_attrs={"config_key": key}, skip_if_exists=False)
+    def _enqueue(self, key: str, attrs: JSONObject, params: JSONObject) -> FrozenTrial:
+        """A WAITING trial for `key`, with its attrs whole from the start (`_pop` makes it RUNNING, under the same
+        hold of the lock)."""
+        self.study.enqueue_trial(params, user_attrs={**attrs, "config_key": key}, skip_if_exists=False)
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
                 if t.user_attrs.get("config_key") == key][-1]
 
@@ -215,9 +219,14 @@ class Workers:
             return self.study.ask(distributions)
 
     def waiting(self) -> list[FrozenTrial]:
-        """Measurements a dead worker left, enqueued again and not yet claimed."""
-        return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-                if t.user_attrs.get("config_key")]
+        """Measurements a dead worker left, enqueued again and not yet claimed.
+
+        Read under the lock: a live worker's `claim` enqueues and pops its own
+        trial under it, so that trial is never seen here between the two.
+        """
+        with self.lock.held():
+            return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                    if t.user_attrs.get("config_key")]
 
 
 def wait_for(check: Callable[[], Any], poll_s: float = POLL_S) -> Any:

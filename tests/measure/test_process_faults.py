@@ -1,7 +1,8 @@
 """The faults of a multi-process trial's join, each a failed record with a sentence, ended at once, none left behind.
 
 Each test starts real trial children with Keras's variables set by hand, as a launcher on a cluster sets them
-(`fitspeed.trial.joining`): a coordinator's port in use, a coordinator that never comes, two launches that differ.
+(`fitspeed.trial.joining`): a coordinator's port in use, a coordinator that never comes, a process that never joins, two launches that
+differ.
 """
 
 from __future__ import annotations
@@ -64,6 +65,24 @@ def test_an_unreachable_coordinator_fails_process_1_after_the_wait_it_names(tmp_
         f"process 1 of 2: Expected process 0's coordinator to listen on {address} (KERAS_DISTRIBUTION_JOB_ADDRESSES), "
         "but nothing answered there in 4 s (last try: connection refused): start process 0"), record.reason
     assert "firewall" in record.reason and WAIT in record.reason
+    assert 4 <= took < BOUND_S
+    assert trial_processes() == []
+
+
+@pytest.mark.slow
+def test_a_process_that_never_joins_fails_the_others_after_the_wait_they_name(tmp_path: Path) -> None:
+    """Before: process 0's coordinator was up, and it waited in JAX's join for its initialization_timeout, 300 s,
+    for a process 1 that never came, then aborted (SIGABRT, DEADLINE_EXCEEDED)."""
+    need_jax()
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    record = _launch(0, address, TrialConfig(backend="jax", processes=2), tmp_path, **{WAIT: "4"})
+    took = time.monotonic() - started
+    assert record.status == Status.FAILED and record.user_error, (record.reason, record.stderr_tail)
+    assert record.reason.startswith(
+        f"process 0 of 2: Expected all 2 processes to join at {address} (KERAS_DISTRIBUTION_JOB_ADDRESSES) within "
+        "4 s, but not all came: start each process, 0 to 1, with the same command"), record.reason
+    assert WAIT in record.reason
     assert 4 <= took < BOUND_S
     assert trial_processes() == []
 

@@ -23,6 +23,10 @@ from fitspeed.core.stats import Spread
 
 SCHEMA_VERSION = 1
 MARKER = "--fitspeed-record--"
+# a trial process that gave up inside a native call it cannot leave (a multi-process join) exits with this status,
+# its last line on stderr the sentence after GAVE_UP_WORDS; the parent makes that a user's failure, not a crash
+GAVE_UP = 71
+GAVE_UP_WORDS = "fitspeed: gave up: "
 # where a built-in trial puts its temporary files: its own folder (`measure.runner`), removed when it ends
 TRIAL_TMP = "FITSPEED_TRIAL_TMP"
 

@@ -44,7 +44,7 @@ from typing import Any
 import psutil
 
 from fitspeed.core.import_environment import import_environment, start_environment
-from fitspeed.core.record import TRIAL_TMP, Status, TrialRecord, TrialSpec, decode, new_record
+from fitspeed.core.record import GAVE_UP, GAVE_UP_WORDS, TRIAL_TMP, Status, TrialRecord, TrialSpec, decode, new_record
 from fitspeed.machine import environment
 from fitspeed.machine.sampler import ProcessTree, start_for_trial
 from fitspeed.machine.usage import trial_usage
@@ -192,6 +192,18 @@ def _hook_failure(log_tail: str | None) -> str | None:
     return None
 
 
+def _gave_up(log_tail: str | None) -> str | None:
+    """The sentence a trial process wrote before it gave up where it could not send a record (`GAVE_UP`).
+
+    >>> _gave_up("F1207 …\\nfitspeed: gave up: Expected all 2 processes to join.\\n")
+    'Expected all 2 processes to join.'
+    """
+    for line in reversed((log_tail or "").splitlines()):
+        if line.startswith(GAVE_UP_WORDS):
+            return line.removeprefix(GAVE_UP_WORDS).strip()
+    return None
+
+
 class TrialProcess:
     """One trial's child process in `folder`, from its start to its record (`run_trial`, `fitspeed.measure.rounds`).
 
@@ -323,8 +335,9 @@ class TrialProcess:
         else:
             decoded = decode(stdout) if spec.script is None else scripted
             hook_failed = _hook_failure(log_tail) if spec.script is not None and returncode == HOOK_FAILED else None
-            if hook_failed:  # the user's command runs a Python without fitspeed: their setup, not a crash
-                record = new_record(spec, Status.FAILED, reason=hook_failed, user_error=True,
+            gave_up = _gave_up(log_tail) if returncode == GAVE_UP else None
+            if hook_failed or gave_up:  # the script's Python lacks fitspeed, or the other processes never joined
+                record = new_record(spec, Status.FAILED, reason=hook_failed or gave_up, user_error=True,
                                     environment=environment.host(spec.config.backend))
             elif decoded is None:
                 code = returncode

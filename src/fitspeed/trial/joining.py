@@ -10,6 +10,8 @@
 | before, on    | something listens at the coordinator's address: a TCP connect,  | waits its `initialization_timeout`|
 | the others    | retried for up to `FITSPEED_COORDINATOR_WAIT_S` seconds (60 by  | (300 s), then aborts (SIGABRT,    |
 |               | default: hosts of a cluster start some seconds apart)           | "DEADLINE_EXCEEDED")              |
+| during the    | every process has come within `FITSPEED_COORDINATOR_WAIT_S`: a  | waits its `initialization_timeout`|
+| join          | timer (`watchdog`) ends the process with a sentence             | (300 s), then aborts (SIGABRT)    |
 | after         | every process runs the same trial: each one's `fingerprint`     | a process that steps once more    |
 |               | (knobs, model, data, seeds, steps; fitspeed's, Keras's and      | than its peers, or another batch, |
 |               | JAX's versions) gathered from all (`process_allgather`) and     | waits in a collective for XLA's   |
@@ -20,12 +22,15 @@
 
 Each fault is a `UserError`, so the trial's record is `failed` with the
 sentence as its reason, and the process ends at once: no JAX timeout is
-waited for. Where Keras's variables are not set (SLURM's, which JAX finds
+waited for. The join itself waits in native code that no exception reaches, so
+its timer writes the sentence and ends the process (`GAVE_UP`), and the
+trial's parent makes the same `failed` record of it. Where Keras's variables are not set (SLURM's, which JAX finds
 itself) the two checks before the join have no address to check and are skipped.
 
 `FITSPEED_COORDINATOR_WAIT_S`: how long a process other than process 0 waits
-for the coordinator to listen, in seconds (default 60). Set it longer where
-the hosts of a launch start further apart.
+for the coordinator to listen, and then every process for the others to join,
+in seconds (default 60). Set it longer where the hosts of a launch start
+further apart (JAX's own 300 s still ends a join that waits longer).
 
 Runs in the trial child, after keras is imported; imports JAX only inside
 functions.
@@ -38,15 +43,18 @@ import hashlib
 import json
 import os
 import socket
+import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
 from fitspeed.core.config import TrialConfig
 from fitspeed.core.errors import UserError
 from fitspeed.core.knobs.processes import ADDRESSES, INDEX
-from fitspeed.core.record import TrialSpec
+from fitspeed.core.record import GAVE_UP, GAVE_UP_WORDS, TrialSpec
 from fitspeed.trial import distribute
 
 BIND = "JAX_COORDINATOR_BIND_ADDRESS"  # JAX's own: where process 0's coordinator binds, `[::]:PORT` when unset
@@ -100,7 +108,8 @@ def join(processes: int, own: Mapping[str, Any] | None, environ: Mapping[str, st
         else:
             wait_for_coordinator(host, port, wait_seconds(environ))
     try:
-        distribute.join(processes)
+        with watchdog(wait_seconds(environ), not_joined(processes, address, wait_seconds(environ))):
+            distribute.join(processes)
     except Exception:
         # Keras's first collective (its seed, over every device) fails where the processes' devices differ
         reason = _devices_differ()
@@ -109,6 +118,41 @@ def join(processes: int, own: Mapping[str, Any] | None, environ: Mapping[str, st
         raise
     if own is not None:
         check_same_trial(own)
+
+
+@contextmanager
+def watchdog(seconds: float, sentence: str) -> Iterator[None]:
+    """Within the block, a timer that ends the process after `seconds`, `sentence` its last line on stderr.
+
+    JAX's join waits in native code, which no exception reaches, until every process has come or its
+    `initialization_timeout` (300 s, which Keras does not pass on) has passed, and then aborts. So the process
+    ends itself first, as a trial's parent reads it (`fitspeed.core.record.GAVE_UP`): a failure in a sentence.
+    """
+    def give_up() -> None:
+        sys.stderr.write(f"{GAVE_UP_WORDS}{sentence}\n")
+        sys.stderr.flush()
+        os._exit(GAVE_UP)  # the join under way cannot be stopped from here
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def not_joined(processes: int, address: str | None, seconds: float) -> str:
+    """What a process says when the others have not all joined within `seconds`.
+
+    >>> print(not_joined(2, "10.0.0.1:1234", 60.0))
+    Expected all 2 processes to join at 10.0.0.1:1234 (KERAS_DISTRIBUTION_JOB_ADDRESSES) within 60 s, but not all came: start each process, 0 to 1, with the same command and its own KERAS_DISTRIBUTION_PROCESS_ID; where hosts start further apart, raise FITSPEED_COORDINATOR_WAIT_S.
+    """
+    where = f"at {address.split(',')[0].strip()} ({ADDRESSES})" if address else "at the coordinator JAX found"
+    each = f"its own {INDEX}" if address else "its own task of the launch"
+    return (f"Expected all {processes} processes to join {where} within {seconds:g} s, but not all came: start "
+            f"each process, 0 to {processes - 1}, with the same command and {each}; where hosts start further "
+            f"apart, raise {WAIT}.")
 
 
 def coordinator(addresses: str) -> tuple[str, int]:

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fitspeed.core.data_ref import DataRef, SourceKind
 from fitspeed.core.errors import DataError
@@ -48,6 +49,10 @@ from fitspeed.core.record import TRIAL_TMP, TrialRecord, TrialSpec, write_record
 from fitspeed.trial import apply, driver, joining, remat
 from fitspeed.trial.hooks import NO_HOOKS, TrialHooks, from_environment
 from fitspeed.trial.keras_import import import_keras
+
+if TYPE_CHECKING:  # both import keras, which must wait for the environment the knobs set
+    from fitspeed.trial.data.kinds import Data
+    from fitspeed.trial.distribute import Placement
 
 
 def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
@@ -58,7 +63,7 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
 
     from fitspeed.machine import environment
     from fitspeed.trial import models
-    from fitspeed.trial.data import layout, sources
+    from fitspeed.trial.data import layout
     from fitspeed.trial.transform import rewrite
 
     placement = apply.after_import(config, spec.seed, joining.of_spec(spec))  # what its processes must agree on
@@ -79,10 +84,7 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
             "known. Give the model a fixed keras.Input shape, or pass --data."
         )
     feed = placement.feed(config.batch_size)  # batch_size is per device; the global batch is × processes too
-    # each process of a multi-process trial draws its own share: its own seed (`fitspeed.measure.processes`)
-    data_seed = (spec.seed if spec.data_seed is None else spec.data_seed) + placement.process
-    data = sources.load(data_ref, shape or (), int(model.output_shape[-1]), feed, data_seed,
-                        holdout=spec.validate)
+    data = shared_data(spec, data_ref, shape or (), int(model.output_shape[-1]), feed, placement)
     data = hooks.loaded(data, spec.seed).with_knobs(config, feed, spec.seed)
     data = layout.fit_layout(data, model, str(data_ref))
     return driver.Subject(model, data, data.batch_size or feed, env, time.perf_counter() - started,
@@ -90,6 +92,18 @@ def subject(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> driver.Subject:
                           notes=[note for note in (placement.note(), remat_note) if note],
                           fields={"rewrite": rewritten.to_dict()} if rewritten is not None else {}, hooks=hooks,
                           processes=placement.processes)
+
+
+def shared_data(spec: TrialSpec, ref: DataRef, shape: tuple[int, ...], classes: int, feed: int,
+                placement: Placement) -> Data:
+    """This process's training data and the held-out data: every process of a multi-process trial draws one data
+    set alike (the spec's data seed, never the process's), and trains on its own share of it (`Data.share`),
+    so that N processes train one model on one task, as one process would on their global batch."""
+    from fitspeed.trial.data import sources
+
+    seed = spec.seed if spec.data_seed is None else spec.data_seed
+    data = sources.load(ref, shape, classes, feed, seed, holdout=spec.validate)
+    return data.share(placement.process, placement.processes)
 
 
 def run(spec: TrialSpec, hooks: TrialHooks = NO_HOOKS) -> TrialRecord:

@@ -121,6 +121,13 @@ class Data:
         """This data with its arrays in the model's layout (`layout` turns one array); a pipeline is its own."""
         return self
 
+    def share(self, process: int, processes: int) -> Data:
+        """Process `process`'s share of the training data, of `processes` that train together, each on its own
+        (every `processes`-th sample, batch or file from `process` on); the held-out data stays whole, so every
+        process judges the same. A kind that cannot be split without reading all of it (a tf.data dataset of the
+        user's) is fed whole by every process."""
+        return self
+
     def prepare(self, config: Any, batch_size: int, seed: int) -> Data:
         """The input knobs of `config` applied (`fitspeed.trial.data.pipeline`); one that cannot apply is refused."""
         check(config.changed(), self.kind, config.backend)
@@ -211,6 +218,18 @@ class ArrayData(Data):
     def laid_out(self, layout: Any) -> Data:
         return dataclasses.replace(self, x=layout(self.x))
 
+    def share(self, process: int, processes: int) -> Data:
+        """
+        >>> data = ArrayData(x=np.arange(10).reshape(5, 2), y=np.arange(5), x_val=np.zeros((1, 2)))
+        >>> shared = data.share(1, 2)
+        >>> shared.y.tolist(), shared.x.tolist(), shared.x_val is data.x_val
+        ([1, 3], [[2, 3], [6, 7]], True)
+        """
+        if processes == 1:
+            return self
+        x, y, weights = self.take(np.arange(process, self.samples, processes))
+        return dataclasses.replace(self, x=x, y=y, sample_weight=weights)
+
     def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         return dataclasses.replace(self, autotune=bool(config.data_autotune))
 
@@ -291,6 +310,45 @@ class _Cycle(keras.utils.PyDataset):
         self.inner.on_epoch_end()
 
 
+class _Share(keras.utils.PyDataset):
+    """Process `process`'s batches of a PyDataset, of `processes`: batches process, process + processes, ...
+
+    >>> class Ten(keras.utils.PyDataset):
+    ...     def __len__(self): return 10
+    ...     def __getitem__(self, i): return i
+    >>> share = _Share(Ten(), 1, 3)
+    >>> len(share), [share[i] for i in range(len(share))]
+    (3, [1, 4, 7])
+    """
+
+    def __init__(self, inner: keras.utils.PyDataset, process: int, processes: int) -> None:
+        super().__init__(
+            workers=inner.workers,
+            use_multiprocessing=inner.use_multiprocessing,
+            max_queue_size=inner.max_queue_size,
+        )
+        self.inner, self.process, self.processes = inner, process, processes
+
+    @property
+    def num_batches(self) -> int | None:
+        total = self.inner.num_batches
+        return None if total is None else max(1, (total - self.process + self.processes - 1) // self.processes)
+
+    def __len__(self) -> int:
+        count = self.num_batches
+        if count is None:
+            raise TypeError("an endless PyDataset has no length")
+        return count
+
+    def __getitem__(self, index: int) -> Any:
+        at = index * self.processes + self.process
+        total = self.inner.num_batches
+        return self.inner[at % total if total else at]
+
+    def on_epoch_end(self) -> None:
+        self.inner.on_epoch_end()
+
+
 @dataclass
 class PyDatasetData(Data):
     """A `keras.utils.PyDataset`: `pyloader`, or a user's."""
@@ -314,6 +372,9 @@ class PyDatasetData(Data):
 
     def given_x(self) -> Any:
         return self.source
+
+    def share(self, process: int, processes: int) -> Data:
+        return self if processes == 1 else dataclasses.replace(self, source=_Share(self.source, process, processes))
 
     def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         from fitspeed.trial.data.pipeline import worker_settings
@@ -351,6 +412,14 @@ class ImageFolder(Data):
     kind: ClassVar[DataKind] = DataKind.IMAGES
     source: Any = None  # the `ImageSource`
     holdout: Any = None  # the held-out files (an ImageSource), decoded by `prepare`
+
+    def share(self, process: int, processes: int) -> Data:
+        if processes == 1:
+            return self
+        mine = range(process, len(self.source.paths), processes)
+        return dataclasses.replace(self, source=dataclasses.replace(
+            self.source, paths=tuple(self.source.paths[i] for i in mine),
+            labels=tuple(self.source.labels[i] for i in mine)))
 
     def _applied(self, config: Any, batch_size: int, seed: int) -> Data:
         from fitspeed.trial.data import pipeline

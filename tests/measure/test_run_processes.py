@@ -21,7 +21,8 @@ from fitspeed.measure.processes import ADDRESSES, COUNT, INDEX, free_port
 from fitspeed.trial.script_hook import shard_batches
 
 # A user's script, unchanged by fitspeed: a small Dense model trained a few steps on 70 rows in batches of 16 (the
-# last one partial, 6 rows), as NumPy arrays or a tf.data.Dataset (argv[1]). At the end each process writes its place, its final weights' sum, and the rows its
+# last one partial, 6 rows), as NumPy arrays (with a validation_split and sample weights: "split") or a
+# tf.data.Dataset (argv[1]). At the end each process writes its place, its final weights' sum, and the rows its
 # global batches held over the epoch (`Rows`, counted inside the compiled step, where the batch is the global one).
 TRAIN = """
 import json, os, sys
@@ -47,12 +48,14 @@ model.compile(keras.optimizers.SGD(0.05), "mse", metrics=[Rows()])
 if sys.argv[1] == "tf.data":
     import tensorflow as tf
     history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=2, verbose=2)
+elif sys.argv[1] == "split":
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=2, validation_split=0.2, sample_weight=np.ones(70))
 else:
     history = model.fit(x, y, batch_size=16, epochs=2, verbose=2)
 weights = sum(float(np.sum(w)) for w in model.get_weights())
 with open(f"result-{os.getpid()}.json", "w") as out:
     json.dump({"process": jax.process_index(), "count": jax.process_count(), "weights": weights,
-               "rows": history.history["rows"][-1]}, out)
+               "rows": history.history["rows"][-1], "val_loss": history.history.get("val_loss", [None])[-1]}, out)
 print(f"trained: process {jax.process_index()} of {jax.process_count()}")
 """
 
@@ -112,9 +115,21 @@ def test_run_trains_a_script_over_the_processes_best_json_asks(tmp_path: Path) -
     found = assert_trained_together(tmp_path, done)
     said = " ".join(done.stderr.split())
     assert "2 processes on this host (keras.distribution on JAX" in said
-    # NumPy arrays are not sharded: each of the 2 processes fed all 70 rows, so the epoch's global batches held 140
-    assert "NumPy arrays are not: each process trains on all of them" in said
-    assert [r["rows"] for r in found] == [140, 140]
+    # NumPy arrays are sharded as a dataset is: each process fed its 35 of the 70 rows, 8 a step, so the epoch's
+    # global batches held the 70 once (before, each process fed all 70, and the global batches held 140)
+    assert "a batched tf.data.Dataset or NumPy arrays, is sharded by process" in said
+    assert [r["rows"] for r in found] == [70, 70]
+
+
+@pytest.mark.slow
+def test_arrays_with_a_validation_split_are_cut_as_keras_cuts_them_then_sharded(tmp_path: Path) -> None:
+    best_json(tmp_path, TRAIN, {"backend": "jax", "processes": 2})
+    done = fitspeed("run", "best.json", "--", sys.executable, "train.py", "split", cwd=tmp_path, timeout=120)
+    found = assert_trained_together(tmp_path, done)
+    # the first 56 of the 70 rows train (Keras's cut), 28 on each process; the last 14 are every process's
+    # held-out rows, so both judge the same loss
+    assert [r["rows"] for r in found] == [56, 56]
+    assert found[0]["val_loss"] is not None and found[0]["val_loss"] == pytest.approx(found[1]["val_loss"], rel=1e-6)
 
 
 @pytest.mark.slow

@@ -263,10 +263,10 @@ def run(config: TrialConfig, command: list[str], seed: int = 0, best: JSONObject
 
 STOP_GRACE_S = 5.0  # how long a process may take to end after it was asked to, before it is killed
 DATA_NOTE = (
-    "each process runs the whole script, and Keras makes their fit() calls one step: a batched tf.data.Dataset "
-    "given to fit() is sharded by process (the script's batch is the global batch, each process feeding 1/{n} of "
-    "every batch); NumPy arrays are not: each process trains on all of them, in the same order, so each step trains "
-    "on {n} copies of the script's batch (give fit() a tf.data.Dataset to share the work out)"
+    "each process runs the whole script, and Keras makes their fit() calls one step: what fit() is given, a "
+    "batched tf.data.Dataset or NumPy arrays, is sharded by process (the script's batch is the global batch, each "
+    "process feeding 1/{n} of every batch; a validation_split is cut first, as Keras cuts it, and every process "
+    "judges all of it)"
 )
 
 

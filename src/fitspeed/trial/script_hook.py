@@ -47,8 +47,8 @@ the script runs to its end untouched otherwise. Run as one of N processes
 (`fitspeed run --processes N`, each process a copy of the command), the hook
 also makes them one run: the run's fresh seed is process 0's, broadcast, so
 every process builds the same weights (JAX refuses a replicated value that
-differs by process); a tf.data.Dataset given to fit() is sharded by process
-(`Hook._sharded`), NumPy arrays are not; and a process that fails ends at once
+differs by process); a tf.data.Dataset or NumPy arrays given to fit() are
+sharded by process (`Hook._sharded`); and a process that fails ends at once
 with its status (`Hook._fail_fast`), not in JAX's shutdown barrier.
 """
 
@@ -346,21 +346,29 @@ class Hook:
 
     def _sharded(self, given: dict[str, Any]) -> dict[str, Any]:
         """`fitspeed run --processes N`: fit()'s arguments with each tf.data.Dataset (x, validation_data) sharded
-        by process (`shard_batches`); NumPy arrays, which Keras refuses to shard, go in as they are.
+        by process (`shard_batches`), and NumPy arrays too (`shard_arrays`).
 
         Each process runs the whole script and builds the whole dataset: sharded,
         the script's batch is the global batch, and each process feeds its share
         of it. The process's distribution keeps `auto_shard_dataset=False`
-        (`distribute._jax_processes`), so fit() never shards again. A dataset that
-        cannot be sharded (not batched, or its batch not divisible by N) goes in
-        whole, said once.
+        (`distribute._jax_processes`), so fit() never shards again. Data that
+        cannot be sharded (a dataset not batched, a batch not divisible by N)
+        goes in whole, said once.
         """
-        tf = sys.modules.get("tensorflow")
-        if tf is None:  # no tf.data without TensorFlow
-            return given
         import jax
 
+        from fitspeed.trial.data.kinds import as_given
+
         out = dict(given)
+        data = as_given(given)
+        if data is not None and data.in_memory:
+            try:
+                out = shard_arrays(given, jax.process_count(), jax.process_index())
+            except ValueError as error:
+                self._say(f"fit()'s arrays are not sharded by process, so each process trains on all of them: {error}")
+        tf = sys.modules.get("tensorflow")
+        if tf is None:  # no tf.data without TensorFlow
+            return out
         for name in ("x", "validation_data"):
             value = given.get(name)
             if isinstance(value, tf.data.Dataset):
@@ -534,6 +542,53 @@ def shard_batches(dataset: Any, count: int, index: int) -> Any:
     if isinstance(dataset.element_spec, tuple):
         return dataset.map(lambda *element: tuple(tf.nest.map_structure(share, element)))
     return dataset.map(lambda element: tf.nest.map_structure(share, element))
+
+
+def shard_arrays(given: dict[str, Any], count: int, index: int) -> dict[str, Any]:
+    """fit()'s arguments (bound by name) with its arrays cut to process `index`'s share, of `count` processes.
+
+    As `shard_batches` does for a dataset, the script's batch stays the global
+    batch: each process gets rows index, index + count, ... of x, y and
+    sample_weight, and `batch_size` / count of them a step. Every share has as
+    many rows (a short one is filled up from the arrays' first rows), so every
+    process steps as often. A `validation_split` is cut first, where Keras cuts
+    it, and goes in whole as `validation_data`: every process judges the same
+    held-out rows. Raises ValueError, in words, for a batch not divisible by
+    `count`.
+
+    >>> import numpy as np
+    >>> x, y = np.arange(10).reshape(5, 2), np.arange(5)
+    >>> out = shard_arrays({"x": x, "y": y, "batch_size": 4, "validation_split": 0.2}, 2, 1)
+    >>> out["y"].tolist(), out["batch_size"], out["validation_data"][1].tolist(), out["validation_split"]
+    ([1, 3], 2, [4], 0.0)
+    >>> shard_arrays({"x": x, "y": y}, 2, 0)["y"].tolist()  # rows 0, 2, 4 of five: three each, row 0 twice
+    [0, 2, 4]
+    >>> shard_arrays({"x": x, "y": y}, 2, 1)["y"].tolist()
+    [1, 3, 0]
+    """
+    import keras
+    import numpy as np
+
+    from fitspeed.trial import keras_private
+
+    batch = given.get("batch_size") or 32  # Keras's own default for arrays
+    if batch % count:
+        raise ValueError(f"its batch_size of {batch} is not divisible by the {count} processes.")
+    out = dict(given)
+    x, y, weights = given.get("x"), given.get("y"), given.get("sample_weight")
+    if given.get("validation_split") and given.get("validation_data") is None:
+        (x, y, weights), held = keras_private.train_validation_split()((x, y, weights),
+                                                                       validation_split=given["validation_split"])
+        out["validation_data"] = held if held[2] is not None else held[:2]
+        out["validation_split"] = 0.0
+    rows = len(keras.tree.flatten(x)[0])
+    mine = (index + count * np.arange(-(-rows // count))) % rows
+
+    def pick(tree: Any) -> Any:
+        return None if tree is None else keras.tree.map_structure(lambda a: np.asarray(a)[mine], tree)
+
+    out.update(x=pick(x), y=pick(y), sample_weight=pick(weights), batch_size=batch // count)
+    return out
 
 
 def _run_seed() -> int:

@@ -566,10 +566,10 @@ def shard_arrays(given: dict[str, Any], count: int, index: int) -> dict[str, Any
     >>> shard_arrays({"x": x, "y": y}, 2, 1)["y"].tolist()
     [1, 3, 0]
     """
-    import keras
     import numpy as np
 
     from fitspeed.trial import keras_private
+    from fitspeed.trial.data.kinds import ArrayData
 
     batch = given.get("batch_size") or 32  # Keras's own default for arrays
     if batch % count:
@@ -581,13 +581,10 @@ def shard_arrays(given: dict[str, Any], count: int, index: int) -> dict[str, Any
                                                                        validation_split=given["validation_split"])
         out["validation_data"] = held if held[2] is not None else held[:2]
         out["validation_split"] = 0.0
-    rows = len(keras.tree.flatten(x)[0])
-    mine = (index + count * np.arange(-(-rows // count))) % rows
-
-    def pick(tree: Any) -> Any:
-        return None if tree is None else keras.tree.map_structure(lambda a: np.asarray(a)[mine], tree)
-
-    out.update(x=pick(x), y=pick(y), sample_weight=pick(weights), batch_size=batch // count)
+    arrays = ArrayData(x=x, y=y, sample_weight=weights)
+    rows = arrays.samples
+    x, y, weights = arrays.take((index + count * np.arange(-(-rows // count))) % rows)
+    out.update(x=x, y=y, sample_weight=weights, batch_size=batch // count)
     return out
 
 
